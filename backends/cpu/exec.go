@@ -1,0 +1,247 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/backends/cpu/kernels"
+	"github.com/ds4go/ds4/internal/numfmt"
+	"github.com/ds4go/ds4/ir"
+)
+
+// Backend is the CPU reference backend: every op of the table, written to
+// be obviously right. Other backends are checked against it.
+type Backend struct{}
+
+func init() { backends.Register(Backend{}) }
+
+// Name implements backends.Backend.
+func (Backend) Name() string { return "cpu" }
+
+// Supports implements backends.Backend: the CPU backend runs every op.
+func (Backend) Supports(op string) bool { _, ok := kernelsByOp[op]; return ok }
+
+// Prepare implements backends.Backend.
+func (Backend) Prepare(g *ir.Graph) (backends.Program, error) {
+	for _, n := range g.Nodes {
+		if _, ok := kernelsByOp[n.Op]; !ok {
+			return nil, fmt.Errorf("cpu backend: %%%d (%s): no kernel", n.ID, n.Op)
+		}
+	}
+	return &program{g: g}, nil
+}
+
+type program struct{ g *ir.Graph }
+
+// run holds the values of one call.
+type run struct {
+	env  *backends.Env
+	vals map[*ir.Node]*backends.Tensor
+}
+
+type kernel func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
+
+// Run executes the nodes in order.
+func (p *program) Run(env *backends.Env) (err error) {
+	r := &run{env: env, vals: make(map[*ir.Node]*backends.Tensor, len(p.g.Nodes))}
+	uses := map[*ir.Node]int{}
+	for _, n := range p.g.Nodes {
+		for _, a := range n.Args {
+			uses[a]++
+		}
+	}
+	for _, o := range p.g.Outputs {
+		uses[o.Node]++
+	}
+	var cur *ir.Node
+	defer func() {
+		if e := recover(); e != nil {
+			err = fmt.Errorf("internal error in %%%d (%s): %v; please report it", cur.ID, cur.Op, e)
+		}
+	}()
+	args := make([]*backends.Tensor, 0, 8)
+	for _, n := range p.g.Nodes {
+		cur = n
+		args = args[:0]
+		for _, a := range n.Args {
+			args = append(args, r.vals[a])
+		}
+		v, err := kernelsByOp[n.Op](r, n, args)
+		if err != nil {
+			return fmt.Errorf("%%%d (%s): %w", n.ID, n.Op, err)
+		}
+		r.vals[n] = v
+		// Free values nobody reads any more (states stay alive in env).
+		for _, a := range n.Args {
+			if uses[a]--; uses[a] == 0 {
+				delete(r.vals, a)
+			}
+		}
+	}
+	env.Outputs = map[string]*backends.Tensor{}
+	for _, o := range p.g.Outputs {
+		env.Outputs[o.Name] = r.vals[o.Node]
+	}
+	return nil
+}
+
+// ---- helpers ---------------------------------------------------------------
+
+func newF(dt ir.DType, shape ...int) *backends.Tensor {
+	t := &backends.Tensor{DType: dt, Shape: shape}
+	t.F32 = make([]float32, t.NumElements())
+	return t
+}
+
+func newI64(shape ...int) *backends.Tensor {
+	t := &backends.Tensor{DType: ir.I64, Shape: shape}
+	t.I64 = make([]int64, t.NumElements())
+	return t
+}
+
+func newI32(shape ...int) *backends.Tensor {
+	t := &backends.Tensor{DType: ir.I32, Shape: shape}
+	t.I32 = make([]int32, t.NumElements())
+	return t
+}
+
+// round applies the rounding of dtype dt to x in place.
+func round(dt ir.DType, x []float32) {
+	switch dt {
+	case ir.BF16:
+		numfmt.BF16RoundSlice(x)
+	case ir.F16:
+		for i, v := range x {
+			x[i] = numfmt.F16ToF32(numfmt.F32ToF16(v))
+		}
+	}
+}
+
+func last(t *backends.Tensor) int { return t.Shape[len(t.Shape)-1] }
+
+func rows(t *backends.Tensor) int { return t.NumElements() / max(last(t), 1) }
+
+func cloneShape(s []int) []int { return append([]int(nil), s...) }
+
+func unary(fn func(float32) float32) kernel {
+	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+		x := a[0]
+		out := newF(x.DType, cloneShape(x.Shape)...)
+		for i, v := range x.F32 {
+			out.F32[i] = fn(v)
+		}
+		round(x.DType, out.F32)
+		return out, nil
+	}
+}
+
+func binary(fn func(a, b float32) float32) kernel {
+	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+		x, y := a[0], a[1]
+		shape, err := kernels.Broadcast(x.Shape, y.Shape)
+		if err != nil {
+			return nil, err
+		}
+		out := newF(x.DType, shape...)
+		xi, yi := bcastIndex(x.Shape, shape), bcastIndex(y.Shape, shape)
+		for i := range out.F32 {
+			out.F32[i] = fn(x.F32[xi(i)], y.F32[yi(i)])
+		}
+		round(x.DType, out.F32)
+		return out, nil
+	}
+}
+
+// bcastIndex maps a flat index of the broadcast shape to the flat index of an
+// operand of shape s.
+func bcastIndex(s, full []int) func(int) int {
+	if len(s) == len(full) {
+		same := true
+		for i := range s {
+			same = same && s[i] == full[i]
+		}
+		if same {
+			return func(i int) int { return i }
+		}
+	}
+	n := len(full)
+	strides := make([]int, n) // operand strides aligned to full, 0 where broadcast
+	st := 1
+	for i := n - 1; i >= 0; i-- {
+		j := len(s) - n + i
+		if j >= 0 && s[j] != 1 {
+			strides[i] = st
+		}
+		if j >= 0 {
+			st *= s[j]
+		}
+	}
+	return func(i int) int {
+		off := 0
+		for d := n - 1; d >= 0; d-- {
+			off += (i % full[d]) * strides[d]
+			i /= full[d]
+		}
+		return off
+	}
+}
+
+// dimsOf resolves the text of a reshape target against the run's sizes; one
+// unknown dimension is inferred from the element count.
+func (r *run) dimsOf(shape string, numel int) ([]int, error) {
+	sh, err := ir.ParseShape(shape)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(sh))
+	known, unknown := 1, -1
+	for i, d := range sh {
+		switch {
+		case d.IsConst():
+			out[i] = int(d.N)
+		case d.Sym == "B":
+			out[i] = r.env.B
+		case d.Sym == "S":
+			out[i] = r.env.S
+		case d.Sym == "B*S":
+			out[i] = r.env.B * r.env.S
+		default:
+			if unknown >= 0 {
+				return nil, fmt.Errorf("reshape to %s: two unknown dims", shape)
+			}
+			unknown = i
+			continue
+		}
+		known *= out[i]
+	}
+	if unknown >= 0 {
+		out[unknown] = numel / max(known, 1)
+		known *= out[unknown]
+	}
+	if known != numel {
+		return nil, fmt.Errorf("reshape of %d elements to %s", numel, shape)
+	}
+	return out, nil
+}
+
+func axis(n *ir.Node, rank int) int {
+	ax := int(n.Attrs.Int("axis", -1))
+	if ax < 0 {
+		ax += rank
+	}
+	return ax
+}
+
+func f32s(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
+var negInf = float32(math.Inf(-1))
+
+func stateName(n *ir.Node) string { return strings.TrimSpace(n.Attrs.Str("name", "")) }

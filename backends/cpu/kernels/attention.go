@@ -1,0 +1,121 @@
+package kernels
+
+import (
+	"math"
+
+	"github.com/ds4go/ds4/internal/numfmt"
+)
+
+// SparseAttnBlock is the number of index entries the sparse attention kernel
+// processes per online-softmax step (kernel.py `block`, spec §4.9). The
+// per-block bf16 rounding of the probabilities makes it part of the numerics.
+const SparseAttnBlock = 64
+
+// attentionInitMax is the running-max seed of the online softmax. It is finite
+// so that a row whose indices are all -1 yields exactly 0 instead of NaN.
+const attentionInitMax = float32(-1e30)
+
+// SparseAttn is sparse_attn(q, kv, sink, idx, scale) of spec §4.9: single
+// shared-KV-head attention over gathered rows, with an attention sink.
+//
+// Shapes (row-major): q [b, m, h, d], kv [b, n, d] (one row is both key and
+// value for every head), sink [h] (fp32), idx [b, m, t] (int32, -1 = empty
+// slot, otherwise a row of kv in [0, n)), out [b, m, h, d]. q and kv hold bf16
+// values.
+//
+// Numerics, per (b, m, h), walking idx in blocks of SparseAttnBlock = 64
+// entries (positions t0 .. t0+63 of the index row, invalid entries included):
+//
+//	s_j   = fp32(q · kv[idx_j]) * scale          valid j (fp32 logits)
+//	s_j   = -inf                                  idx_j == -1
+//	μ'    = max(μ, max_j s_j)                     μ starts at -1e30
+//	α     = exp(μ − μ')
+//	p_j   = exp(s_j − μ')                         fp32
+//	l     = l·α + Σ_j p_j                         fp32 denominator (unrounded p)
+//	acc_d = acc_d·α + Σ_j bf16(p_j)·kv[idx_j][d]  p rounded to bf16 before P·V
+//	μ     = μ'
+//
+// then l += exp(sink_h − μ) (the sink is not multiplied by scale) and
+// out = bf16(acc / l). Dot products and the per-block sums are accumulated in
+// float64 and rounded once to float32 (the exactly rounded value of the fp32
+// einsum; the reference GEMM differs by a few fp32 ulp). exp is math.Exp
+// rounded to float32. A row with no valid index gives l = exp(sink+1e30) =
+// +inf and an output of exactly 0.
+func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []float32, idx []int32, t int, scale float32) {
+	if len(q) < b*m*h*d || len(out) < b*m*h*d || len(kv) < b*n*d || len(sink) < h || len(idx) < b*m*t {
+		panic("kernels.SparseAttn: buffer too small")
+	}
+	s := make([]float32, SparseAttnBlock)
+	pb := make([]float32, SparseAttnBlock)
+	acc := make([]float32, d)
+	pv := make([]float64, d)
+	for bi := 0; bi < b; bi++ {
+		kvb := kv[bi*n*d : (bi+1)*n*d]
+		for mi := 0; mi < m; mi++ {
+			row := idx[(bi*m+mi)*t : (bi*m+mi+1)*t]
+			for hi := 0; hi < h; hi++ {
+				qv := q[((bi*m+mi)*h+hi)*d : ((bi*m+mi)*h+hi+1)*d]
+				mu := attentionInitMax
+				var l float32
+				clear(acc)
+				for t0 := 0; t0 < t; t0 += SparseAttnBlock {
+					blk := row[t0:min(t0+SparseAttnBlock, t)]
+					bmax := float32(math.Inf(-1))
+					for j, ix := range blk {
+						if ix < 0 {
+							s[j] = float32(math.Inf(-1))
+							continue
+						}
+						if int(ix) >= n {
+							panic("kernels.SparseAttn: index out of range")
+						}
+						s[j] = attentionDot(qv, kvb[int(ix)*d:int(ix+1)*d]) * scale
+						bmax = max(bmax, s[j])
+					}
+					newMu := max(mu, bmax)
+					alpha := attentionExp(mu - newMu)
+					var psum float64
+					clear(pv)
+					for j, ix := range blk {
+						p := attentionExp(s[j] - newMu)
+						psum += float64(p)
+						pb[j] = numfmt.BF16Round(p)
+						if ix < 0 || pb[j] == 0 {
+							continue
+						}
+						pj := float64(pb[j])
+						kr := kvb[int(ix)*d : int(ix+1)*d]
+						for di, kvv := range kr {
+							pv[di] += float64(pj * float64(kvv))
+						}
+					}
+					l = float32(l*alpha) + float32(psum)
+					for di := range acc {
+						acc[di] = float32(acc[di]*alpha) + float32(pv[di])
+					}
+					mu = newMu
+				}
+				l += attentionExp(sink[hi] - mu)
+				o := out[((bi*m+mi)*h+hi)*d : ((bi*m+mi)*h+hi+1)*d]
+				for di := range o {
+					o[di] = numfmt.BF16Round(acc[di] / l)
+				}
+			}
+		}
+	}
+}
+
+// attentionDot is the fp32 dot product of two equal-length vectors,
+// accumulated in float64 and rounded once.
+func attentionDot(a, b []float32) float32 {
+	var s float64
+	for i, v := range a {
+		s += float64(float64(v) * float64(b[i]))
+	}
+	return float32(s)
+}
+
+// attentionExp is exp in float32 (math.Exp rounded to float32; exp(-inf) = 0).
+func attentionExp(x float32) float32 {
+	return float32(math.Exp(float64(x)))
+}

@@ -1,0 +1,778 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/backends/cpu/kernels"
+	"github.com/ds4go/ds4/internal/numfmt"
+	"github.com/ds4go/ds4/ir"
+)
+
+// kernelsByOp maps every op of the table to its reference kernel.
+var kernelsByOp map[string]kernel
+
+func init() {
+	kernelsByOp = map[string]kernel{
+		"input":  kInput,
+		"weight": func(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) { return r.env.Weight(n) },
+		"const":  kConst,
+		"state":  kState,
+		"rope_table": func(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) {
+			return r.env.Rope(n, r.env.M)
+		},
+		"cast":    kCast,
+		"sigmoid": unary(func(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }),
+		"silu":    unary(func(x float32) float32 { return x * float32(1/(1+math.Exp(-float64(x)))) }),
+		"rsqrt":   unary(func(x float32) float32 { return float32(1 / math.Sqrt(float64(x))) }),
+		"sqrt":    unary(func(x float32) float32 { return float32(math.Sqrt(float64(x))) }),
+		"exp":     unary(func(x float32) float32 { return float32(math.Exp(float64(x))) }),
+		"relu":    unary(func(x float32) float32 { return max(x, 0) }),
+		"softplus": unary(func(x float32) float32 {
+			if x > 20 {
+				return x
+			}
+			return float32(math.Log1p(math.Exp(float64(x))))
+		}),
+		"clamp":              kClamp,
+		"add_scalar":         kScalar(func(x, v float32) float32 { return x + v }),
+		"mul_scalar":         kScalar(func(x, v float32) float32 { return x * v }),
+		"add":                binary(func(a, b float32) float32 { return a + b }),
+		"sub":                binary(func(a, b float32) float32 { return a - b }),
+		"mul":                binary(func(a, b float32) float32 { return a * b }),
+		"div":                binary(func(a, b float32) float32 { return a / b }),
+		"mask_fill":          kMaskFill,
+		"act_quant":          kActQuant,
+		"fp4_quant":          kFP4Quant,
+		"mean_sq":            kMeanSq,
+		"sum":                kSum,
+		"softmax":            kSoftmax,
+		"reshape":            kReshape,
+		"slice":              kSlice,
+		"concat":             kConcat,
+		"expand":             kExpand,
+		"embed":              kEmbed,
+		"token_map":          kTokenMap,
+		"gather":             kGather,
+		"topk_idx":           kTopkIdx,
+		"matmul":             kMatmul,
+		"matmul_fp8":         kMatmulQ,
+		"matmul_fp4":         kMatmulQ,
+		"grouped_matmul":     kGrouped,
+		"expert_matmul":      kExpertMatmul,
+		"moe_combine":        kMoECombine,
+		"rmsnorm":            kRMSNorm,
+		"hc_pre":             kHCPre,
+		"hc_post":            kHCPost,
+		"positions":          kPositions,
+		"rope":               kRope,
+		"window_idx":         kWindowIdx,
+		"window_update":      kWindowUpdate,
+		"sparse_attn":        kSparseAttn,
+		"group_state_update": kGroupState,
+		"compressor_pool":    kCompressorPool,
+		"cache_write":        kCacheWrite,
+		"cache_read":         kCacheRead,
+		"index_score":        kIndexScore,
+		"index_mask":         kIndexMask,
+		"candidate_blocks":   kCandidates,
+		"index_topk":         kIndexTopk,
+		"engram_hist_update": kEngramHist,
+		"engram_hash":        kEngramHash,
+		"engram_lookup":      kEngramLookup,
+		"engram_gate":        kEngramGate,
+		"probe":              kProbe,
+		"hc_mix":             kHCMix,
+		"hc_split_sinkhorn":  kSinkhorn,
+		"swiglu_clamp":       kSwiGLU,
+	}
+}
+
+func kInput(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) {
+	t, ok := r.env.Inputs[n.Attrs.Str("name", "")]
+	if !ok {
+		return nil, fmt.Errorf("input %q not given", n.Attrs.Str("name", ""))
+	}
+	return t, nil
+}
+
+func kConst(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) {
+	shape := make([]int, len(n.Type.Shape))
+	for i, d := range n.Type.Shape {
+		shape[i] = int(d.N)
+	}
+	if n.Type.DType.IsFloat() {
+		t := newF(n.Type.DType, shape...)
+		copy(t.F32, f32s(n.Attrs.Floats("floats")))
+		return t, nil
+	}
+	t := newI64(shape...)
+	copy(t.I64, n.Attrs.Ints("ints"))
+	return t, nil
+}
+
+func kState(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) {
+	t, ok := r.env.State[stateName(n)]
+	if !ok {
+		return nil, fmt.Errorf("state %q not allocated", stateName(n))
+	}
+	return t, nil
+}
+
+func kCast(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	to, _ := ir.ParseDType(n.Attrs.Str("to", ""))
+	out := newF(to, cloneShape(a[0].Shape)...)
+	copy(out.F32, a[0].F32)
+	round(to, out.F32)
+	return out, nil
+}
+
+func kClamp(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	lo, hi := float32(math.Inf(-1)), float32(math.Inf(1))
+	if _, ok := n.Attrs["lo"]; ok {
+		lo = float32(n.Attrs.Float("lo", 0))
+	}
+	if _, ok := n.Attrs["hi"]; ok {
+		hi = float32(n.Attrs.Float("hi", 0))
+	}
+	return unary(func(x float32) float32 { return min(max(x, lo), hi) })(r, n, a)
+}
+
+func kScalar(fn func(x, v float32) float32) kernel {
+	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+		v := float32(n.Attrs.Float("value", 0))
+		return unary(func(x float32) float32 { return fn(x, v) })(r, n, a)
+	}
+}
+
+func kMaskFill(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	out := newF(a[0].DType, cloneShape(a[0].Shape)...)
+	copy(out.F32, a[0].F32)
+	kernels.ApplyCandidates(out.F32, a[1].U8)
+	return out, nil
+}
+
+func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	out := newF(ir.BF16, cloneShape(a[0].Shape)...)
+	copy(out.F32, a[0].F32)
+	numfmt.ActQuantInplace(out.F32, int(n.Attrs.Int("block", 32)))
+	return out, nil
+}
+
+func kFP4Quant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	out := newF(ir.BF16, cloneShape(a[0].Shape)...)
+	copy(out.F32, a[0].F32)
+	block := int(n.Attrs.Int("block", 32))
+	if n.Attrs.Str("scale", "e8m0") == "e4m3" {
+		numfmt.FP4ActQuantE4M3(out.F32, block, nil, nil)
+	} else {
+		numfmt.FP4ActQuantE8M0(out.F32, block, nil, nil)
+	}
+	return out, nil
+}
+
+func reducedShape(n *ir.Node, s []int) ([]int, int) {
+	ax := axis(n, len(s))
+	out := cloneShape(s)
+	if n.Attrs.Bool("keepdim", true) {
+		out[ax] = 1
+	} else {
+		out = append(out[:ax], out[ax+1:]...)
+	}
+	return out, ax
+}
+
+func kMeanSq(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	shape, ax := reducedShape(n, a[0].Shape)
+	if ax != len(a[0].Shape)-1 {
+		return nil, fmt.Errorf("mean_sq supports the last axis only")
+	}
+	out := newF(a[0].DType, shape...)
+	kernels.MeanSquare(out.F32, a[0].F32, rows(a[0]), last(a[0]))
+	round(a[0].DType, out.F32)
+	return out, nil
+}
+
+func kSum(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	shape, ax := reducedShape(n, a[0].Shape)
+	out := newF(a[0].DType, shape...)
+	kernels.SumAxis(out.F32, a[0].F32, a[0].Shape, ax)
+	round(a[0].DType, out.F32)
+	return out, nil
+}
+
+func kSoftmax(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	if axis(n, len(a[0].Shape)) != len(a[0].Shape)-1 {
+		return nil, fmt.Errorf("softmax supports the last axis only")
+	}
+	out := newF(a[0].DType, cloneShape(a[0].Shape)...)
+	kernels.Softmax(out.F32, a[0].F32, rows(a[0]), last(a[0]))
+	round(a[0].DType, out.F32)
+	return out, nil
+}
+
+func kReshape(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	shape, err := r.dimsOf(n.Attrs.Str("shape", ""), a[0].NumElements())
+	if err != nil {
+		return nil, err
+	}
+	t := *a[0]
+	t.Shape = shape
+	return &t, nil
+}
+
+// strided copies along one axis: outer × (axis part) × inner blocks.
+func splitAxis(s []int, ax int) (outer, inner int) {
+	outer, inner = 1, 1
+	for i := 0; i < ax; i++ {
+		outer *= s[i]
+	}
+	for i := ax + 1; i < len(s); i++ {
+		inner *= s[i]
+	}
+	return
+}
+
+func kSlice(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	x := a[0]
+	ax := axis(n, len(x.Shape))
+	st, en := int(n.Attrs.Int("start", 0)), int(n.Attrs.Int("end", 0))
+	if en > x.Shape[ax] {
+		return nil, fmt.Errorf("slice end %d beyond dim %d", en, x.Shape[ax])
+	}
+	shape := cloneShape(x.Shape)
+	shape[ax] = en - st
+	outer, inner := splitAxis(x.Shape, ax)
+	out := newF(x.DType, shape...)
+	for o := 0; o < outer; o++ {
+		copy(out.F32[o*(en-st)*inner:(o+1)*(en-st)*inner], x.F32[(o*x.Shape[ax]+st)*inner:(o*x.Shape[ax]+en)*inner])
+	}
+	return out, nil
+}
+
+func kConcat(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	ax := axis(n, len(a[0].Shape))
+	shape := cloneShape(a[0].Shape)
+	shape[ax] = 0
+	for _, t := range a {
+		shape[ax] += t.Shape[ax]
+	}
+	outer, inner := splitAxis(shape, ax)
+	out := &backends.Tensor{DType: a[0].DType, Shape: shape}
+	total := out.NumElements()
+	switch {
+	case a[0].DType.IsFloat():
+		out.F32 = make([]float32, total)
+	case a[0].DType == ir.I32:
+		out.I32 = make([]int32, total)
+	default:
+		out.I64 = make([]int64, total)
+	}
+	off := 0
+	for _, t := range a {
+		w := t.Shape[ax] * inner
+		for o := 0; o < outer; o++ {
+			dst := o*shape[ax]*inner + off
+			switch {
+			case out.F32 != nil:
+				copy(out.F32[dst:dst+w], t.F32[o*w:(o+1)*w])
+			case out.I32 != nil:
+				copy(out.I32[dst:dst+w], t.I32[o*w:(o+1)*w])
+			default:
+				copy(out.I64[dst:dst+w], t.I64[o*w:(o+1)*w])
+			}
+		}
+		off += w
+	}
+	return out, nil
+}
+
+func kExpand(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	x := a[0]
+	ax, k := int(n.Attrs.Int("axis", 0)), int(n.Attrs.Int("n", 1))
+	shape := append(cloneShape(x.Shape[:ax]), append([]int{k}, x.Shape[ax:]...)...)
+	inner := 1 // elements of x after the new axis
+	for _, d := range x.Shape[ax:] {
+		inner *= d
+	}
+	out := newF(x.DType, shape...)
+	o1 := x.NumElements() / max(inner, 1)
+	for o := 0; o < o1; o++ {
+		for j := 0; j < k; j++ {
+			copy(out.F32[(o*k+j)*inner:(o*k+j+1)*inner], x.F32[o*inner:(o+1)*inner])
+		}
+	}
+	return out, nil
+}
+
+func kEmbed(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	tab, ids := a[0], a[1]
+	V, D := tab.Shape[0], tab.Shape[1]
+	out := newF(tab.DType, append(cloneShape(ids.Shape), D)...)
+	for i, id := range ids.I64 {
+		if id < 0 || int(id) >= V {
+			return nil, fmt.Errorf("token id %d out of range [0,%d)", id, V)
+		}
+		copy(out.F32[i*D:(i+1)*D], tab.F32[int(id)*D:(int(id)+1)*D])
+	}
+	return out, nil
+}
+
+func kTokenMap(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	m, ids := a[0], a[1]
+	out := newI64(cloneShape(ids.Shape)...)
+	for i, id := range ids.I64 {
+		if id < 0 || int(id) >= len(m.I64) {
+			return nil, fmt.Errorf("token id %d out of range of the Engram token map [0,%d)", id, len(m.I64))
+		}
+		out.I64[i] = m.I64[id]
+	}
+	return out, nil
+}
+
+func kGather(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	x, idx := a[0], a[1]
+	E, k := x.Shape[1], idx.Shape[1]
+	out := newF(x.DType, cloneShape(idx.Shape)...)
+	for i := 0; i < idx.Shape[0]; i++ {
+		for j := 0; j < k; j++ {
+			out.F32[i*k+j] = x.F32[i*E+int(idx.I64[i*k+j])]
+		}
+	}
+	return out, nil
+}
+
+// kTopkIdx: the k largest per row, by value descending, ties to the lower index.
+func kTopkIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	x := a[0]
+	N, E, k := x.Shape[0], x.Shape[1], int(n.Attrs.Int("k", 1))
+	out := newI64(N, k)
+	ord := make([]int, E)
+	for i := 0; i < N; i++ {
+		row := x.F32[i*E : (i+1)*E]
+		for j := range ord {
+			ord[j] = j
+		}
+		sort.SliceStable(ord, func(p, q int) bool { return row[ord[p]] > row[ord[q]] })
+		for j := 0; j < k; j++ {
+			out.I64[i*k+j] = int64(ord[j])
+		}
+	}
+	return out, nil
+}
+
+func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	x, w := a[0], a[1]
+	N, K := w.Shape[0], w.Shape[1]
+	shape := cloneShape(x.Shape)
+	shape[len(shape)-1] = N
+	out := newF(x.DType, shape...)
+	if x.DType == ir.F32 {
+		kernels.MatmulF32(out.F32, x.F32, w.F32, rows(x), K, N)
+	} else {
+		kernels.MatmulBF16(out.F32, x.F32, w.F32, rows(x), K, N)
+		round(x.DType, out.F32)
+	}
+	return out, nil
+}
+
+func kMatmulQ(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	x, w := a[0], a[1]
+	N, K := w.Shape[0], w.Shape[1]
+	shape := cloneShape(x.Shape)
+	shape[len(shape)-1] = N
+	out := newF(ir.BF16, shape...)
+	if w.DType == ir.FP4E2M1 {
+		kernels.MatmulFP4(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
+	} else {
+		kernels.MatmulFP8(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
+	}
+	return out, nil
+}
+
+func kGrouped(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	x, w := a[0], a[1]
+	G := int(n.Attrs.Int("groups", 1))
+	shape := cloneShape(x.Shape)
+	shape[len(shape)-1] = w.Shape[0]
+	out := newF(ir.BF16, shape...)
+	kernels.GroupedLoRA(out.F32, x.F32, rows(x), G, w.Shape[1], w.F32, w.Shape[0]/G)
+	return out, nil
+}
+
+func kExpertMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	x, w, idx := a[0], a[1], a[2]
+	N, k := idx.Shape[0], idx.Shape[1]
+	O, K := w.Shape[1], w.Shape[2]
+	out := newF(ir.BF16, N, k, O)
+	perSlot := len(x.Shape) == 3
+	for i := 0; i < N; i++ {
+		for j := 0; j < k; j++ {
+			e := int(idx.I64[i*k+j])
+			if e < 0 || e >= len(w.Parts) {
+				return nil, fmt.Errorf("expert %d out of range", e)
+			}
+			p := w.Parts[e]
+			xs := x.F32[i*K : (i+1)*K]
+			if perSlot {
+				xs = x.F32[(i*k+j)*K : (i*k+j+1)*K]
+			}
+			dst := out.F32[(i*k+j)*O : (i*k+j+1)*O]
+			if p.DType == ir.FP4E2M1 {
+				kernels.MatmulFP4(dst, xs, 1, K, p.U8, p.Scale, O)
+			} else {
+				kernels.MatmulFP8(dst, xs, 1, K, p.U8, p.Scale, O)
+			}
+		}
+	}
+	return out, nil
+}
+
+// kMoECombine sums the expert outputs of each token in increasing expert id
+// order, as the reference's loop over experts accumulates them.
+func kMoECombine(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	y, idx := a[0], a[1]
+	N, k, D := y.Shape[0], y.Shape[1], y.Shape[2]
+	out := newF(ir.F32, N, D)
+	ord := make([]int, k)
+	for i := 0; i < N; i++ {
+		for j := range ord {
+			ord[j] = j
+		}
+		sort.Slice(ord, func(p, q int) bool { return idx.I64[i*k+ord[p]] < idx.I64[i*k+ord[q]] })
+		acc := out.F32[i*D : (i+1)*D]
+		for _, j := range ord {
+			src := y.F32[(i*k+j)*D : (i*k+j+1)*D]
+			for d := range acc {
+				acc[d] += src[d]
+			}
+		}
+	}
+	return out, nil
+}
+
+func kRMSNorm(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	x, w := a[0], a[1]
+	out := newF(x.DType, cloneShape(x.Shape)...)
+	kernels.RMSNorm(out.F32, x.F32, rows(x), last(x), w.F32, float32(n.Attrs.Float("eps", 0)))
+	round(x.DType, out.F32)
+	return out, nil
+}
+
+// perToken broadcasts a per-token mix (possibly a constant [hc]) to [tokens, hc].
+func perToken(p *backends.Tensor, tokens, hc int) []float32 {
+	if len(p.F32) == tokens*hc {
+		return p.F32
+	}
+	out := make([]float32, tokens*hc)
+	for t := 0; t < tokens; t++ {
+		copy(out[t*hc:(t+1)*hc], p.F32[len(p.F32)-hc:])
+	}
+	return out
+}
+
+func kHCPre(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	h := a[0]
+	s := h.Shape
+	hc, D := s[len(s)-2], s[len(s)-1]
+	tokens := h.NumElements() / (hc * D)
+	out := newF(ir.BF16, append(cloneShape(s[:len(s)-2]), D)...)
+	kernels.HCPre(out.F32, h.F32, perToken(a[1], tokens, hc), tokens, hc, D)
+	return out, nil
+}
+
+func kHCPost(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	y, res, post, comb := a[0], a[1], a[2], a[3]
+	s := res.Shape
+	hc, D := s[len(s)-2], s[len(s)-1]
+	tokens := res.NumElements() / (hc * D)
+	out := newF(ir.BF16, cloneShape(s)...)
+	kernels.HCPost(out.F32, y.F32, res.F32, post.F32, comb.F32, tokens, hc, D)
+	return out, nil
+}
+
+func kPositions(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	S, P := a[0].Shape[1], int(a[1].I64[0])
+	ratio := int(n.Attrs.Int("ratio", 1))
+	if ratio == 1 {
+		out := newI64(S)
+		for t := range out.I64 {
+			out.I64[t] = int64(P + t)
+		}
+		return out, nil
+	}
+	g0, g1 := P/ratio, (P+S)/ratio
+	out := newI64(g1 - g0)
+	for g := g0; g < g1; g++ {
+		out.I64[g-g0] = int64(g * ratio)
+	}
+	return out, nil
+}
+
+func kRope(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	x, tab, pos := a[0], a[1], a[2]
+	out := newF(x.DType, cloneShape(x.Shape)...)
+	copy(out.F32, x.F32)
+	if x.NumElements() == 0 {
+		return out, nil
+	}
+	W := last(x)
+	T := x.Shape[1]
+	perT := x.NumElements() / (x.Shape[0] * T * W) // rows per (b, t)
+	nrows := rows(x)
+	ps := make([]int, nrows)
+	for i := range ps {
+		t := (i / perT) % T
+		p := int(pos.I64[t])
+		if p < 0 || p >= tab.Shape[0] {
+			return nil, fmt.Errorf("position %d beyond the RoPE table (max length %d)", p, tab.Shape[0])
+		}
+		ps[i] = p
+	}
+	kernels.Rotary(out.F32, nrows, W, int(n.Attrs.Int("dim", 0)), tab.F32, ps, n.Attrs.Bool("inverse", false))
+	round(x.DType, out.F32)
+	return out, nil
+}
+
+func kWindowIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	B, S, P := a[0].Shape[0], a[0].Shape[1], int(a[1].I64[0])
+	W := int(n.Attrs.Int("window", 0))
+	var one []int32
+	var T int
+	if n.Attrs.Str("phase", "") == "decode" {
+		one, T = kernels.WindowIdxDecode(P, W), W
+	} else {
+		one, T = kernels.WindowIdxPrefill(S, W), min(S, W)
+	}
+	out := newI32(B, S, T)
+	for b := 0; b < B; b++ {
+		copy(out.I32[b*S*T:(b+1)*S*T], one)
+	}
+	return out, nil
+}
+
+func kWindowUpdate(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	ring, kv := a[0], a[1]
+	B, W, D := ring.Shape[0], ring.Shape[1], ring.Shape[2]
+	P := int(a[2].I64[0])
+	if P == 0 {
+		kernels.WindowWritePrefill(ring.F32, B, W, D, kv.F32, kv.Shape[1])
+	} else {
+		kernels.WindowWriteDecode(ring.F32, B, W, D, kv.F32, P)
+	}
+	return ring, nil
+}
+
+func kSparseAttn(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	q, kv, sink, idx := a[0], a[1], a[2], a[3]
+	B, M, H, D := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
+	N, T := kv.Shape[1], idx.Shape[2]
+	for _, i := range idx.I32 {
+		if int(i) >= N {
+			return nil, fmt.Errorf("attention index %d beyond %d kv rows", i, N)
+		}
+	}
+	out := newF(ir.BF16, cloneShape(q.Shape)...)
+	kernels.SparseAttn(out.F32, q.F32, B, M, H, D, kv.F32, N, sink.F32, idx.I32, T, float32(n.Attrs.Float("scale", 1)))
+	return out, nil
+}
+
+func kGroupState(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	st, x := a[0], a[1]
+	B, R, D := st.Shape[0], st.Shape[1], st.Shape[2]
+	S, P := x.Shape[1], int(a[2].I64[0])
+	for b := 0; b < B; b++ {
+		if P == 0 {
+			if S%R == 0 {
+				continue
+			}
+			// The incomplete tail group goes to slots 0.. of the state.
+			for t := S - S%R; t < S; t++ {
+				copy(st.F32[(b*R+t%R)*D:(b*R+t%R+1)*D], x.F32[(b*S+t)*D:(b*S+t+1)*D])
+			}
+		} else {
+			slot := P % R
+			copy(st.F32[(b*R+slot)*D:(b*R+slot+1)*D], x.F32[b*S*D:(b*S+1)*D])
+		}
+	}
+	return st, nil
+}
+
+func kCompressorPool(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	c, z, kvst, scst := a[0], a[1], a[2], a[3]
+	P := int(a[4].I64[0])
+	if n.Attrs.Int("ratio", 2) != 2 {
+		return nil, fmt.Errorf("gated compressor pooling is defined for ratio 2 only")
+	}
+	B, S, D := c.Shape[0], c.Shape[1], c.Shape[2]
+	G := (P+S)/2 - P/2
+	out := newF(ir.F32, B, G, D)
+	kernels.CompressorPool2(out.F32, c.F32, z.F32, B, S, D, kvst.F32, scst.F32, P)
+	return out, nil
+}
+
+func kCacheWrite(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	cache, rowsT := a[0], a[1]
+	B, Mr, D := cache.Shape[0], cache.Shape[1], cache.Shape[2]
+	G := rowsT.Shape[1]
+	at := int(a[2].I64[0]) / int(n.Attrs.Int("ratio", 1))
+	if at+G > Mr {
+		return nil, fmt.Errorf("cache of %d rows cannot take rows %d..%d (maximum length too small)", Mr, at, at+G)
+	}
+	for b := 0; b < B; b++ {
+		copy(cache.F32[(b*Mr+at)*D:(b*Mr+at+G)*D], rowsT.F32[b*G*D:(b+1)*G*D])
+	}
+	return cache, nil
+}
+
+func kCacheRead(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	cache := a[0]
+	B, Mr, D := cache.Shape[0], cache.Shape[1], cache.Shape[2]
+	nc := (int(a[2].I64[0]) + a[1].Shape[1]) / int(n.Attrs.Int("ratio", 1))
+	if nc > Mr {
+		return nil, fmt.Errorf("cache of %d rows read to %d", Mr, nc)
+	}
+	out := newF(cache.DType, B, nc, D)
+	for b := 0; b < B; b++ {
+		copy(out.F32[b*nc*D:(b+1)*nc*D], cache.F32[b*Mr*D:(b*Mr+nc)*D])
+	}
+	return out, nil
+}
+
+func kIndexScore(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	q, k, w := a[0], a[1], a[2]
+	B, S, H, Di := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
+	nc := k.Shape[1]
+	out := newF(ir.BF16, B, S, nc)
+	kernels.IndexScore(out.F32, q.F32, B, S, H, Di, k.F32, nc, w.F32)
+	return out, nil
+}
+
+func kIndexMask(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	s := a[0]
+	out := newF(s.DType, cloneShape(s.Shape)...)
+	copy(out.F32, s.F32)
+	kernels.IndexCausalMask(out.F32, s.Shape[0], s.Shape[1], s.Shape[2], int(a[1].I64[0]), int(n.Attrs.Int("ratio", 1)))
+	return out, nil
+}
+
+func kCandidates(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	s := a[0]
+	B, S, nc := s.Shape[0], s.Shape[1], s.Shape[2]
+	out := &backends.Tensor{DType: ir.U8, Shape: cloneShape(s.Shape), U8: make([]byte, s.NumElements())}
+	lens := kernels.IndexVisibleLens(S, int(a[1].I64[0]), int(n.Attrs.Int("ratio", 1)))
+	if nc > 0 {
+		kernels.SelectCandidateBlocks(out.U8, s.F32, B*S, nc, lens, int(n.Attrs.Int("topk_blocks", 1)), int(n.Attrs.Int("block", 1)))
+	}
+	return out, nil
+}
+
+func kIndexTopk(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	s := a[0]
+	B, S, nc := s.Shape[0], s.Shape[1], s.Shape[2]
+	k := min(int(n.Attrs.Int("k", 1)), nc)
+	out := newI32(B, S, k)
+	if k > 0 {
+		lens := kernels.IndexVisibleLens(S, int(a[1].I64[0]), int(n.Attrs.Int("ratio", 1)))
+		kernels.IndexTopK(out.I32, s.F32, B*S, nc, k, lens, a[2].Shape[1])
+	}
+	return out, nil
+}
+
+func kEngramHist(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	h, ids := a[0], a[1]
+	B, M := h.Shape[0], h.Shape[1]
+	S, P := ids.Shape[1], int(a[2].I64[0])
+	if P+S > M {
+		return nil, fmt.Errorf("positions %d..%d beyond the maximum length %d", P, P+S-1, M)
+	}
+	kernels.EngramHistoryWrite(h.I64, B, M, ids.I64, S, P)
+	return h, nil
+}
+
+func kEngramHash(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	h, tok := a[0], a[1]
+	B, M := h.Shape[0], h.Shape[1]
+	S, P := tok.Shape[1], int(a[2].I64[0])
+	mult, primes, offs := n.Attrs.Ints("multipliers"), n.Attrs.Ints("primes"), n.Attrs.Ints("offsets")
+	heads := int(n.Attrs.Int("heads", 1))
+	var pr [][]int64
+	for i := 0; i+heads <= len(primes); i += heads {
+		pr = append(pr, primes[i:i+heads])
+	}
+	out := newI64(B, S, len(primes))
+	kernels.EngramHash(out.I64, h.I64, B, M, S, P, [][]int64{mult}, [][][]int64{pr}, [][]int64{offs}, n.Attrs.Int("pad", 0))
+	return out, nil
+}
+
+func kEngramLookup(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	tab, rowsT := a[0], a[1]
+	W := tab.Shape[1]
+	for _, v := range rowsT.I64 {
+		if v < 0 || int(v) >= tab.Shape[0] {
+			return nil, fmt.Errorf("engram row %d out of range %d", v, tab.Shape[0])
+		}
+	}
+	out := newF(ir.BF16, rowsT.Shape[0], rowsT.Shape[1], rowsT.Shape[2]*W)
+	kernels.EngramLookup(out.F32, tab.U8, tab.Scale, W, rowsT.I64)
+	return out, nil
+}
+
+func kEngramGate(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	h, key, val, om := a[0], a[1], a[2], a[3]
+	s := h.Shape
+	hc, D := s[2], s[3]
+	tokens := s[0] * s[1]
+	out := newF(ir.BF16, cloneShape(s)...)
+	kernels.EngramGate(out.F32, h.F32, tokens, hc, D, key.F32, val.F32, om.F32, float32(n.Attrs.Float("eps", 0)))
+	return out, nil
+}
+
+func kProbe(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	if r.env.Probe == nil {
+		return a[0], nil
+	}
+	return r.env.Probe(n.Attrs.Str("name", ""), n.Attrs.Bool("force", false), a[0])
+}
+
+func kHCMix(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	h, fn := a[0], a[1]
+	s := h.Shape
+	hc, D := s[len(s)-2], s[len(s)-1]
+	tokens := h.NumElements() / (hc * D)
+	mix := fn.Shape[0]
+	out := newF(ir.F32, append(cloneShape(s[:len(s)-2]), mix)...)
+	kernels.HCMixes(out.F32, h.F32, tokens, hc, D, fn.F32, float32(n.Attrs.Float("eps", 0)))
+	return out, nil
+}
+
+func kSinkhorn(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	m, scale, base := a[0], a[1], a[2]
+	hc := int(n.Attrs.Int("hc", 4))
+	mix := (2 + hc) * hc
+	tokens := m.NumElements() / mix
+	pre, post, comb := make([]float32, tokens*hc), make([]float32, tokens*hc), make([]float32, tokens*hc*hc)
+	kernels.HCSplitSinkhorn(pre, post, comb, m.F32, tokens, hc, scale.F32, base.F32, int(n.Attrs.Int("iters", 20)), float32(n.Attrs.Float("eps", 0)))
+	out := newF(ir.F32, cloneShape(m.Shape)...)
+	for t := 0; t < tokens; t++ {
+		o := out.F32[t*mix : (t+1)*mix]
+		copy(o[:hc], pre[t*hc:(t+1)*hc])
+		copy(o[hc:2*hc], post[t*hc:(t+1)*hc])
+		copy(o[2*hc:], comb[t*hc*hc:(t+1)*hc*hc])
+	}
+	return out, nil
+}
+
+func kSwiGLU(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	g, u := a[0], a[1]
+	var w []float32
+	if len(a) > 2 {
+		w = a[2].F32
+	}
+	inter := last(g)
+	out := newF(ir.BF16, cloneShape(g.Shape)...)
+	kernels.SwiGLUClamp(out.F32, g.F32, u.F32, rows(g), inter, float32(n.Attrs.Float("limit", 0)), w)
+	return out, nil
+}

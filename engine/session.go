@@ -1,0 +1,247 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/ir"
+	"github.com/ds4go/ds4/models/deepseekv4"
+)
+
+// Model is a compiled module bound to a checkpoint and a backend.
+type Model struct {
+	Module  *ir.Module
+	prefill backends.Program
+	decode  backends.Program
+	pg, dg  *ir.Graph
+	w       *binder
+	Vocab   int
+}
+
+// Open binds the module's graphs to the checkpoint in dir and prepares them
+// on the named backend. Every weight is bound and checked up front, so a
+// broken checkpoint is reported before anything runs.
+func Open(m *ir.Module, dir, backend string) (*Model, error) {
+	be, err := backends.Get(backend)
+	if err != nil {
+		return nil, err
+	}
+	pg, dg := m.Graph("prefill"), m.Graph("decode")
+	if pg == nil || dg == nil {
+		return nil, fmt.Errorf("plan has no prefill/decode graphs")
+	}
+	w, err := openCheckpoint(dir)
+	if err != nil {
+		return nil, err
+	}
+	md := &Model{Module: m, pg: pg, dg: dg, w: w}
+	for _, g := range []*ir.Graph{pg, dg} {
+		for _, n := range g.Nodes {
+			if n.Op != "weight" {
+				continue
+			}
+			t, err := w.weight(n)
+			if err != nil {
+				w.close()
+				return nil, err
+			}
+			if n.Attrs.Str("name", "") == "embed.weight" {
+				md.Vocab = t.Shape[0]
+			}
+		}
+	}
+	if md.prefill, err = be.Prepare(pg); err == nil {
+		md.decode, err = be.Prepare(dg)
+	}
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	return md, nil
+}
+
+// Close releases the mapped checkpoint.
+func (m *Model) Close() { m.w.close() }
+
+// Options size a session.
+type Options struct {
+	Batch  int
+	MaxLen int // maximum total length (prompt + generated); sizes the caches
+}
+
+// Session is one batch of sequences and their caches.
+type Session struct {
+	m      *Model
+	opt    Options
+	state  map[string]*backends.Tensor
+	ropes  map[string]*backends.Tensor
+	Pos    int // tokens processed so far
+	Calls  int // decode calls so far
+	Tracer *Tracer
+	ratios map[string]int // compression ratio of each cache, from its M/r rows
+}
+
+// NewSession allocates the caches for a batch and a maximum length.
+func (m *Model) NewSession(opt Options) (*Session, error) {
+	if opt.Batch <= 0 || opt.MaxLen <= 0 {
+		return nil, fmt.Errorf("batch %d and maximum length %d must be positive", opt.Batch, opt.MaxLen)
+	}
+	s := &Session{m: m, opt: opt, state: map[string]*backends.Tensor{}, ropes: map[string]*backends.Tensor{}, ratios: map[string]int{}}
+	for _, n := range m.pg.Nodes {
+		if n.Op != "state" {
+			continue
+		}
+		shape, err := stateShape(n.Type.Shape, opt)
+		if err != nil {
+			return nil, fmt.Errorf("state %s: %v", n.Attrs.Str("name", ""), err)
+		}
+		t := &backends.Tensor{DType: n.Type.DType, Shape: shape}
+		size := t.NumElements()
+		if n.Type.DType == ir.I64 {
+			t.I64 = make([]int64, size)
+		} else {
+			t.F32 = make([]float32, size)
+		}
+		if n.Attrs.Str("kind", "") == "compressor_score" {
+			for i := range t.F32 {
+				t.F32[i] = float32(math.Inf(-1))
+			}
+		}
+		s.state[n.Attrs.Str("name", "")] = t
+		if len(n.Type.Shape) > 1 {
+			if d := n.Type.Shape[1]; strings.HasPrefix(d.Sym, "M/") {
+				s.ratios[n.Attrs.Str("name", "")], _ = strconv.Atoi(d.Sym[2:])
+			}
+		}
+	}
+	return s, nil
+}
+
+func stateShape(sh ir.Shape, opt Options) ([]int, error) {
+	out := make([]int, len(sh))
+	for i, d := range sh {
+		switch {
+		case d.IsConst():
+			out[i] = int(d.N)
+		case d.Sym == "B":
+			out[i] = opt.Batch
+		case d.Sym == "M":
+			out[i] = opt.MaxLen
+		case strings.HasPrefix(d.Sym, "M/"):
+			r, err := strconv.Atoi(d.Sym[2:])
+			if err != nil || r <= 0 {
+				return nil, fmt.Errorf("bad dimension %s", d.Sym)
+			}
+			out[i] = opt.MaxLen / r
+		default:
+			return nil, fmt.Errorf("unknown dimension %s", d.Sym)
+		}
+	}
+	return out, nil
+}
+
+// State returns a persistent state tensor by name (for traces and tests).
+func (s *Session) State(name string) *backends.Tensor { return s.state[name] }
+
+func (s *Session) rope(n *ir.Node, maxLen int) (*backends.Tensor, error) {
+	key := fmt.Sprint(n.Attrs)
+	if t, ok := s.ropes[key]; ok {
+		return t, nil
+	}
+	a := n.Attrs
+	tab := deepseekv4.FreqsCis(int(a.Int("dim", 0)), maxLen, int(a.Int("original_seq_len", 0)),
+		a.Float("base", 0), a.Float("factor", 1), a.Float("beta_fast", 32), a.Float("beta_slow", 1))
+	t := &backends.Tensor{DType: ir.F32, Shape: []int{maxLen, tab.Pairs, 2}, F32: tab.CosSin}
+	s.ropes[key] = t
+	return t, nil
+}
+
+// Logits are the f32 logits of one call: [B, S, V].
+type Logits struct {
+	B, S, V int
+	Data    []float32
+}
+
+// Last returns the logits of the last position of every row, [B][V].
+func (l *Logits) Last() [][]float32 {
+	out := make([][]float32, l.B)
+	for b := range out {
+		out[b] = l.Data[(b*l.S+l.S-1)*l.V : (b*l.S+l.S)*l.V]
+	}
+	return out
+}
+
+func (s *Session) call(prog backends.Program, tokens [][]int64, prefix string) (*Logits, error) {
+	B := len(tokens)
+	if B != s.opt.Batch {
+		return nil, fmt.Errorf("batch of %d rows, the session holds %d", B, s.opt.Batch)
+	}
+	S := len(tokens[0])
+	if S == 0 {
+		return nil, fmt.Errorf("empty prompt")
+	}
+	if s.Pos+S > s.opt.MaxLen {
+		return nil, fmt.Errorf("%d tokens at position %d exceed the maximum length %d", S, s.Pos, s.opt.MaxLen)
+	}
+	ids := &backends.Tensor{DType: ir.I64, Shape: []int{B, S}}
+	for b, row := range tokens {
+		if len(row) != S {
+			return nil, fmt.Errorf("row %d has %d tokens, row 0 has %d", b, len(row), S)
+		}
+		for t, id := range row {
+			if id < 0 || int(id) >= s.m.Vocab {
+				return nil, fmt.Errorf("token id %d (row %d, position %d) out of range [0,%d)", id, b, t, s.m.Vocab)
+			}
+		}
+		ids.I64 = append(ids.I64, row...)
+	}
+	env := &backends.Env{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
+		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
+		Weight: s.m.w.weight, State: s.state, Rope: s.rope}
+	if s.Tracer != nil {
+		env.Probe = s.Tracer.probe(prefix, B, S)
+	}
+	if err := prog.Run(env); err != nil {
+		return nil, err
+	}
+	s.Pos += S
+	lg := env.Outputs["logits"]
+	return &Logits{B: B, S: S, V: lg.Shape[len(lg.Shape)-1], Data: lg.F32}, nil
+}
+
+// Prefill runs the prompt (all rows the same length) from position 0.
+func (s *Session) Prefill(tokens [][]int64) (*Logits, error) {
+	if s.Pos != 0 {
+		return nil, fmt.Errorf("prefill must start at position 0 (session at %d)", s.Pos)
+	}
+	lg, err := s.call(s.m.prefill, tokens, "prefill.")
+	if err == nil && s.Tracer != nil {
+		s.Tracer.logits("prefill.", lg, true)
+		s.Tracer.caches("after_prefill.", s)
+	}
+	return lg, err
+}
+
+// Decode runs one token per row at the current position.
+func (s *Session) Decode(tokens []int64) (*Logits, error) {
+	if s.Pos == 0 {
+		return nil, fmt.Errorf("decode needs a prefill first")
+	}
+	rows := make([][]int64, len(tokens))
+	for i, t := range tokens {
+		rows[i] = []int64{t}
+	}
+	prefix := fmt.Sprintf("decode%02d.", s.Calls)
+	lg, err := s.call(s.m.decode, rows, prefix)
+	if err == nil {
+		s.Calls++
+		if s.Tracer != nil {
+			s.Tracer.logits(prefix, lg, false)
+			s.Tracer.caches("after_decode.", s)
+		}
+	}
+	return lg, err
+}
