@@ -24,9 +24,9 @@ func TestExpertFP4Golden(t *testing.T) {
 		func(o, a []float32, m int) { MatmulFP4(o, a, m, dim, w3, s3, inter) },
 		func(o, a []float32, m int) { MatmulFP4(o, a, m, inter, w2, s2, dim) },
 		expertTestLimit, rw)
-	checkULP(t, "expert_fp4.w1_out", g, gemmF32(t, f, "expert_fp4.w1_out"))
-	checkULP(t, "expert_fp4.w3_out", u, gemmF32(t, f, "expert_fp4.w3_out"))
-	checkULP(t, "expert_fp4.out", out, gemmF32(t, f, "expert_fp4.out"))
+	gemmCheckULP(t, "expert_fp4.w1_out", g, gemmF32(t, f, "expert_fp4.w1_out"))
+	gemmCheckULP(t, "expert_fp4.w3_out", u, gemmF32(t, f, "expert_fp4.w3_out"))
+	gemmCheckULP(t, "expert_fp4.out", out, gemmF32(t, f, "expert_fp4.out"))
 	expertCheckClamps(t, "fp4", g, u, 1, 3)
 
 	out2 := make([]float32, rows*dim)
@@ -52,9 +52,9 @@ func TestExpertFP8Golden(t *testing.T) {
 		func(o, a []float32, m int) { MatmulFP8(o, a, m, dim, w3, s3, inter) },
 		func(o, a []float32, m int) { MatmulFP8(o, a, m, inter, w2, s2, dim) },
 		expertTestLimit, nil)
-	checkULP(t, "expert_fp8.w1_out", g, gemmF32(t, f, "expert_fp8.w1_out"))
-	checkULP(t, "expert_fp8.w3_out", u, gemmF32(t, f, "expert_fp8.w3_out"))
-	checkULP(t, "expert_fp8.out", out, gemmF32(t, f, "expert_fp8.out"))
+	gemmCheckULP(t, "expert_fp8.w1_out", g, gemmF32(t, f, "expert_fp8.w1_out"))
+	gemmCheckULP(t, "expert_fp8.w3_out", u, gemmF32(t, f, "expert_fp8.w3_out"))
+	gemmCheckULP(t, "expert_fp8.out", out, gemmF32(t, f, "expert_fp8.out"))
 	expertCheckClamps(t, "fp8", g, u, 5, 3)
 
 	out2 := make([]float32, rows*dim)

@@ -81,12 +81,12 @@ func ulpDiff(a, b float32) int {
 		}
 		return math.MaxInt
 	}
-	return abs(ulpOrd(a) - ulpOrd(b))
+	return ulpAbs(ulpOrdinal(a) - ulpOrdinal(b))
 }
 
-// ulpOrd maps a float32 to the ordinal of its bf16 rounding: monotone in the
+// ulpOrdinal maps a float32 to the ordinal of its bf16 rounding: monotone in the
 // value, consecutive bf16 values differ by one.
-func ulpOrd(v float32) int {
+func ulpOrdinal(v float32) int {
 	b := int(numfmt.BF16Bits(v))
 	if b&0x8000 != 0 {
 		return -(b & 0x7fff)
@@ -94,17 +94,17 @@ func ulpOrd(v float32) int {
 	return b
 }
 
-func abs(x int) int {
+func ulpAbs(x int) int {
 	if x < 0 {
 		return -x
 	}
 	return x
 }
 
-// checkULP compares bf16 outputs with the README tolerance: every element
+// gemmCheckULP compares bf16 outputs with the README tolerance: every element
 // within 2 bf16 ulps and at most 1% of them at 2 ulps (the rest within 1).
 // It logs the histogram and returns the maximum distance.
-func checkULP(t *testing.T, name string, got, want []float32) int {
+func gemmCheckULP(t *testing.T, name string, got, want []float32) int {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
@@ -125,10 +125,10 @@ func checkULP(t *testing.T, name string, got, want []float32) int {
 	return worst
 }
 
-// checkRel compares fp32 results elementwise: |got-want| <= tol·max(|want|, floor)
+// gemmCheckRel compares fp32 results elementwise: |got-want| <= tol·max(|want|, floor)
 // for every element. It logs the maximum relative error and the relative L2
 // error and returns the maximum relative error.
-func checkRel(t *testing.T, name string, got, want []float32, tol, floor float64) float64 {
+func gemmCheckRel(t *testing.T, name string, got, want []float32, tol, floor float64) float64 {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
@@ -178,7 +178,7 @@ func TestMatmulFP8Golden(t *testing.T) {
 	}
 	out := make([]float32, 5*96)
 	MatmulFP8(out, a, 5, 128, gemmBytes(t, f, "fp8_gemm.b_q"), gemmBytes(t, f, "fp8_gemm.b_scale"), 96)
-	checkULP(t, "fp8_gemm.out", out, gemmF32(t, f, "fp8_gemm.out"))
+	gemmCheckULP(t, "fp8_gemm.out", out, gemmF32(t, f, "fp8_gemm.out"))
 }
 
 func TestMatmulFP4Golden(t *testing.T) {
@@ -186,7 +186,7 @@ func TestMatmulFP4Golden(t *testing.T) {
 	a := gemmDequantAct(gemmBytes(t, f, "gemm.a_q"), gemmBytes(t, f, "gemm.a_scale"), 5, 128)
 	out := make([]float32, 5*96)
 	MatmulFP4(out, a, 5, 128, gemmBytes(t, f, "fp4_gemm.b_packed"), gemmBytes(t, f, "fp4_gemm.b_scale"), 96)
-	checkULP(t, "fp4_gemm.out", out, gemmF32(t, f, "fp4_gemm.out"))
+	gemmCheckULP(t, "fp4_gemm.out", out, gemmF32(t, f, "fp4_gemm.out"))
 }
 
 // gemmNaiveFP8 is an independent float64 model of MatmulFP8 for odd shapes.

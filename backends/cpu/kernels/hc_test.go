@@ -13,9 +13,9 @@ func TestHCSplitSinkhornGolden(t *testing.T) {
 	pre, post, comb := make([]float32, tokens*hc), make([]float32, tokens*hc), make([]float32, tokens*hc*hc)
 	HCSplitSinkhorn(pre, post, comb, gemmF32(t, f, "hc_split_sinkhorn.mixes"), tokens, hc,
 		gemmF32(t, f, "hc_split_sinkhorn.scale"), gemmF32(t, f, "hc_split_sinkhorn.base"), 20, 1e-6)
-	checkRel(t, "hc_split_sinkhorn.pre", pre, gemmF32(t, f, "hc_split_sinkhorn.pre"), 1e-6, 1e-6)
-	checkRel(t, "hc_split_sinkhorn.post", post, gemmF32(t, f, "hc_split_sinkhorn.post"), 1e-6, 1e-6)
-	checkRel(t, "hc_split_sinkhorn.comb", comb, gemmF32(t, f, "hc_split_sinkhorn.comb"), 1e-6, 1e-6)
+	gemmCheckRel(t, "hc_split_sinkhorn.pre", pre, gemmF32(t, f, "hc_split_sinkhorn.pre"), 1e-6, 1e-6)
+	gemmCheckRel(t, "hc_split_sinkhorn.post", post, gemmF32(t, f, "hc_split_sinkhorn.post"), 1e-6, 1e-6)
+	gemmCheckRel(t, "hc_split_sinkhorn.comb", comb, gemmF32(t, f, "hc_split_sinkhorn.comb"), 1e-6, 1e-6)
 }
 
 // hcTestCkpt opens the tiny checkpoint (both shards, through the index).
@@ -50,14 +50,14 @@ func TestHCLayer3Golden(t *testing.T) {
 	const tokens, hc, dim = 58, 4, 128
 	h := gemmF32(t, g, "prefill.L2.stream_out")
 	pre, post, comb := hcTestMixes(t, ck, "layers.3.hc_attn", h, tokens)
-	checkRel(t, "prefill.L3.hc_attn_pre", pre, gemmF32(t, g, "prefill.L3.hc_attn_pre"), 1e-5, 1e-6)
-	checkRel(t, "prefill.L3.hc_attn_post", post, gemmF32(t, g, "prefill.L3.hc_attn_post"), 1e-5, 1e-6)
-	checkRel(t, "prefill.L3.hc_attn_comb", comb, gemmF32(t, g, "prefill.L3.hc_attn_comb"), 1e-5, 1e-6)
+	gemmCheckRel(t, "prefill.L3.hc_attn_pre", pre, gemmF32(t, g, "prefill.L3.hc_attn_pre"), 1e-5, 1e-6)
+	gemmCheckRel(t, "prefill.L3.hc_attn_post", post, gemmF32(t, g, "prefill.L3.hc_attn_post"), 1e-5, 1e-6)
+	gemmCheckRel(t, "prefill.L3.hc_attn_comb", comb, gemmF32(t, g, "prefill.L3.hc_attn_comb"), 1e-5, 1e-6)
 
 	x := make([]float32, tokens*dim)
 	HCPre(x, h, gemmF32(t, g, "prefill.L3.pre_in"), tokens, hc, dim)
 	RMSNorm(x, x, tokens, dim, gemmF32(t, ck, "layers.3.attn_norm.weight"), 1e-20)
-	checkULP(t, "prefill.L3.attn_in", x, gemmF32(t, g, "prefill.L3.attn_in"))
+	gemmCheckULP(t, "prefill.L3.attn_in", x, gemmF32(t, g, "prefill.L3.attn_in"))
 }
 
 // TestHCBlocksGolden checks the whole hyper-connection data flow of every
@@ -91,10 +91,10 @@ func hcTestBlock(t *testing.T, g, ck gemmSource, ph string, l int, worst map[str
 
 	h := hcTestBlockInput(t, g, ph, l, tokens)
 	rel := func(name string, got []float32) {
-		worst[name] = max(worst[name], checkRel(t, p+name, got, want(name), 1e-5, 1e-6))
+		worst[name] = max(worst[name], gemmCheckRel(t, p+name, got, want(name), 1e-5, 1e-6))
 	}
 	ulp := func(name string, got, w []float32) {
-		worst[name] = max(worst[name], float64(checkULP(t, p+name, got, w)))
+		worst[name] = max(worst[name], float64(gemmCheckULP(t, p+name, got, w)))
 	}
 
 	aPre, aPost, aComb := hcTestMixes(t, ck, fmt.Sprintf("layers.%d.hc_attn", l), h, tokens)

@@ -7,5 +7,5 @@ func TestRMSNormGolden(t *testing.T) {
 	x := gemmF32(t, f, "rmsnorm.x")
 	out := make([]float32, len(x))
 	RMSNorm(out, x, 4, 128, gemmF32(t, f, "rmsnorm.weight"), 1e-20)
-	checkULP(t, "rmsnorm.out", out, gemmF32(t, f, "rmsnorm.out"))
+	gemmCheckULP(t, "rmsnorm.out", out, gemmF32(t, f, "rmsnorm.out"))
 }

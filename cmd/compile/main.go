@@ -1,0 +1,130 @@
+// Command compile builds the DeepSeek V4.1 text model as typed IR graphs
+// (prefill and decode), verifies and optimises them, and writes a plan that
+// `exec` runs.
+//
+//	compile -model DIR -o model.plan
+//	compile -config config.json -explain
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ds4go/ds4/internal/cli"
+	"github.com/ds4go/ds4/ir"
+	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/plan"
+)
+
+func main() { cli.Main("compile", run) }
+
+type options struct {
+	model, config, out      string
+	explain, explainJSON    bool
+	dumpAfter, dumpDir      string
+	backend                 string
+	passes                  string
+	timePasses, stats       bool
+	statsBatch, statsTokens int
+}
+
+func run(args []string) error {
+	var o options
+	fs := cli.NewFlagSet("compile", "compile (-model DIR | -config FILE) [-o FILE] [-explain | -explain-json] [-dump-after all|NAME -dump-dir DIR]")
+	fs.StringVar(&o.model, "model", "", "checkpoint directory holding config.json")
+	fs.StringVar(&o.config, "config", "", "config file (flat inference config or Hugging Face config.json): shapes only, no weights")
+	fs.StringVar(&o.out, "o", "", "write the plan to this file")
+	fs.BoolVar(&o.explain, "explain", false, "print the parameter accounting tree")
+	fs.BoolVar(&o.explainJSON, "explain-json", false, "print the parameter accounting as JSON (docs/explain-json.md)")
+	fs.StringVar(&o.dumpAfter, "dump-after", "", "write the IR text after this stage (build, a pass name, or all)")
+	fs.StringVar(&o.dumpDir, "dump-dir", "", "directory for -dump-after files")
+	fs.StringVar(&o.backend, "backend", "cpu", "backend recorded in the plan")
+	fs.StringVar(&o.passes, "passes", "default", "optional passes to run: default, none, or a comma-separated list")
+	fs.BoolVar(&o.timePasses, "time-passes", false, "print the time of each pass")
+	fs.BoolVar(&o.stats, "stats", false, "print optimisation statistics as JSON (docs/stats.md)")
+	fs.IntVar(&o.statsBatch, "stats-batch", 1, "batch for -stats memory planning")
+	fs.IntVar(&o.statsTokens, "stats-tokens", 1024, "prefill tokens for -stats memory planning")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if (o.model == "") == (o.config == "") {
+		return fmt.Errorf("give exactly one of -model DIR or -config FILE")
+	}
+	if o.dumpAfter != "" && o.dumpDir == "" {
+		return fmt.Errorf("-dump-after needs -dump-dir")
+	}
+	src := o.config
+	if o.model != "" {
+		st, err := os.Stat(o.model)
+		if err != nil {
+			return fmt.Errorf("-model: %v", err)
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("-model %s: not a directory (give the checkpoint directory)", o.model)
+		}
+		src = filepath.Join(o.model, "config.json")
+	}
+	cfg, err := deepseekv4.LoadConfig(src)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	for _, s := range cfg.IgnoredParts() {
+		fmt.Fprintf(os.Stderr, "compile: note: %s\n", s)
+	}
+	m, err := deepseekv4.BuildModule(cfg)
+	if err != nil {
+		return &cli.Internal{Err: err}
+	}
+	if err := ir.VerifyModule(m); err != nil {
+		return &cli.Internal{Err: fmt.Errorf("built graph does not verify: %v", err)}
+	}
+	if err := dump(o, "build", m); err != nil {
+		return err
+	}
+	if o.explain || o.explainJSON {
+		acc := deepseekv4.Account(cfg, m.Graph("prefill"))
+		if o.explainJSON {
+			js, _ := json.MarshalIndent(acc, "", "  ")
+			fmt.Println(string(js))
+		} else {
+			fmt.Print(acc.Format())
+		}
+	}
+	passNames, err := optimise(o, m)
+	if err != nil {
+		return err
+	}
+	if o.out == "" {
+		return nil
+	}
+	cj, _ := json.Marshal(cfg)
+	p := &plan.Plan{Header: plan.Header{Model: "deepseek-v4.1", ConfigFingerprint: cfg.Fingerprint(), Backend: o.backend, Passes: passNames, Config: cj}, Module: m}
+	if o.model != "" {
+		abs, err := filepath.Abs(o.model)
+		if err != nil {
+			return err
+		}
+		p.ModelDir = abs
+	}
+	if err := plan.Write(o.out, p); err != nil {
+		return fmt.Errorf("writing plan %s: %v", o.out, err)
+	}
+	return nil
+}
+
+func dump(o options, stage string, m *ir.Module) error {
+	if o.dumpDir == "" || (o.dumpAfter != "all" && o.dumpAfter != stage) {
+		return nil
+	}
+	if err := os.MkdirAll(o.dumpDir, 0o755); err != nil {
+		return fmt.Errorf("-dump-dir: %v", err)
+	}
+	name := filepath.Join(o.dumpDir, strings.ReplaceAll(stage, "/", "_")+".ir")
+	return plan.WriteAtomic(name, []byte(ir.Format(m)))
+}

@@ -1,0 +1,289 @@
+// Command exec loads a plan and a checkpoint and generates tokens.
+//
+//	exec -plan model.plan -prompt-ids "1,2,3;4,5,6" -max-new-tokens 16
+//	exec -plan model.plan -trace-in golden.safetensors -trace-out trace.safetensors
+package main
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/ds4go/ds4/backends/cpu"
+	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/internal/cli"
+	"github.com/ds4go/ds4/internal/safetensors"
+	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/plan"
+)
+
+func main() { cli.Main("exec", run) }
+
+type options struct {
+	plan, model, prompt, dump, traceOut, traceIn, backend string
+	maxNew, maxLen                                        int
+	temperature                                           float64
+	seed                                                  uint64
+}
+
+func run(args []string) error {
+	var o options
+	fs := cli.NewFlagSet("exec", "exec -plan FILE [-model DIR] -prompt-ids \"1,2,3;4,5,6\" [-max-new-tokens N] [-temperature T] [-seed S] [-dump FILE] [-trace-out FILE] [-trace-in FILE]")
+	fs.StringVar(&o.plan, "plan", "", "plan file written by compile (required)")
+	fs.StringVar(&o.model, "model", "", "checkpoint directory (default: the one recorded in the plan)")
+	fs.StringVar(&o.prompt, "prompt-ids", "", "token ids: rows separated by ';', ids by ','; all rows the same length")
+	fs.IntVar(&o.maxNew, "max-new-tokens", 8, "tokens to generate per row")
+	fs.IntVar(&o.maxLen, "max-len", 0, "maximum sequence length that sizes the caches (default: prompt + new tokens)")
+	fs.Float64Var(&o.temperature, "temperature", 0, "sampling temperature; 0 = greedy")
+	fs.Uint64Var(&o.seed, "seed", 1, "sampling seed")
+	fs.StringVar(&o.dump, "dump", "", "write logits and ids to this safetensors file")
+	fs.StringVar(&o.traceOut, "trace-out", "", "write every block's tensors under the golden naming (docs/trace-format.md)")
+	fs.StringVar(&o.traceIn, "trace-in", "", "teacher-force from a trace/golden file: its prompt, decode tokens, block inputs and pre mixes")
+	fs.StringVar(&o.backend, "backend", "cpu", "backend to run on")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if o.plan == "" {
+		return fmt.Errorf("-plan is required (make one with: compile -model DIR -o FILE)")
+	}
+	if o.maxNew < 0 {
+		return fmt.Errorf("-max-new-tokens %d: must be ≥ 0", o.maxNew)
+	}
+	if o.temperature < 0 || math.IsNaN(o.temperature) {
+		return fmt.Errorf("-temperature %v: must be ≥ 0", o.temperature)
+	}
+	p, err := plan.Read(o.plan)
+	if err != nil {
+		return err
+	}
+	dir := o.model
+	if dir == "" {
+		dir = p.ModelDir
+	}
+	if dir == "" {
+		return fmt.Errorf("plan %s was compiled shape-only: give -model DIR", o.plan)
+	}
+	if err := checkFingerprint(p, dir); err != nil {
+		return err
+	}
+
+	var teacher *safetensors.File
+	var prompt, forced [][]int64
+	if o.traceIn != "" {
+		if teacher, err = safetensors.Open(o.traceIn); err != nil {
+			return err
+		}
+		defer teacher.Close()
+		if prompt, err = idsOf(teacher, "inputs.input_ids"); err != nil {
+			return err
+		}
+		if forced, err = idsOf(teacher, "inputs.decode_input_ids"); err != nil {
+			forced = nil
+		}
+		if forced != nil {
+			o.maxNew = len(forced[0]) + 1
+		}
+	} else {
+		if o.prompt == "" {
+			return fmt.Errorf("-prompt-ids is required (or -trace-in FILE)")
+		}
+		if prompt, err = ParsePrompt(o.prompt); err != nil {
+			return fmt.Errorf("-prompt-ids: %v", err)
+		}
+	}
+	S := len(prompt[0])
+	if o.maxLen == 0 {
+		o.maxLen = S + o.maxNew
+	}
+	if S+o.maxNew > o.maxLen {
+		return fmt.Errorf("prompt of %d tokens + %d new tokens exceeds -max-len %d", S, o.maxNew, o.maxLen)
+	}
+
+	model, err := engine.Open(p.Module, dir, o.backend)
+	if err != nil {
+		return err
+	}
+	defer model.Close()
+	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen})
+	if err != nil {
+		return err
+	}
+	if o.traceOut != "" || teacher != nil {
+		sess.Tracer = engine.NewTracer(o.traceOut != "", teacher)
+	}
+	var dumps []safetensors.WriteTensor
+	rng := rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15))
+
+	t0 := time.Now()
+	lg, err := sess.Prefill(prompt)
+	if err != nil {
+		return err
+	}
+	prefillDur := time.Since(t0)
+	dumps = append(dumps, safetensors.WriteTensor{Name: "prefill.logits_full", DType: "F32", Shape: []int{lg.B, lg.S, lg.V}, Data: safetensors.F32Bytes(lg.Data)})
+	gen := make([][]int64, len(prompt))
+	next := sample(lg.Last(), o.temperature, rng)
+	t1 := time.Now()
+	for i := 0; i < o.maxNew; i++ {
+		for b := range gen {
+			gen[b] = append(gen[b], next[b])
+		}
+		if i == o.maxNew-1 {
+			break
+		}
+		feed := next
+		if forced != nil {
+			feed = column(forced, i)
+		}
+		lg, err = sess.Decode(feed)
+		if err != nil {
+			return err
+		}
+		last := lg.Last()
+		flat := make([]float32, 0, lg.B*lg.V)
+		for _, r := range last {
+			flat = append(flat, r...)
+		}
+		dumps = append(dumps, safetensors.WriteTensor{Name: fmt.Sprintf("decode%02d.logits", i), DType: "F32", Shape: []int{lg.B, lg.V}, Data: safetensors.F32Bytes(flat)})
+		next = sample(last, o.temperature, rng)
+	}
+	decodeDur := time.Since(t1)
+
+	for b := range gen {
+		fmt.Printf("row %d: %s\n", b, joinIDs(gen[b]))
+	}
+	decodeSteps := max(o.maxNew-1, 0)
+	fmt.Printf("prefill: %d tokens in %.3fs (%.1f tokens/s)\n", len(prompt)*S, prefillDur.Seconds(), float64(len(prompt)*S)/prefillDur.Seconds())
+	if decodeSteps > 0 {
+		fmt.Printf("decode: %d steps × %d rows in %.3fs (%.1f tokens/s)\n", decodeSteps, len(prompt), decodeDur.Seconds(), float64(decodeSteps*len(prompt))/decodeDur.Seconds())
+	}
+
+	if o.dump != "" {
+		all := make([]int32, 0)
+		for b := range prompt {
+			for _, v := range append(append([]int64(nil), prompt[b]...), gen[b]...) {
+				all = append(all, int32(v))
+			}
+		}
+		dumps = append(dumps, safetensors.WriteTensor{Name: "ids", DType: "I32", Shape: []int{len(prompt), S + len(gen[0])}, Data: safetensors.I32Bytes(all)})
+		if err := safetensors.WriteFile(o.dump, dumps, map[string]string{"format": "ds4 dump v1"}); err != nil {
+			return fmt.Errorf("-dump: %v", err)
+		}
+	}
+	if o.traceOut != "" {
+		sess.Tracer.Put("inputs.input_ids", prompt)
+		sess.Tracer.Put("inputs.generated_ids", gen)
+		if err := sess.Tracer.Write(o.traceOut); err != nil {
+			return fmt.Errorf("-trace-out: %v", err)
+		}
+	}
+	return nil
+}
+
+// checkFingerprint refuses to run a plan against a checkpoint of another model.
+func checkFingerprint(p *plan.Plan, dir string) error {
+	cfg, err := deepseekv4.LoadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return err
+	}
+	if fp := cfg.Fingerprint(); fp != p.ConfigFingerprint {
+		return fmt.Errorf("plan was compiled for config %s but %s has config %s: recompile the plan", p.ConfigFingerprint, dir, fp)
+	}
+	return nil
+}
+
+// ParsePrompt parses "1,2,3;4,5,6" into equal-length rows.
+func ParsePrompt(s string) ([][]int64, error) {
+	var rows [][]int64
+	for i, r := range strings.Split(s, ";") {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			return nil, fmt.Errorf("row %d is empty", i)
+		}
+		var row []int64
+		for _, f := range strings.Split(r, ",") {
+			v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("row %d: %q is not a token id", i, strings.TrimSpace(f))
+			}
+			row = append(row, v)
+		}
+		if len(rows) > 0 && len(row) != len(rows[0]) {
+			return nil, fmt.Errorf("row %d has %d ids, row 0 has %d (rows must have equal length)", i, len(row), len(rows[0]))
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func idsOf(f *safetensors.File, name string) ([][]int64, error) {
+	t, ok := f.Get(name)
+	if !ok || len(t.Shape) != 2 {
+		return nil, fmt.Errorf("%s: no 2-D tensor %q", f.Path, name)
+	}
+	v, err := t.Int64s()
+	if err != nil {
+		return nil, err
+	}
+	rows := make([][]int64, t.Shape[0])
+	for i := range rows {
+		rows[i] = v[i*t.Shape[1] : (i+1)*t.Shape[1]]
+	}
+	return rows, nil
+}
+
+func column(m [][]int64, i int) []int64 {
+	out := make([]int64, len(m))
+	for b := range m {
+		out[b] = m[b][i]
+	}
+	return out
+}
+
+func joinIDs(v []int64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatInt(x, 10)
+	}
+	return strings.Join(s, ",")
+}
+
+// sample picks one id per row: argmax at temperature 0, else the reference's
+// Gumbel-max form argmax(softmax(l/T) / Exp(1)).
+func sample(rows [][]float32, temp float64, rng *rand.Rand) []int64 {
+	out := make([]int64, len(rows))
+	for b, l := range rows {
+		best, bi := math.Inf(-1), 0
+		if temp == 0 {
+			for i, v := range l {
+				if float64(v) > best {
+					best, bi = float64(v), i
+				}
+			}
+		} else {
+			mx := math.Inf(-1)
+			for _, v := range l {
+				mx = max(mx, float64(v)/temp)
+			}
+			for i, v := range l {
+				p := math.Exp(float64(v)/temp-mx) / rng.ExpFloat64()
+				if p > best {
+					best, bi = p, i
+				}
+			}
+		}
+		out[b] = int64(bi)
+	}
+	return out
+}
+
+func init() {
+	// exec never writes into the model directory; traces and dumps are
+	// written atomically where the user asks.
+	_ = os.Getenv
+}
