@@ -164,3 +164,49 @@ func scalarAttr(n *ir.Node, op string) (float64, bool) {
 }
 
 func hasAttr(n *ir.Node, k string) bool { _, ok := n.Attrs[k]; return ok }
+
+// dropOrphans removes the candidates that nothing uses any more and that
+// may be removed (pure, not an input or state declaration), then, in turn,
+// the arguments that only they used. It is the local form of sweep that a
+// rewrite calls on the nodes it bypassed.
+func dropOrphans(g *ir.Graph, cands []*ir.Node) {
+	if len(cands) == 0 {
+		return
+	}
+	uses := map[*ir.Node]int{}
+	for _, n := range g.Nodes {
+		for _, a := range n.Args {
+			uses[a]++
+		}
+	}
+	for _, o := range g.Outputs {
+		uses[o.Node]++
+	}
+	dead := map[*ir.Node]bool{}
+	work := append([]*ir.Node(nil), cands...)
+	for len(work) > 0 {
+		n := work[len(work)-1]
+		work = work[:len(work)-1]
+		if dead[n] || uses[n] > 0 || rooted(n) {
+			continue
+		}
+		dead[n] = true
+		for _, a := range n.Args {
+			uses[a]--
+			work = append(work, a)
+		}
+	}
+	if len(dead) == 0 {
+		return
+	}
+	kept := g.Nodes[:0]
+	for _, n := range g.Nodes {
+		if !dead[n] {
+			kept = append(kept, n)
+		}
+	}
+	for i := len(kept); i < len(g.Nodes); i++ {
+		g.Nodes[i] = nil
+	}
+	g.Nodes = kept
+}

@@ -3,8 +3,9 @@ package kernels
 import "testing"
 
 // TestRotaryGolden: ops recipe apply_rotary_emb(x, freqs[3:8]) on x
-// [b=2, s=5, h=3, 16]: sequence index s uses table row 3+s (ops.json
-// rotary.positions), broadcast over b and h.
+// [b=2, s=5, h=3, 16] with freqs = freqs_cis.tiny_compressed (the only
+// table/offset that matches; tiny_window does not): sequence index s uses
+// table row 3+s (ops.json rotary.positions), broadcast over b and h.
 func TestRotaryGolden(t *testing.T) {
 	f := gemmOpen(t, "ops.safetensors")
 	const b, s, h, d = 2, 5, 3, 16
