@@ -1,0 +1,12 @@
+// Package cpu is the reference backend: a kernel for every op of the IR
+// table, written to be obviously right and to reproduce DeepSeek's reference
+// numerics. It registers itself as "cpu"; import it for its side effect:
+//
+//	import _ "github.com/ds4go/ds4/backends/cpu"
+//	be, _ := backends.Get("cpu")
+//	prog, _ := be.Prepare(graph)
+//	err := prog.Run(env)
+//
+// The kernels themselves live in package kernels; this package maps ops to
+// them and manages run-time values.
+package cpu
