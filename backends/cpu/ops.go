@@ -90,6 +90,16 @@ func init() {
 	}
 }
 
+// slice wraps an elementwise reference kernel over whole slices.
+func slice(fn func(out, x []float32)) kernel {
+	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+		out := newF(a[0].DType, cloneShape(a[0].Shape)...)
+		fn(out.F32, a[0].F32)
+		round(a[0].DType, out.F32)
+		return out, nil
+	}
+}
+
 func kInput(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) {
 	t, ok := r.env.Inputs[n.Attrs.Str("name", "")]
 	if !ok {
