@@ -574,6 +574,12 @@ func groupedRule(n *Node) (Type, error) {
 	if err := wantRank(n, 1, 2); err != nil {
 		return Type{}, err
 	}
+	if err := wantDType(n, 0, BF16); err != nil {
+		return Type{}, err
+	}
+	if x.Shape.Rank() < 1 || !w.Shape[0].IsConst() || !w.Shape[1].IsConst() || w.Shape[1].N <= 0 {
+		return Type{}, errf("weight %s and input %s do not fit a grouped matmul", w, x)
+	}
 	l := x.Shape.Last()
 	if g <= 0 || !l.IsConst() || l.N != g*w.Shape[1].N || w.Shape[0].N%g != 0 {
 		return Type{}, errf("groups %d do not fit %s and weight %s", g, x.Shape, w.Shape)
@@ -590,6 +596,12 @@ func expertMatmulRule(n *Node) (Type, error) {
 	}
 	if err := wantRank(n, 2, 2); err != nil {
 		return Type{}, err
+	}
+	if err := wantDType(n, 2, I64); err != nil {
+		return Type{}, err
+	}
+	if x.Shape.Rank() >= 2 && x.Shape[0] != idx.Shape[0] {
+		return Type{}, errf("input rows %s differ from route rows %s", x.Shape, idx.Shape)
 	}
 	if w.DType != FP4E2M1 && w.DType != F8E4M3 {
 		return Type{}, errf("expert weights must be fp4 or fp8, got %s", w.DType)
@@ -706,6 +718,9 @@ func windowIdxRule(n *Node) (Type, error) {
 	if err := wantRank(n, 0, 2); err != nil {
 		return Type{}, err
 	}
+	if w <= 0 {
+		return Type{}, errf("window must be positive")
+	}
 	switch n.Attrs.Str("phase", "") {
 	case "prefill":
 		if tok.Shape[1].IsConst() {
@@ -770,6 +785,9 @@ func cacheReadRule(n *Node) (Type, error) {
 	if cache.Shape.Rank() != 3 || tok.Shape.Rank() != 2 {
 		return Type{}, errf("want cache [B,M/r,D] and tokens [B,S], got %s, %s", cache, tok)
 	}
+	if n.Attrs.Int("ratio", 0) < 1 {
+		return Type{}, errf("ratio must be ≥ 1")
+	}
 	return T(cache.DType, cache.Shape[0], CompressedDim(tok.Shape[1], n.Attrs.Int("ratio", 1)), cache.Shape[2]), nil
 }
 
@@ -823,6 +841,12 @@ func engramHistRule(n *Node) (Type, error) {
 
 func engramHashRule(n *Node) (Type, error) {
 	tok := n.Args[1].Type
+	if err := wantRank(n, 1, 2); err != nil {
+		return Type{}, err
+	}
+	if err := wantDType(n, 0, I64); err != nil {
+		return Type{}, err
+	}
 	m, p, o := n.Attrs.Ints("multipliers"), n.Attrs.Ints("primes"), n.Attrs.Ints("offsets")
 	heads := n.Attrs.Int("heads", 0)
 	if len(m) < 2 || heads <= 0 || int64(len(p)) != int64(len(m)-1)*heads || len(o) != len(p) {
