@@ -56,13 +56,18 @@ type Program interface {
 	Run(env *Env) error
 }
 
-// Backend turns graphs into programs.
+// KernelFunc computes one node from its argument values.
+type KernelFunc func(env *Env, n *ir.Node, args []*Tensor) (*Tensor, error)
+
+// Backend provides kernels for the ops it supports. The scheduler
+// (Schedule) runs every other op on the fallback backend, the CPU.
 type Backend interface {
 	Name() string
-	// Supports reports whether the backend has a kernel for op; a
-	// scheduler runs the rest on the CPU backend.
-	Supports(op string) bool
-	Prepare(g *ir.Graph) (Program, error)
+	// Supports reports whether the backend can run node n (its op, dtypes
+	// and attributes).
+	Supports(n *ir.Node) bool
+	// Kernel returns the kernel for a supported node.
+	Kernel(n *ir.Node) (KernelFunc, error)
 }
 
 var (

@@ -16,9 +16,11 @@ type Model struct {
 	Module  *ir.Module
 	prefill backends.Program
 	decode  backends.Program
-	pg, dg  *ir.Graph
-	w       *binder
-	Vocab   int
+	// Placement of the decode graph's ops on backends (what fell back to the CPU).
+	Placement *backends.Placement
+	pg, dg    *ir.Graph
+	w         *binder
+	Vocab     int
 }
 
 // Open binds the module's graphs to the checkpoint in dir and prepares them
@@ -53,8 +55,15 @@ func Open(m *ir.Module, dir, backend string) (*Model, error) {
 			}
 		}
 	}
-	if md.prefill, err = be.Prepare(pg); err == nil {
-		md.decode, err = be.Prepare(dg)
+	var fallback backends.Backend
+	if backend != "cpu" {
+		if fallback, err = backends.Get("cpu"); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
+	if md.prefill, _, err = backends.Schedule(pg, be, fallback); err == nil {
+		md.decode, md.Placement, err = backends.Schedule(dg, be, fallback)
 	}
 	if err != nil {
 		w.close()

@@ -21,71 +21,25 @@ func init() { backends.Register(Backend{}) }
 func (Backend) Name() string { return "cpu" }
 
 // Supports implements backends.Backend: the CPU backend runs every op.
-func (Backend) Supports(op string) bool { _, ok := kernelsByOp[op]; return ok }
+func (Backend) Supports(n *ir.Node) bool { _, ok := kernelsByOp[n.Op]; return ok }
 
-// Prepare implements backends.Backend.
-func (Backend) Prepare(g *ir.Graph) (backends.Program, error) {
-	for _, n := range g.Nodes {
-		if _, ok := kernelsByOp[n.Op]; !ok {
-			return nil, fmt.Errorf("cpu backend: %%%d (%s): no kernel", n.ID, n.Op)
-		}
+// Kernel implements backends.Backend.
+func (Backend) Kernel(n *ir.Node) (backends.KernelFunc, error) {
+	k, ok := kernelsByOp[n.Op]
+	if !ok {
+		return nil, fmt.Errorf("no CPU kernel for op %s", n.Op)
 	}
-	return &program{g: g}, nil
+	return func(env *backends.Env, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
+		return k(&run{env: env}, n, args)
+	}, nil
 }
 
-type program struct{ g *ir.Graph }
-
-// run holds the values of one call.
+// run is what a kernel sees of one call.
 type run struct {
-	env  *backends.Env
-	vals map[*ir.Node]*backends.Tensor
+	env *backends.Env
 }
 
 type kernel func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
-
-// Run executes the nodes in order.
-func (p *program) Run(env *backends.Env) (err error) {
-	r := &run{env: env, vals: make(map[*ir.Node]*backends.Tensor, len(p.g.Nodes))}
-	uses := map[*ir.Node]int{}
-	for _, n := range p.g.Nodes {
-		for _, a := range n.Args {
-			uses[a]++
-		}
-	}
-	for _, o := range p.g.Outputs {
-		uses[o.Node]++
-	}
-	var cur *ir.Node
-	defer func() {
-		if e := recover(); e != nil {
-			err = fmt.Errorf("internal error in %%%d (%s): %v; please report it", cur.ID, cur.Op, e)
-		}
-	}()
-	args := make([]*backends.Tensor, 0, 8)
-	for _, n := range p.g.Nodes {
-		cur = n
-		args = args[:0]
-		for _, a := range n.Args {
-			args = append(args, r.vals[a])
-		}
-		v, err := kernelsByOp[n.Op](r, n, args)
-		if err != nil {
-			return fmt.Errorf("%%%d (%s): %w", n.ID, n.Op, err)
-		}
-		r.vals[n] = v
-		// Free values nobody reads any more (states stay alive in env).
-		for _, a := range n.Args {
-			if uses[a]--; uses[a] == 0 {
-				delete(r.vals, a)
-			}
-		}
-	}
-	env.Outputs = map[string]*backends.Tensor{}
-	for _, o := range p.g.Outputs {
-		env.Outputs[o.Name] = r.vals[o.Node]
-	}
-	return nil
-}
 
 // ---- helpers ---------------------------------------------------------------
 

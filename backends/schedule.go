@@ -1,0 +1,113 @@
+package backends
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ds4go/ds4/ir"
+)
+
+// Placement says which backend runs each op of a graph.
+type Placement struct {
+	Primary  string
+	Fallback string
+	// ByBackend counts the nodes of each op placed on each backend.
+	ByBackend map[string]map[string]int
+}
+
+// FallbackOps lists the ops (with counts) that run on the fallback backend.
+func (p *Placement) FallbackOps() string {
+	m := p.ByBackend[p.Fallback]
+	if p.Fallback == p.Primary || len(m) == 0 {
+		return ""
+	}
+	var ops []string
+	for op, n := range m {
+		ops = append(ops, fmt.Sprintf("%s×%d", op, n))
+	}
+	sort.Strings(ops)
+	return strings.Join(ops, ", ")
+}
+
+// Schedule lowers a graph onto a primary backend, placing every node the
+// primary does not support on the fallback (normally the CPU backend, which
+// supports every op). The result runs the nodes in graph order.
+func Schedule(g *ir.Graph, primary, fallback Backend) (Program, *Placement, error) {
+	pl := &Placement{Primary: primary.Name(), Fallback: primary.Name(), ByBackend: map[string]map[string]int{}}
+	if fallback != nil {
+		pl.Fallback = fallback.Name()
+	}
+	prog := &scheduled{g: g, kernels: make([]KernelFunc, len(g.Nodes))}
+	for i, n := range g.Nodes {
+		be := primary
+		if !primary.Supports(n) {
+			if fallback == nil || !fallback.Supports(n) {
+				return nil, nil, fmt.Errorf("backend %s: %%%d (%s): no kernel and no fallback", primary.Name(), n.ID, n.Op)
+			}
+			be = fallback
+		}
+		k, err := be.Kernel(n)
+		if err != nil {
+			return nil, nil, fmt.Errorf("backend %s: %%%d (%s): %v", be.Name(), n.ID, n.Op, err)
+		}
+		prog.kernels[i] = k
+		if pl.ByBackend[be.Name()] == nil {
+			pl.ByBackend[be.Name()] = map[string]int{}
+		}
+		pl.ByBackend[be.Name()][n.Op]++
+	}
+	return prog, pl, nil
+}
+
+type scheduled struct {
+	g       *ir.Graph
+	kernels []KernelFunc
+}
+
+// Run executes the nodes in order, freeing each value after its last use. A
+// panic inside a kernel is returned as an internal error naming the node.
+func (p *scheduled) Run(env *Env) (err error) {
+	index := make(map[*ir.Node]int, len(p.g.Nodes))
+	uses := make([]int, len(p.g.Nodes))
+	for i, n := range p.g.Nodes {
+		index[n] = i
+		for _, a := range n.Args {
+			uses[index[a]]++
+		}
+	}
+	for _, o := range p.g.Outputs {
+		uses[index[o.Node]]++
+	}
+	vals := make([]*Tensor, len(p.g.Nodes))
+	var cur *ir.Node
+	defer func() {
+		if e := recover(); e != nil {
+			err = fmt.Errorf("internal error in %%%d (%s): %v; please report it", cur.ID, cur.Op, e)
+		}
+	}()
+	args := make([]*Tensor, 0, 8)
+	for i, n := range p.g.Nodes {
+		cur = n
+		args = args[:0]
+		for _, a := range n.Args {
+			args = append(args, vals[index[a]])
+		}
+		v, err := p.kernels[i](env, n, args)
+		if err != nil {
+			return fmt.Errorf("%%%d (%s): %w", n.ID, n.Op, err)
+		}
+		vals[i] = v
+		for _, a := range n.Args {
+			j := index[a]
+			if uses[j]--; uses[j] == 0 {
+				vals[j] = nil
+			}
+		}
+	}
+	env.Outputs = map[string]*Tensor{}
+	for _, o := range p.g.Outputs {
+		env.Outputs[o.Name] = vals[index[o.Node]]
+	}
+	return nil
+}
