@@ -68,4 +68,3 @@ func Canonicalize(g *ir.Graph) error {
 	dropOrphans(g, orphans)
 	return nil
 }
-

@@ -175,7 +175,8 @@ func matchSinkhorn(root *ir.Node, uses map[*ir.Node][]*ir.Node) (sinkhornMatch, 
 			}
 		}
 	}
-	want := ir.T(ir.F32, append(m.Type.Shape[:m.Type.Shape.Rank()-1:m.Type.Shape.Rank()-1], ir.C(hc))...)
+	ms := m.Type.Shape
+	want := ir.Type{DType: ir.F32, Shape: append(ms[:ms.Rank()-1:ms.Rank()-1], ir.C(hc))}
 	for _, v := range []*ir.Node{mt.pre, mt.post} {
 		if v != nil && !v.Type.Equal(want) {
 			panic(fmt.Sprintf("hc_split_sinkhorn: %%%d has type %s, want %s", v.ID, v.Type, want))

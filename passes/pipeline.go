@@ -74,6 +74,9 @@ type PassTiming struct {
 // Report is what a pipeline run did.
 type Report struct {
 	Passes []PassTiming
+	// Ran lists the passes applied, in order (a pass listed twice in the
+	// pipeline appears twice).
+	Ran []string
 }
 
 // Timings formats the report as the -time-passes table.
@@ -143,6 +146,7 @@ func Run(m *ir.Module, names []string, opts Options) (*Report, error) {
 	}
 	rep := &Report{}
 	for _, p := range list {
+		rep.Ran = append(rep.Ran, p.Name)
 		for _, g := range m.Graphs {
 			t := PassTiming{Pass: p.Name, Graph: g.Name, NodesBefore: len(g.Nodes)}
 			start := time.Now()
@@ -177,4 +181,17 @@ func runOne(p Pass, g *ir.Graph) (err error) {
 		return fmt.Errorf("pass %s on graph %s: %w", p.Name, g.Name, err)
 	}
 	return nil
+}
+
+// ParseNames turns the -passes flag into Run's names: "default" (or "") is
+// the whole pipeline (nil), "none" only the required passes, otherwise a
+// comma-separated list.
+func ParseNames(flag string) []string {
+	switch flag = strings.TrimSpace(flag); flag {
+	case "", "default":
+		return nil
+	case "none":
+		return []string{"none"}
+	}
+	return strings.Split(flag, ",")
 }

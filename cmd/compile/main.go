@@ -96,7 +96,7 @@ func run(args []string) error {
 			fmt.Print(acc.Format())
 		}
 	}
-	passNames, err := optimise(o, m)
+	passNames, err := optimise(o, cfg, m)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,312 @@
+package passes
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/ds4go/ds4/ir"
+)
+
+// arenaAlign is the alignment of every buffer in the arena.
+const arenaAlign = 64
+
+// Bindings give the symbolic dims their values for a planned call: B rows,
+// S tokens per row, M the maximum length of the caches, P the start
+// position (0 for prefill; for decode the planner's upper bound is M-S).
+type Bindings struct{ B, S, M, P int64 }
+
+// MemPlan is the result of memory planning one graph.
+type MemPlan struct {
+	// PeakBytes is the arena size: the highest end offset of any buffer.
+	PeakBytes int64
+	// NaiveBytes is the sum of the sizes of all activation buffers (each
+	// value its own allocation, nothing freed).
+	NaiveBytes int64
+	// Offset and Size of every buffer, by node ID; views (reshape, probe)
+	// share the buffer of the value they view and are not listed.
+	Offset, Size map[int]int64
+	Buffers      int
+}
+
+// PlanMemory is the plan-memory analysis (it rewrites nothing).
+//
+// Expects: a verified graph whose symbolic dims are expressions over B, S,
+// M and P (+ - * /, parentheses, min, max), such as "B*S", "M/4",
+// "(P+S)/2-P/2" or "min(S,128)".
+//
+// Guarantees: every activation value (not a source — weights, inputs,
+// constants, state, RoPE tables — and not a StateUpdate result, which is
+// the state updated in place) gets a buffer of its byte size (elements ×
+// dtype bits / 8, rounded up to 64 bytes) at an offset in one arena, such
+// that two buffers that are live at the same time never overlap. A value
+// is live from its node to its last use (outputs: to the end of the
+// graph); reshape and probe are views whose uses extend the life of the
+// buffer they view. Offsets are assigned first fit in node order, a node's
+// output allocated before its arguments' buffers are released.
+func PlanMemory(g *ir.Graph, b Bindings) (*MemPlan, error) {
+	root := map[*ir.Node]*ir.Node{} // view → viewed buffer
+	var rootOf func(n *ir.Node) *ir.Node
+	rootOf = func(n *ir.Node) *ir.Node {
+		if r, ok := root[n]; ok {
+			return r
+		}
+		return n
+	}
+	pos := make(map[*ir.Node]int, len(g.Nodes))
+	size := map[*ir.Node]int64{}
+	for i, n := range g.Nodes {
+		pos[n] = i
+		info := n.Info()
+		switch {
+		case info == nil:
+			return nil, fmt.Errorf("plan-memory: %%%d: unknown op %q", n.ID, n.Op)
+		case info.Has(ir.Source) || info.Has(ir.StateUpdate):
+			continue
+		case n.Op == "reshape" || n.Op == "probe":
+			a := rootOf(n.Args[0])
+			if _, ok := size[a]; ok {
+				root[n] = a
+			}
+			continue
+		}
+		sz, err := byteSize(n.Type, b)
+		if err != nil {
+			return nil, fmt.Errorf("plan-memory: %%%d (%s): %v", n.ID, n.Op, err)
+		}
+		size[n] = (sz + arenaAlign - 1) / arenaAlign * arenaAlign
+	}
+	last := map[*ir.Node]int{}
+	for n, i := range pos {
+		if _, ok := size[n]; ok {
+			last[n] = max(last[n], i)
+		}
+	}
+	for i, n := range g.Nodes {
+		for _, a := range n.Args {
+			if r := rootOf(a); hasKey(size, r) {
+				last[r] = max(last[r], i)
+			}
+		}
+		if r := rootOf(n); r != n && hasKey(size, r) {
+			last[r] = max(last[r], i)
+		}
+	}
+	for _, o := range g.Outputs {
+		if r := rootOf(o.Node); hasKey(size, r) {
+			last[r] = len(g.Nodes)
+		}
+	}
+	plan := &MemPlan{Offset: map[int]int64{}, Size: map[int]int64{}}
+	frees := map[int][]*ir.Node{}
+	for n, l := range last {
+		frees[l] = append(frees[l], n)
+	}
+	var live []span // sorted by offset
+	for i, n := range g.Nodes {
+		if sz, ok := size[n]; ok {
+			off := firstFit(live, sz)
+			live = insertSpan(live, span{off, sz, n})
+			plan.Offset[n.ID], plan.Size[n.ID] = off, sz
+			plan.NaiveBytes += sz
+			plan.PeakBytes = max(plan.PeakBytes, off+sz)
+			plan.Buffers++
+		}
+		for _, d := range frees[i] {
+			live = removeSpan(live, d)
+		}
+	}
+	return plan, nil
+}
+
+func hasKey(m map[*ir.Node]int64, n *ir.Node) bool { _, ok := m[n]; return ok }
+
+type span struct {
+	off, size int64
+	n         *ir.Node
+}
+
+func firstFit(live []span, sz int64) int64 {
+	at := int64(0)
+	for _, s := range live {
+		if s.off-at >= sz {
+			return at
+		}
+		at = max(at, s.off+s.size)
+	}
+	return at
+}
+
+func insertSpan(live []span, s span) []span {
+	i := sort.Search(len(live), func(i int) bool { return live[i].off > s.off })
+	live = append(live, span{})
+	copy(live[i+1:], live[i:])
+	live[i] = s
+	return live
+}
+
+func removeSpan(live []span, n *ir.Node) []span {
+	for i, s := range live {
+		if s.n == n {
+			return append(live[:i], live[i+1:]...)
+		}
+	}
+	return live
+}
+
+// byteSize is the storage size of a value of type t under bindings b.
+func byteSize(t ir.Type, b Bindings) (int64, error) {
+	elems := int64(1)
+	for _, d := range t.Shape {
+		v := d.N
+		if !d.IsConst() {
+			var err error
+			if v, err = EvalDim(d.Sym, b); err != nil {
+				return 0, err
+			}
+		}
+		if v < 0 {
+			v = 0
+		}
+		elems *= v
+	}
+	bits := int64(t.DType.Bits())
+	if bits == 0 {
+		return 0, fmt.Errorf("dtype %s has no size", t.DType)
+	}
+	return (elems*bits + 7) / 8, nil
+}
+
+// EvalDim evaluates a symbolic dimension: integers, B, S, M, P, + - * /
+// (integer division), parentheses, min(a,b) and max(a,b).
+func EvalDim(expr string, b Bindings) (int64, error) {
+	p := &dimParser{s: expr, b: b}
+	v, err := p.sum()
+	if err == nil && p.i != len(p.s) {
+		err = fmt.Errorf("unexpected %q", p.s[p.i:])
+	}
+	if err != nil {
+		return 0, fmt.Errorf("dimension %q: %v", expr, err)
+	}
+	return v, nil
+}
+
+type dimParser struct {
+	s string
+	i int
+	b Bindings
+}
+
+func (p *dimParser) peek() byte {
+	for p.i < len(p.s) && p.s[p.i] == ' ' {
+		p.i++
+	}
+	if p.i < len(p.s) {
+		return p.s[p.i]
+	}
+	return 0
+}
+
+func (p *dimParser) sum() (int64, error) {
+	v, err := p.product()
+	for err == nil {
+		c := p.peek()
+		if c != '+' && c != '-' {
+			break
+		}
+		p.i++
+		var w int64
+		if w, err = p.product(); c == '+' {
+			v += w
+		} else {
+			v -= w
+		}
+	}
+	return v, err
+}
+
+func (p *dimParser) product() (int64, error) {
+	v, err := p.atom()
+	for err == nil {
+		c := p.peek()
+		if c != '*' && c != '/' {
+			break
+		}
+		p.i++
+		var w int64
+		if w, err = p.atom(); err != nil {
+			break
+		}
+		if c == '*' {
+			v *= w
+		} else if w == 0 {
+			err = fmt.Errorf("division by zero")
+		} else {
+			v /= w
+		}
+	}
+	return v, err
+}
+
+func (p *dimParser) atom() (int64, error) {
+	c := p.peek()
+	switch {
+	case c == '(':
+		p.i++
+		v, err := p.sum()
+		if err == nil && p.peek() != ')' {
+			err = fmt.Errorf("missing )")
+		}
+		p.i++
+		return v, err
+	case c >= '0' && c <= '9':
+		j := p.i
+		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+			p.i++
+		}
+		return strconv.ParseInt(p.s[j:p.i], 10, 64)
+	}
+	j := p.i
+	for p.i < len(p.s) && (p.s[p.i] == '_' || (p.s[p.i]|0x20 >= 'a' && p.s[p.i]|0x20 <= 'z')) {
+		p.i++
+	}
+	switch id := p.s[j:p.i]; id {
+	case "B":
+		return p.b.B, nil
+	case "S":
+		return p.b.S, nil
+	case "M":
+		return p.b.M, nil
+	case "P":
+		return p.b.P, nil
+	case "min", "max":
+		if p.peek() != '(' {
+			return 0, fmt.Errorf("%s needs arguments", id)
+		}
+		p.i++
+		x, err := p.sum()
+		if err != nil {
+			return 0, err
+		}
+		if p.peek() != ',' {
+			return 0, fmt.Errorf("%s needs two arguments", id)
+		}
+		p.i++
+		y, err := p.sum()
+		if err != nil {
+			return 0, err
+		}
+		if p.peek() != ')' {
+			return 0, fmt.Errorf("missing )")
+		}
+		p.i++
+		if id == "min" {
+			return min(x, y), nil
+		}
+		return max(x, y), nil
+	case "":
+		return 0, fmt.Errorf("unexpected %q", p.s[p.i:])
+	default:
+		return 0, fmt.Errorf("unknown symbol %q", id)
+	}
+}
