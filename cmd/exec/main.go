@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	_ "github.com/ds4go/ds4/backends/cpu"
+	_ "github.com/ds4go/ds4/backends/gorgonia"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/internal/cli"
 	"github.com/ds4go/ds4/internal/safetensors"
@@ -22,13 +24,23 @@ import (
 	"github.com/ds4go/ds4/plan"
 )
 
-func main() { cli.Main("exec", run) }
+func main() { cli.Main("exec", func(args []string) error { return asInternal(run(args)) }) }
+
+// asInternal marks an engine's recovered panic as an internal error (exit 1).
+func asInternal(err error) error {
+	var ie *engine.InternalError
+	if errors.As(err, &ie) {
+		return &cli.Internal{Err: err}
+	}
+	return err
+}
 
 type options struct {
 	plan, model, prompt, dump, traceOut, traceIn, backend string
 	maxNew, maxLen                                        int
 	temperature                                           float64
 	seed                                                  uint64
+	maxMemory                                             int64
 }
 
 func run(args []string) error {
@@ -45,6 +57,13 @@ func run(args []string) error {
 	fs.StringVar(&o.traceOut, "trace-out", "", "write every block's tensors under the golden naming (docs/trace-format.md)")
 	fs.StringVar(&o.traceIn, "trace-in", "", "teacher-force from a trace/golden file: its prompt, decode tokens, block inputs and pre mixes")
 	fs.StringVar(&o.backend, "backend", "cpu", "backend to run on")
+	fs.Func("max-memory", "refuse a session needing more than this many bytes (e.g. 512M, 8G; default: MemAvailable)", func(v string) (err error) {
+		o.maxMemory, err = engine.ParseBytes(v)
+		if err == nil && o.maxMemory == 0 {
+			err = fmt.Errorf("must be > 0")
+		}
+		return err
+	})
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -103,13 +122,16 @@ func run(args []string) error {
 	if S+o.maxNew > o.maxLen {
 		return fmt.Errorf("prompt of %d tokens + %d new tokens exceeds -max-len %d", S, o.maxNew, o.maxLen)
 	}
+	if p.MaxBatch > 0 && len(prompt) > p.MaxBatch {
+		return fmt.Errorf("batch of %d rows exceeds the plan's max_batch %d (recompile with a larger -max-batch)", len(prompt), p.MaxBatch)
+	}
 
 	model, err := engine.Open(p.Module, dir, o.backend)
 	if err != nil {
 		return err
 	}
 	defer model.Close()
-	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen})
+	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen, PrefillLen: S, MaxMemory: o.maxMemory})
 	if err != nil {
 		return err
 	}
