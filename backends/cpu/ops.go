@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/backends/cpu/fast"
 	"github.com/ds4go/ds4/backends/cpu/kernels"
 	"github.com/ds4go/ds4/internal/numfmt"
 	"github.com/ds4go/ds4/ir"
@@ -373,14 +374,23 @@ func kTopkIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	return out, nil
 }
 
+// UseFast routes the matmul ops through the optimised kernels of
+// backends/cpu/fast; false runs the reference kernels.
+var UseFast = true
+
 func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, w := a[0], a[1]
 	N, K := w.Shape[0], w.Shape[1]
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = N
 	out := newF(x.DType, shape...)
-	if x.DType == ir.F32 {
+	if x.DType == ir.F32 && UseFast {
+		fast.MatmulF32(out.F32, x.F32, w.F32, rows(x), K, N)
+	} else if x.DType == ir.F32 {
 		kernels.MatmulF32(out.F32, x.F32, w.F32, rows(x), K, N)
+	} else if UseFast {
+		fast.MatmulBF16(out.F32, x.F32, w.F32, rows(x), K, N)
+		round(x.DType, out.F32)
 	} else {
 		kernels.MatmulBF16(out.F32, x.F32, w.F32, rows(x), K, N)
 		round(x.DType, out.F32)
@@ -394,7 +404,11 @@ func kMatmulQ(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = N
 	out := newF(ir.BF16, shape...)
-	if w.DType == ir.FP4E2M1 {
+	if UseFast && w.DType == ir.FP4E2M1 {
+		fast.MatmulFP4(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
+	} else if UseFast {
+		fast.MatmulFP8(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
+	} else if w.DType == ir.FP4E2M1 {
 		kernels.MatmulFP4(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
 	} else {
 		kernels.MatmulFP8(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
@@ -418,6 +432,19 @@ func kExpertMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, 
 	O, K := w.Shape[1], w.Shape[2]
 	out := newF(ir.BF16, N, k, O)
 	perSlot := len(x.Shape) == 3
+	if UseFast {
+		err := fast.ExpertMatmul(out.F32, x.F32, N, k, K, O, perSlot, idx.I64, func(e int) (fast.Expert, bool) {
+			if e < 0 || e >= len(w.Parts) {
+				return fast.Expert{}, false
+			}
+			p := w.Parts[e]
+			return fast.Expert{FP4: p.DType == ir.FP4E2M1, Codes: p.U8, Scales: p.Scale}, true
+		})
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
 	for i := 0; i < N; i++ {
 		for j := 0; j < k; j++ {
 			e := int(idx.I64[i*k+j])
@@ -613,13 +640,11 @@ func kGroupState(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 func kCompressorPool(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	c, z, kvst, scst := a[0], a[1], a[2], a[3]
 	P := int(a[4].I64[0])
-	if n.Attrs.Int("ratio", 2) != 2 {
-		return nil, fmt.Errorf("gated compressor pooling is defined for ratio 2 only")
-	}
+	R := int(n.Attrs.Int("ratio", 2))
 	B, S, D := c.Shape[0], c.Shape[1], c.Shape[2]
-	G := (P+S)/2 - P/2
+	G := (P+S)/R - P/R
 	out := newF(ir.F32, B, G, D)
-	kernels.CompressorPool2(out.F32, c.F32, z.F32, B, S, D, kvst.F32, scst.F32, P)
+	kernels.CompressorPool(out.F32, c.F32, z.F32, B, S, D, R, kvst.F32, scst.F32, P)
 	return out, nil
 }
 

@@ -32,26 +32,39 @@ import "math"
 // non-unit weight can differ by 1 fp32 ulp). The output is the fp32 pooled
 // latent; the caller rounds it to bf16 and applies the compressor RMSNorm.
 func CompressorPool2(out []float32, c, z []float32, b, s, d int, kvState, scoreState []float32, startPos int) (groups int) {
-	const ratio = 2
+	return CompressorPool(out, c, z, b, s, d, 2, kvState, scoreState, startPos)
+}
+
+// CompressorPool is CompressorPool2 for any ratio r ≥ 2: groups of r
+// consecutive tokens, state [b, r, d], the incomplete prefill tail stored
+// in slots 0..(s mod r)−1, decode slot start_pos mod r, a latent when
+// (start_pos+1) mod r == 0. Per channel: μ = max_j z_j, e_j = exp(z_j − μ),
+// σ = Σ_j e_j (in token order), out = Σ_j c_j·(e_j/σ) (in token order), fp32;
+// for r = 2 this is exactly the pair formula above.
+func CompressorPool(out []float32, c, z []float32, b, s, d, ratio int, kvState, scoreState []float32, startPos int) (groups int) {
+	cs := make([][]float32, ratio)
+	zs := make([][]float32, ratio)
 	if startPos == 0 {
 		groups = s / ratio
 		for bi := 0; bi < b; bi++ {
 			for g := 0; g < groups; g++ {
-				t0 := (bi*s + ratio*g) * d
-				t1 := t0 + d
-				compressorPoolPair(out[(bi*groups+g)*d:(bi*groups+g+1)*d],
-					c[t0:t0+d], z[t0:t0+d], c[t1:t1+d], z[t1:t1+d])
+				for j := 0; j < ratio; j++ {
+					t := (bi*s + ratio*g + j) * d
+					cs[j], zs[j] = c[t:t+d], z[t:t+d]
+				}
+				compressorPoolGroup(out[(bi*groups+g)*d:(bi*groups+g+1)*d], cs, zs)
 			}
-			if s%ratio != 0 {
-				t := (bi*s + s - 1) * d
-				copy(kvState[bi*ratio*d:bi*ratio*d+d], c[t:t+d])
-				copy(scoreState[bi*ratio*d:bi*ratio*d+d], z[t:t+d])
+			for t := groups * ratio; t < s; t++ {
+				src := (bi*s + t) * d
+				dst := (bi*ratio + t%ratio) * d
+				copy(kvState[dst:dst+d], c[src:src+d])
+				copy(scoreState[dst:dst+d], z[src:src+d])
 			}
 		}
 		return groups
 	}
 	if s != 1 {
-		panic("kernels.CompressorPool2: decode takes exactly one token")
+		panic("kernels.CompressorPool: decode takes exactly one token")
 	}
 	slot := startPos % ratio
 	for bi := 0; bi < b; bi++ {
@@ -63,12 +76,39 @@ func CompressorPool2(out []float32, c, z []float32, b, s, d int, kvState, scoreS
 		return 0
 	}
 	for bi := 0; bi < b; bi++ {
-		s0 := bi * ratio * d
-		s1 := s0 + d
-		compressorPoolPair(out[bi*d:(bi+1)*d],
-			kvState[s0:s0+d], scoreState[s0:s0+d], kvState[s1:s1+d], scoreState[s1:s1+d])
+		for j := 0; j < ratio; j++ {
+			o := (bi*ratio + j) * d
+			cs[j], zs[j] = kvState[o:o+d], scoreState[o:o+d]
+		}
+		compressorPoolGroup(out[bi*d:(bi+1)*d], cs, zs)
 	}
 	return 1
+}
+
+// compressorPoolGroup pools the tokens of one group per channel with a
+// softmax over their gate scores (see CompressorPool for the order).
+func compressorPoolGroup(out []float32, cs, zs [][]float32) {
+	if len(cs) == 2 {
+		compressorPoolPair(out, cs[0], zs[0], cs[1], zs[1])
+		return
+	}
+	e := make([]float32, len(cs))
+	for i := range out {
+		mu := zs[0][i]
+		for _, z := range zs[1:] {
+			mu = max(mu, z[i])
+		}
+		var sum float32
+		for j, z := range zs {
+			e[j] = float32(math.Exp(float64(z[i] - mu)))
+			sum += e[j]
+		}
+		var acc float32
+		for j, c := range cs {
+			acc += float32(c[i] * (e[j] / sum))
+		}
+		out[i] = acc
+	}
 }
 
 // compressorPoolPair pools two tokens per channel with a softmax over their

@@ -1,0 +1,295 @@
+package fast
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+
+	"github.com/ds4go/ds4/internal/numfmt"
+)
+
+type wkind int
+
+const (
+	kindF32 wkind = iota
+	kindFP8
+	kindFP4
+)
+
+// weights describes a [n, k] weight matrix as stored.
+type weights struct {
+	kind wkind
+	n, k int
+	f32  []float32 // kindF32: [n, k]
+	q    []byte    // kindFP8: e4m3 [n, k]; kindFP4: packed e2m1 [n, k/2]
+	s    []byte    // e8m0 scales: fp8 [ceil(n/32), kb], fp4 [n, kb]
+	kb   int       // ceil(k/32)
+}
+
+// MatmulFP8 is kernels.MatmulFP8: out [m,n] = bf16(a·dequant(w)ᵀ) with w e4m3
+// [n,k] and e8m0 block scales wScale [ceil(n/32), ceil(k/32)].
+func MatmulFP8(out, a []float32, m, k int, w, wScale []byte, n int) {
+	kb := ceilDiv(k, block)
+	check("MatmulFP8", len(out), m*n, len(a), m*k, len(w), n*k, len(wScale), ceilDiv(n, block)*kb)
+	matmul(out, a, m, &weights{kind: kindFP8, n: n, k: k, q: w, s: wScale, kb: kb}, true)
+}
+
+// MatmulFP4 is kernels.MatmulFP4: w packed e2m1 [n, k/2] (low nibble = even
+// k), wScale e8m0 [n, ceil(k/32)]; k must be even.
+func MatmulFP4(out, a []float32, m, k int, w, wScale []byte, n int) {
+	if k%2 != 0 {
+		panic(fmt.Sprintf("fast.MatmulFP4: k = %d is odd (fp4 packs two values per byte)", k))
+	}
+	kb := ceilDiv(k, block)
+	check("MatmulFP4", len(out), m*n, len(a), m*k, len(w), n*k/2, len(wScale), n*kb)
+	matmul(out, a, m, &weights{kind: kindFP4, n: n, k: k, q: w, s: wScale, kb: kb}, true)
+}
+
+// MatmulF32 is kernels.MatmulF32: out = a·wᵀ in fp32, a [m,k], w [n,k].
+func MatmulF32(out, a, w []float32, m, k, n int) {
+	check("MatmulF32", len(out), m*n, len(a), m*k, len(w), n*k)
+	matmul(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, false)
+}
+
+// MatmulBF16 is kernels.MatmulBF16: out = bf16(a·wᵀ) with fp32 accumulation.
+func MatmulBF16(out, a, w []float32, m, k, n int) {
+	check("MatmulBF16", len(out), m*n, len(a), m*k, len(w), n*k)
+	matmul(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, true)
+}
+
+func matmul(out, a []float32, m int, w *weights, round bool) {
+	if m == 0 || w.n == 0 {
+		return
+	}
+	if w.k == 0 {
+		clear(out[:m*w.n])
+		return
+	}
+	ks := current()
+	if m <= decodeMaxM {
+		decode(ks, out, a, m, w, round)
+	} else {
+		prefill(ks, out, a, m, w, round)
+	}
+}
+
+// fusedSet returns the kernel set whose fused dequantising dots accept the
+// scales of w (the assembly folds 2^(e−7) or 2^(e−127) into one multiply and
+// needs the byte in range); otherwise the portable set.
+func fusedSet(ks *kernelSet, w *weights) *kernelSet {
+	if ks == portable {
+		return ks
+	}
+	switch w.kind {
+	case kindFP8:
+		for _, e := range w.s {
+			if e > maxFP8Scale && e != 0xff {
+				return portable
+			}
+		}
+		if bytes.IndexByte(w.s, 0xff) >= 0 {
+			return portable
+		}
+	case kindFP4:
+		if bytes.IndexByte(w.s, 0) >= 0 || bytes.IndexByte(w.s, 0xff) >= 0 {
+			return portable
+		}
+	}
+	return ks
+}
+
+// decodeRows is the number of weight rows per parallel task of decode.
+const decodeRows = 32
+
+// decode streams every weight row once and dots it with the m activation
+// rows (the row stays in L1 between them).
+func decode(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
+	k, n, kb := w.k, w.n, w.kb
+	nb := k / block // full blocks handled by the fused kernels
+	fs := fusedSet(ks, w)
+	act := a
+	if w.kind == kindFP4 && fs.fp4Group > 2 {
+		pb := getBuf(m * k)
+		defer putBuf(pb)
+		act = *pb
+		for i := range m {
+			src, dst := a[i*k:(i+1)*k], act[i*k:(i+1)*k]
+			permuteFP4(dst[:nb*block], src[:nb*block], fs.fp4Group)
+			copy(dst[nb*block:], src[nb*block:])
+		}
+	}
+	parallel(ceilDiv(n, decodeRows), func(c int) {
+		for j := c * decodeRows; j < min(n, (c+1)*decodeRows); j++ {
+			for i := range m {
+				arow := act[i*k : (i+1)*k]
+				var v float32
+				switch w.kind {
+				case kindF32:
+					v = ks.dot(arow, w.f32[j*k:(j+1)*k])
+				case kindFP8:
+					srow := w.s[(j/block)*kb : (j/block+1)*kb]
+					wrow := w.q[j*k : (j+1)*k]
+					var nan bool
+					v, nan = fs.dotFP8(arow, wrow, srow[:nb])
+					if nan {
+						v, _ = dotFP8Go(arow, wrow, srow[:nb])
+					}
+					if nb < kb {
+						var p float32
+						for c := nb * block; c < k; c++ {
+							p += arow[c] * lutE4M3[wrow[c]]
+						}
+						v += p * lutE8M0[srow[nb]]
+					}
+				case kindFP4:
+					srow := w.s[j*kb : (j+1)*kb]
+					wrow := w.q[j*k/2 : (j+1)*k/2]
+					v = fs.dotFP4(arow, wrow, srow[:nb])
+					if nb < kb {
+						var p float32
+						for c := nb * block; c < k; c += 2 {
+							b := wrow[c/2]
+							p += arow[c]*lutE2M1[b&15] + arow[c+1]*lutE2M1[b>>4]
+						}
+						v += p * lutE8M0[srow[nb]]
+					}
+				}
+				if round {
+					v = numfmt.BF16Round(v)
+				}
+				out[i*n+j] = v
+			}
+		}
+	})
+}
+
+// Blocking of the prefill GEMM.
+const (
+	kcBlock = 256 // K depth of one micro-kernel call
+	mcRows  = 120 // rows of C kept hot while a KC slice of B is reused
+)
+
+// prefill runs the packed GEMM: A packed once [mt][k][mr], each task packs
+// (dequantises) its N columns of B into [slices][k][nr] and runs the
+// micro-kernel over its M tiles.
+func prefill(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
+	mr, nr := ks.mr, ks.nr
+	k, n := w.k, w.n
+	mt := ceilDiv(m, mr)
+	apb := getBuf(mt * k * mr)
+	defer putBuf(apb)
+	ap := *apb
+	parallel(ceilDiv(mt, 8), func(c int) {
+		for t := c * 8; t < min(mt, c*8+8); t++ {
+			packA(ap[t*k*mr:(t+1)*k*mr], a, t*mr, min(mr, m-t*mr), k, mr)
+		}
+	})
+	slices := ceilDiv(n, nr)
+	p := runtime.GOMAXPROCS(0)
+	spi := min(max(ceilDiv(slices, 4*p), 1), 8) // slices per task
+	nItems := ceilDiv(slices, spi)
+	tilesPer := mt
+	if nItems < 2*p {
+		tilesPer = ceilDiv(mt, min(mt, ceilDiv(2*p, nItems)))
+	}
+	mItems := ceilDiv(mt, tilesPer)
+	mcTiles := max(1, mcRows/mr)
+	parallel(nItems*mItems, func(it int) {
+		ni, mi := it%nItems, it/nItems
+		s0, s1 := ni*spi, min(slices, ni*spi+spi)
+		t0, t1 := mi*tilesPer, min(mt, mi*tilesPer+tilesPer)
+		j0, j1 := s0*nr, min(n, s1*nr)
+		bpb := getBuf((s1 - s0) * k * nr)
+		bp := *bpb
+		for s := s0; s < s1; s++ {
+			packB(bp[(s-s0)*k*nr:(s-s0+1)*k*nr], w, s*nr, min(nr, n-s*nr), nr)
+		}
+		i0, i1 := t0*mr, min(m, t1*mr)
+		for i := i0; i < i1; i++ {
+			clear(out[i*n+j0 : i*n+j1])
+		}
+		tmp := make([]float32, mr*nr)
+		for tc0 := t0; tc0 < t1; tc0 += mcTiles {
+			tc1 := min(t1, tc0+mcTiles)
+			for k0 := 0; k0 < k; k0 += kcBlock {
+				kc := min(kcBlock, k-k0)
+				for t := tc0; t < tc1; t++ {
+					apt := ap[(t*k+k0)*mr:]
+					rows := min(mr, m-t*mr)
+					for s := s0; s < s1; s++ {
+						bps := bp[((s-s0)*k+k0)*nr:]
+						cols := min(nr, n-s*nr)
+						c0 := t*mr*n + s*nr
+						if rows == mr && cols == nr {
+							ks.tile(apt, bps, out[c0:], n, kc)
+							continue
+						}
+						clear(tmp)
+						for i := range rows {
+							copy(tmp[i*nr:i*nr+cols], out[c0+i*n:c0+i*n+cols])
+						}
+						ks.tile(apt, bps, tmp, nr, kc)
+						for i := range rows {
+							copy(out[c0+i*n:c0+i*n+cols], tmp[i*nr:i*nr+cols])
+						}
+					}
+				}
+			}
+		}
+		if round {
+			for i := i0; i < i1; i++ {
+				numfmt.BF16RoundSlice(out[i*n+j0 : i*n+j1])
+			}
+		}
+		putBuf(bpb)
+	})
+}
+
+// packA writes rows i0..i0+rows of a [*, k] into dst [k][mr] (zero padded).
+func packA(dst, a []float32, i0, rows, k, mr int) {
+	if rows < mr {
+		clear(dst)
+	}
+	for c0 := 0; c0 < k; c0 += 64 {
+		c1 := min(k, c0+64)
+		for i := range rows {
+			src := a[(i0+i)*k+c0 : (i0+i)*k+c1]
+			for c, v := range src {
+				dst[(c0+c)*mr+i] = v
+			}
+		}
+	}
+}
+
+// packB dequantises weight rows j0..j0+cols (scale folded in, exact) into
+// dst [k][nr], zero padding the columns ≥ cols.
+func packB(dst []float32, w *weights, j0, cols, nr int) {
+	k, kb := w.k, w.kb
+	if cols < nr {
+		clear(dst)
+	}
+	for b := range kb {
+		c0, c1 := b*block, min(k, (b+1)*block)
+		d := dst[c0*nr : c1*nr]
+		for jj := range cols {
+			j := j0 + jj
+			switch w.kind {
+			case kindF32:
+				for c, v := range w.f32[j*k+c0 : j*k+c1] {
+					d[c*nr+jj] = v
+				}
+			case kindFP8:
+				sc := lutE8M0[w.s[(j/block)*kb+b]]
+				for c, q := range w.q[j*k+c0 : j*k+c1] {
+					d[c*nr+jj] = lutE4M3[q] * sc
+				}
+			case kindFP4:
+				sc := lutE8M0[w.s[j*kb+b]]
+				for c, q := range w.q[(j*k+c0)/2 : (j*k+c1)/2] {
+					d[2*c*nr+jj] = lutE2M1[q&15] * sc
+					d[(2*c+1)*nr+jj] = lutE2M1[q>>4] * sc
+				}
+			}
+		}
+	}
+}
