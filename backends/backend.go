@@ -47,6 +47,8 @@ type Env struct {
 	// Probe sees every probe value; it returns the value to continue with
 	// (a teacher-forced replacement when force is set), or t itself.
 	Probe func(name string, force bool, t *Tensor) (*Tensor, error)
+	// Arena holds the activation buffers of the graph's slots (may be nil).
+	Arena *Arena
 	// Rope computes a RoPE table for a rope_table node.
 	Rope func(n *ir.Node, maxLen int) (*Tensor, error)
 }

@@ -26,7 +26,20 @@ type Model struct {
 // Open binds the module's graphs to the checkpoint in dir and prepares them
 // on the named backend. Every weight is bound and checked up front, so a
 // broken checkpoint is reported before anything runs.
-func Open(m *ir.Module, dir, backend string) (*Model, error) {
+func Open(m *ir.Module, dir, backend string) (md *Model, err error) {
+	var binding *ir.Node
+	defer func() {
+		if r := recover(); r != nil {
+			where := "opening the model"
+			if binding != nil {
+				where = fmt.Sprintf("binding weight %q (%%%d)", binding.Attrs.Str("name", ""), binding.ID)
+			}
+			if md != nil {
+				md.w.close()
+			}
+			md, err = nil, &InternalError{Where: where, Err: fmt.Errorf("%v", r)}
+		}
+	}()
 	be, err := backends.Get(backend)
 	if err != nil {
 		return nil, err
@@ -39,17 +52,21 @@ func Open(m *ir.Module, dir, backend string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	md := &Model{Module: m, pg: pg, dg: dg, w: w}
+	md = &Model{Module: m, pg: pg, dg: dg, w: w}
+	prog := newLoadProgress(w, pg, dg) // stderr progress (engine/progress.go)
+	defer prog.done()
 	for _, g := range []*ir.Graph{pg, dg} {
 		for _, n := range g.Nodes {
 			if n.Op != "weight" {
 				continue
 			}
+			binding = n
 			t, err := w.weight(n)
 			if err != nil {
 				w.close()
 				return nil, err
 			}
+			prog.bound(n)
 			if n.Attrs.Str("name", "") == "embed.weight" {
 				md.Vocab = t.Shape[0]
 			}
@@ -75,10 +92,26 @@ func Open(m *ir.Module, dir, backend string) (*Model, error) {
 // Close releases the mapped checkpoint.
 func (m *Model) Close() { m.w.close() }
 
+// InternalError is a bug of the engine or a backend (a recovered panic),
+// not bad input; Where names the weight, call or op.
+type InternalError struct {
+	Where string
+	Err   error
+}
+
+func (e *InternalError) Error() string { return fmt.Sprintf("%s: %v", e.Where, e.Err) }
+
+func (e *InternalError) Unwrap() error { return e.Err }
+
 // Options size a session.
 type Options struct {
 	Batch  int
 	MaxLen int // maximum total length (prompt + generated); sizes the caches
+	// PrefillLen is the prompt length, for the memory estimate (0: MaxLen).
+	PrefillLen int
+	// MaxMemory caps the bytes the session may need (engine/memory.go):
+	// 0 = MemAvailable of /proc/meminfo, < 0 = no check.
+	MaxMemory int64
 }
 
 // Session is one batch of sequences and their caches.
@@ -90,13 +123,20 @@ type Session struct {
 	Pos    int // tokens processed so far
 	Calls  int // decode calls so far
 	Tracer *Tracer
+	arenas map[backends.Program]*backends.Arena
 	ratios map[string]int // compression ratio of each cache, from its M/r rows
+
+	// observe, when set (and Tracer is nil), sees every probe (engine/bench.go).
+	observe func(name string, force bool, t *backends.Tensor) (*backends.Tensor, error)
 }
 
 // NewSession allocates the caches for a batch and a maximum length.
 func (m *Model) NewSession(opt Options) (*Session, error) {
 	if opt.Batch <= 0 || opt.MaxLen <= 0 {
 		return nil, fmt.Errorf("batch %d and maximum length %d must be positive", opt.Batch, opt.MaxLen)
+	}
+	if err := m.checkMemory(opt); err != nil {
+		return nil, err
 	}
 	s := &Session{m: m, opt: opt, state: map[string]*backends.Tensor{}, ropes: map[string]*backends.Tensor{}, ratios: map[string]int{}}
 	for _, n := range m.pg.Nodes {
@@ -152,6 +192,28 @@ func stateShape(sh ir.Shape, opt Options) ([]int, error) {
 	return out, nil
 }
 
+// arena returns the session's activation arena for a program.
+func (s *Session) arena(p backends.Program) *backends.Arena {
+	if s.arenas == nil {
+		s.arenas = map[backends.Program]*backends.Arena{}
+	}
+	a, ok := s.arenas[p]
+	if !ok {
+		a = &backends.Arena{}
+		s.arenas[p] = a
+	}
+	return a
+}
+
+// ArenaBytes is the activation memory the session's arenas hold.
+func (s *Session) ArenaBytes() int64 {
+	var n int64
+	for _, a := range s.arenas {
+		n += a.Bytes()
+	}
+	return n
+}
+
 // State returns a persistent state tensor by name (for traces and tests).
 func (s *Session) State(name string) *backends.Tensor { return s.state[name] }
 
@@ -183,7 +245,12 @@ func (l *Logits) Last() [][]float32 {
 	return out
 }
 
-func (s *Session) call(prog backends.Program, tokens [][]int64, prefix string) (*Logits, error) {
+func (s *Session) call(prog backends.Program, tokens [][]int64, prefix string) (lg *Logits, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			lg, err = nil, &InternalError{Where: "the " + strings.TrimSuffix(prefix, ".") + " call", Err: fmt.Errorf("%v", r)}
+		}
+	}()
 	B := len(tokens)
 	if B != s.opt.Batch {
 		return nil, fmt.Errorf("batch of %d rows, the session holds %d", B, s.opt.Batch)
@@ -209,16 +276,21 @@ func (s *Session) call(prog backends.Program, tokens [][]int64, prefix string) (
 	}
 	env := &backends.Env{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
-		Weight: s.m.w.weight, State: s.state, Rope: s.rope}
+		Weight: s.m.w.weight, State: s.state, Rope: s.rope, Arena: s.arena(prog)}
 	if s.Tracer != nil {
 		env.Probe = s.Tracer.probe(prefix, B, S)
+	} else if s.observe != nil {
+		env.Probe = s.observe
 	}
 	if err := prog.Run(env); err != nil {
+		if strings.HasPrefix(err.Error(), "internal error") { // a panic the backend recovered
+			return nil, &InternalError{Where: "the " + strings.TrimSuffix(prefix, ".") + " call", Err: err}
+		}
 		return nil, err
 	}
 	s.Pos += S
-	lg := env.Outputs["logits"]
-	return &Logits{B: B, S: S, V: lg.Shape[len(lg.Shape)-1], Data: lg.F32}, nil
+	out := env.Outputs["logits"]
+	return &Logits{B: B, S: S, V: out.Shape[len(out.Shape)-1], Data: out.F32}, nil
 }
 
 // Prefill runs the prompt (all rows the same length) from position 0.

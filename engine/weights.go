@@ -206,6 +206,9 @@ func (b *binder) one(name, format string, dt ir.DType, shape []int) (*backends.T
 		if err != nil {
 			return nil, err
 		}
+		if len(shape) != 2 {
+			return nil, fmt.Errorf("%s: fp4 tensor %q: the plan wants shape %v, not a matrix", t.File, name, shape)
+		}
 		if shape[1]%32 != 0 {
 			return nil, fmt.Errorf("%s: fp4 tensor %q: inner dim %d is not a multiple of 32", t.File, name, shape[1])
 		}

@@ -56,6 +56,11 @@ type OpInfo struct {
 // Has reports whether the op has all flags f.
 func (o *OpInfo) Has(f Flags) bool { return o.Flags&f == f }
 
+// ScheduleAttrs are attributes any non-source op may carry; scheduling
+// passes set them and executors read them. buf is the activation buffer
+// slot the node's result is written to (see passes/assign_buffers.go).
+var ScheduleAttrs = []AttrSpec{opt("buf", AInt)}
+
 // Ops is the op table, keyed by name.
 var Ops = map[string]*OpInfo{}
 

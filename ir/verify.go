@@ -208,6 +208,11 @@ func checkAttrs(info *OpInfo, a Attrs) error {
 				break
 			}
 		}
+		for i := range ScheduleAttrs {
+			if spec == nil && ScheduleAttrs[i].Name == k && !info.Has(Source) {
+				spec = &ScheduleAttrs[i]
+			}
+		}
 		if spec == nil {
 			return fmt.Errorf("unknown attribute %q", k)
 		}

@@ -35,6 +35,7 @@ var Pipeline = []Pass{
 	{Name: "cse", Optional: true, Run: CSE},
 	{Name: "dce", Optional: true, Run: DCE},
 	{Name: "renumber", Run: Renumber},
+	{Name: "assign-buffers", Run: AssignBuffers},
 }
 
 // PassNames lists the distinct pass names in pipeline order.

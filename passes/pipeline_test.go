@@ -72,11 +72,11 @@ func TestPipelineTiny(t *testing.T) {
 
 func TestSelect(t *testing.T) {
 	none, err := passes.Select([]string{"none"})
-	if err != nil || len(none) != 1 || none[0].Name != "renumber" {
+	if err != nil || len(none) != 2 || none[0].Name != "renumber" || none[1].Name != "assign-buffers" {
 		t.Errorf("none: %v %v", none, err)
 	}
 	some, err := passes.Select([]string{"dce", "fuse-swiglu"})
-	if err != nil || len(some) != 4 { // dce twice, fuse-swiglu, renumber
+	if err != nil || len(some) != 5 { // dce twice, fuse-swiglu, renumber, assign-buffers
 		t.Errorf("dce,fuse-swiglu: %d passes, %v", len(some), err)
 	}
 	if _, err := passes.Select([]string{"no-such-pass"}); err == nil || !strings.Contains(err.Error(), "no-such-pass") {
@@ -118,7 +118,7 @@ func TestParseNames(t *testing.T) {
 		t.Error("ParseNames")
 	}
 	rep, err := passes.Run(buildTiny(t), passes.ParseNames("none"), passes.Options{})
-	if err != nil || strings.Join(rep.Ran, ",") != "renumber" {
+	if err != nil || strings.Join(rep.Ran, ",") != "renumber,assign-buffers" {
 		t.Errorf("ran %v, %v", rep.Ran, err)
 	}
 }

@@ -36,6 +36,7 @@ type Header struct {
 	Passes            []string        `json:"passes"`
 	Graphs            []string        `json:"graphs"`
 	Config            json.RawMessage `json:"config,omitempty"`
+	MaxBatch          int             `json:"max_batch,omitempty"` // largest batch exec may run; 0 = unlimited
 }
 
 // Plan is a header and the verified module.
@@ -141,6 +142,9 @@ func Decode(data []byte) (*Plan, error) {
 	}
 	if p.FormatVersion != Version {
 		return nil, fmt.Errorf("plan header: format_version %d, want %d", p.FormatVersion, Version)
+	}
+	if p.MaxBatch < 0 {
+		return nil, fmt.Errorf("plan header: max_batch %d, want >= 0", p.MaxBatch)
 	}
 	rest := data[len(first)+len(hdr):]
 	m, err := ir.Parse(string(rest))

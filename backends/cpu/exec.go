@@ -30,35 +30,48 @@ func (Backend) Kernel(n *ir.Node) (backends.KernelFunc, error) {
 		return nil, fmt.Errorf("no CPU kernel for op %s", n.Op)
 	}
 	return func(env *backends.Env, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
-		return k(&run{env: env}, n, args)
+		return k(&run{env: env, node: n}, n, args)
 	}, nil
 }
 
 // run is what a kernel sees of one call.
 type run struct {
-	env *backends.Env
+	env  *backends.Env
+	node *ir.Node // the node being computed; its buf attribute names its arena slot
 }
 
 type kernel func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 
 // ---- helpers ---------------------------------------------------------------
 
-func newF(dt ir.DType, shape ...int) *backends.Tensor {
+// newF returns the zeroed output tensor of the current node: in its arena
+// slot when the plan assigned one (attribute buf), else freshly allocated.
+func (r *run) newF(dt ir.DType, shape ...int) *backends.Tensor {
 	t := &backends.Tensor{DType: dt, Shape: shape}
-	t.F32 = make([]float32, t.NumElements())
+	t.F32 = r.env.Arena.F32(r.slot(), t.NumElements())
 	return t
 }
 
-func newI64(shape ...int) *backends.Tensor {
+func (r *run) newI64(shape ...int) *backends.Tensor {
 	t := &backends.Tensor{DType: ir.I64, Shape: shape}
-	t.I64 = make([]int64, t.NumElements())
+	t.I64 = r.env.Arena.I64(r.slot(), t.NumElements())
 	return t
 }
 
-func newI32(shape ...int) *backends.Tensor {
+func (r *run) newI32(shape ...int) *backends.Tensor {
 	t := &backends.Tensor{DType: ir.I32, Shape: shape}
-	t.I32 = make([]int32, t.NumElements())
+	t.I32 = r.env.Arena.I32(r.slot(), t.NumElements())
 	return t
+}
+
+func (r *run) slot() int {
+	if r.node == nil {
+		return -1
+	}
+	if b, ok := r.node.Attrs["buf"].(int64); ok {
+		return int(b)
+	}
+	return -1
 }
 
 // round applies the rounding of dtype dt to x in place.
@@ -82,7 +95,7 @@ func cloneShape(s []int) []int { return append([]int(nil), s...) }
 func unary(fn func(float32) float32) kernel {
 	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 		x := a[0]
-		out := newF(x.DType, cloneShape(x.Shape)...)
+		out := r.newF(x.DType, cloneShape(x.Shape)...)
 		for i, v := range x.F32 {
 			out.F32[i] = fn(v)
 		}
@@ -98,7 +111,7 @@ func binary(fn func(a, b float32) float32) kernel {
 		if err != nil {
 			return nil, err
 		}
-		out := newF(x.DType, shape...)
+		out := r.newF(x.DType, shape...)
 		xi, yi := bcastIndex(x.Shape, shape), bcastIndex(y.Shape, shape)
 		for i := range out.F32 {
 			out.F32[i] = fn(x.F32[xi(i)], y.F32[yi(i)])

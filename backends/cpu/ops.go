@@ -94,7 +94,7 @@ func init() {
 // slice wraps an elementwise reference kernel over whole slices.
 func slice(fn func(out, x []float32)) kernel {
 	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
-		out := newF(a[0].DType, cloneShape(a[0].Shape)...)
+		out := r.newF(a[0].DType, cloneShape(a[0].Shape)...)
 		fn(out.F32, a[0].F32)
 		round(a[0].DType, out.F32)
 		return out, nil
@@ -115,11 +115,11 @@ func kConst(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) 
 		shape[i] = int(d.N)
 	}
 	if n.Type.DType.IsFloat() {
-		t := newF(n.Type.DType, shape...)
+		t := r.newF(n.Type.DType, shape...)
 		copy(t.F32, f32s(n.Attrs.Floats("floats")))
 		return t, nil
 	}
-	t := newI64(shape...)
+	t := r.newI64(shape...)
 	copy(t.I64, n.Attrs.Ints("ints"))
 	return t, nil
 }
@@ -134,7 +134,7 @@ func kState(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) 
 
 func kCast(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	to, _ := ir.ParseDType(n.Attrs.Str("to", ""))
-	out := newF(to, cloneShape(a[0].Shape)...)
+	out := r.newF(to, cloneShape(a[0].Shape)...)
 	copy(out.F32, a[0].F32)
 	round(to, out.F32)
 	return out, nil
@@ -159,21 +159,21 @@ func kScalar(fn func(x, v float32) float32) kernel {
 }
 
 func kMaskFill(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
-	out := newF(a[0].DType, cloneShape(a[0].Shape)...)
+	out := r.newF(a[0].DType, cloneShape(a[0].Shape)...)
 	copy(out.F32, a[0].F32)
 	kernels.ApplyCandidates(out.F32, a[1].U8)
 	return out, nil
 }
 
 func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
-	out := newF(ir.BF16, cloneShape(a[0].Shape)...)
+	out := r.newF(ir.BF16, cloneShape(a[0].Shape)...)
 	copy(out.F32, a[0].F32)
 	numfmt.ActQuantInplace(out.F32, int(n.Attrs.Int("block", 32)))
 	return out, nil
 }
 
 func kFP4Quant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
-	out := newF(ir.BF16, cloneShape(a[0].Shape)...)
+	out := r.newF(ir.BF16, cloneShape(a[0].Shape)...)
 	copy(out.F32, a[0].F32)
 	block := int(n.Attrs.Int("block", 32))
 	if n.Attrs.Str("scale", "e8m0") == "e4m3" {
@@ -200,7 +200,7 @@ func kMeanSq(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	if ax != len(a[0].Shape)-1 {
 		return nil, fmt.Errorf("mean_sq supports the last axis only")
 	}
-	out := newF(a[0].DType, shape...)
+	out := r.newF(a[0].DType, shape...)
 	kernels.MeanSquare(out.F32, a[0].F32, rows(a[0]), last(a[0]))
 	round(a[0].DType, out.F32)
 	return out, nil
@@ -208,7 +208,7 @@ func kMeanSq(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 
 func kSum(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	shape, ax := reducedShape(n, a[0].Shape)
-	out := newF(a[0].DType, shape...)
+	out := r.newF(a[0].DType, shape...)
 	kernels.SumAxis(out.F32, a[0].F32, a[0].Shape, ax)
 	round(a[0].DType, out.F32)
 	return out, nil
@@ -218,7 +218,7 @@ func kSoftmax(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	if axis(n, len(a[0].Shape)) != len(a[0].Shape)-1 {
 		return nil, fmt.Errorf("softmax supports the last axis only")
 	}
-	out := newF(a[0].DType, cloneShape(a[0].Shape)...)
+	out := r.newF(a[0].DType, cloneShape(a[0].Shape)...)
 	kernels.Softmax(out.F32, a[0].F32, rows(a[0]), last(a[0]))
 	round(a[0].DType, out.F32)
 	return out, nil
@@ -256,7 +256,7 @@ func kSlice(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	shape := cloneShape(x.Shape)
 	shape[ax] = en - st
 	outer, inner := splitAxis(x.Shape, ax)
-	out := newF(x.DType, shape...)
+	out := r.newF(x.DType, shape...)
 	for o := 0; o < outer; o++ {
 		copy(out.F32[o*(en-st)*inner:(o+1)*(en-st)*inner], x.F32[(o*x.Shape[ax]+st)*inner:(o*x.Shape[ax]+en)*inner])
 	}
@@ -308,7 +308,7 @@ func kExpand(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	for _, d := range x.Shape[ax:] {
 		inner *= d
 	}
-	out := newF(x.DType, shape...)
+	out := r.newF(x.DType, shape...)
 	o1 := x.NumElements() / max(inner, 1)
 	for o := 0; o < o1; o++ {
 		for j := 0; j < k; j++ {
@@ -321,7 +321,7 @@ func kExpand(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 func kEmbed(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	tab, ids := a[0], a[1]
 	V, D := tab.Shape[0], tab.Shape[1]
-	out := newF(tab.DType, append(cloneShape(ids.Shape), D)...)
+	out := r.newF(tab.DType, append(cloneShape(ids.Shape), D)...)
 	for i, id := range ids.I64 {
 		if id < 0 || int(id) >= V {
 			return nil, fmt.Errorf("token id %d out of range [0,%d)", id, V)
@@ -333,7 +333,7 @@ func kEmbed(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 
 func kTokenMap(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	m, ids := a[0], a[1]
-	out := newI64(cloneShape(ids.Shape)...)
+	out := r.newI64(cloneShape(ids.Shape)...)
 	for i, id := range ids.I64 {
 		if id < 0 || int(id) >= len(m.I64) {
 			return nil, fmt.Errorf("token id %d out of range of the Engram token map [0,%d)", id, len(m.I64))
@@ -346,7 +346,7 @@ func kTokenMap(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 func kGather(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, idx := a[0], a[1]
 	E, k := x.Shape[1], idx.Shape[1]
-	out := newF(x.DType, cloneShape(idx.Shape)...)
+	out := r.newF(x.DType, cloneShape(idx.Shape)...)
 	for i := 0; i < idx.Shape[0]; i++ {
 		for j := 0; j < k; j++ {
 			out.F32[i*k+j] = x.F32[i*E+int(idx.I64[i*k+j])]
@@ -359,7 +359,7 @@ func kGather(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 func kTopkIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x := a[0]
 	N, E, k := x.Shape[0], x.Shape[1], int(n.Attrs.Int("k", 1))
-	out := newI64(N, k)
+	out := r.newI64(N, k)
 	ord := make([]int, E)
 	for i := 0; i < N; i++ {
 		row := x.F32[i*E : (i+1)*E]
@@ -383,7 +383,7 @@ func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	N, K := w.Shape[0], w.Shape[1]
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = N
-	out := newF(x.DType, shape...)
+	out := r.newF(x.DType, shape...)
 	if x.DType == ir.F32 && UseFast {
 		fast.MatmulF32(out.F32, x.F32, w.F32, rows(x), K, N)
 	} else if x.DType == ir.F32 {
@@ -403,7 +403,7 @@ func kMatmulQ(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	N, K := w.Shape[0], w.Shape[1]
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = N
-	out := newF(ir.BF16, shape...)
+	out := r.newF(ir.BF16, shape...)
 	if UseFast && w.DType == ir.FP4E2M1 {
 		fast.MatmulFP4(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
 	} else if UseFast {
@@ -421,7 +421,7 @@ func kGrouped(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	G := int(n.Attrs.Int("groups", 1))
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = w.Shape[0]
-	out := newF(ir.BF16, shape...)
+	out := r.newF(ir.BF16, shape...)
 	kernels.GroupedLoRA(out.F32, x.F32, rows(x), G, w.Shape[1], w.F32, w.Shape[0]/G)
 	return out, nil
 }
@@ -430,7 +430,7 @@ func kExpertMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, 
 	x, w, idx := a[0], a[1], a[2]
 	N, k := idx.Shape[0], idx.Shape[1]
 	O, K := w.Shape[1], w.Shape[2]
-	out := newF(ir.BF16, N, k, O)
+	out := r.newF(ir.BF16, N, k, O)
 	perSlot := len(x.Shape) == 3
 	if UseFast {
 		err := fast.ExpertMatmul(out.F32, x.F32, N, k, K, O, perSlot, idx.I64, func(e int) (fast.Expert, bool) {
@@ -472,7 +472,7 @@ func kExpertMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, 
 func kMoECombine(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	y, idx := a[0], a[1]
 	N, k, D := y.Shape[0], y.Shape[1], y.Shape[2]
-	out := newF(ir.F32, N, D)
+	out := r.newF(ir.F32, N, D)
 	ord := make([]int, k)
 	for i := 0; i < N; i++ {
 		for j := range ord {
@@ -492,7 +492,7 @@ func kMoECombine(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 
 func kRMSNorm(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, w := a[0], a[1]
-	out := newF(x.DType, cloneShape(x.Shape)...)
+	out := r.newF(x.DType, cloneShape(x.Shape)...)
 	kernels.RMSNorm(out.F32, x.F32, rows(x), last(x), w.F32, float32(n.Attrs.Float("eps", 0)))
 	round(x.DType, out.F32)
 	return out, nil
@@ -515,7 +515,7 @@ func kHCPre(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	s := h.Shape
 	hc, D := s[len(s)-2], s[len(s)-1]
 	tokens := h.NumElements() / (hc * D)
-	out := newF(ir.BF16, append(cloneShape(s[:len(s)-2]), D)...)
+	out := r.newF(ir.BF16, append(cloneShape(s[:len(s)-2]), D)...)
 	kernels.HCPre(out.F32, h.F32, perToken(a[1], tokens, hc), tokens, hc, D)
 	return out, nil
 }
@@ -525,7 +525,7 @@ func kHCPost(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	s := res.Shape
 	hc, D := s[len(s)-2], s[len(s)-1]
 	tokens := res.NumElements() / (hc * D)
-	out := newF(ir.BF16, cloneShape(s)...)
+	out := r.newF(ir.BF16, cloneShape(s)...)
 	kernels.HCPost(out.F32, y.F32, res.F32, post.F32, comb.F32, tokens, hc, D)
 	return out, nil
 }
@@ -534,14 +534,14 @@ func kPositions(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, err
 	S, P := a[0].Shape[1], int(a[1].I64[0])
 	ratio := int(n.Attrs.Int("ratio", 1))
 	if ratio == 1 {
-		out := newI64(S)
+		out := r.newI64(S)
 		for t := range out.I64 {
 			out.I64[t] = int64(P + t)
 		}
 		return out, nil
 	}
 	g0, g1 := P/ratio, (P+S)/ratio
-	out := newI64(g1 - g0)
+	out := r.newI64(g1 - g0)
 	for g := g0; g < g1; g++ {
 		out.I64[g-g0] = int64(g * ratio)
 	}
@@ -550,7 +550,7 @@ func kPositions(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, err
 
 func kRope(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, tab, pos := a[0], a[1], a[2]
-	out := newF(x.DType, cloneShape(x.Shape)...)
+	out := r.newF(x.DType, cloneShape(x.Shape)...)
 	copy(out.F32, x.F32)
 	if x.NumElements() == 0 {
 		return out, nil
@@ -583,7 +583,7 @@ func kWindowIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, err
 	} else {
 		one, T = kernels.WindowIdxPrefill(S, W), min(S, W)
 	}
-	out := newI32(B, S, T)
+	out := r.newI32(B, S, T)
 	for b := 0; b < B; b++ {
 		copy(out.I32[b*S*T:(b+1)*S*T], one)
 	}
@@ -611,7 +611,7 @@ func kSparseAttn(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 			return nil, fmt.Errorf("attention index %d beyond %d kv rows", i, N)
 		}
 	}
-	out := newF(ir.BF16, cloneShape(q.Shape)...)
+	out := r.newF(ir.BF16, cloneShape(q.Shape)...)
 	kernels.SparseAttn(out.F32, q.F32, B, M, H, D, kv.F32, N, sink.F32, idx.I32, T, float32(n.Attrs.Float("scale", 1)))
 	return out, nil
 }
@@ -643,7 +643,7 @@ func kCompressorPool(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor
 	R := int(n.Attrs.Int("ratio", 2))
 	B, S, D := c.Shape[0], c.Shape[1], c.Shape[2]
 	G := (P+S)/R - P/R
-	out := newF(ir.F32, B, G, D)
+	out := r.newF(ir.F32, B, G, D)
 	kernels.CompressorPool(out.F32, c.F32, z.F32, B, S, D, R, kvst.F32, scst.F32, P)
 	return out, nil
 }
@@ -669,7 +669,7 @@ func kCacheRead(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, err
 	if nc > Mr {
 		return nil, fmt.Errorf("cache of %d rows read to %d", Mr, nc)
 	}
-	out := newF(cache.DType, B, nc, D)
+	out := r.newF(cache.DType, B, nc, D)
 	for b := 0; b < B; b++ {
 		copy(out.F32[b*nc*D:(b+1)*nc*D], cache.F32[b*Mr*D:(b*Mr+nc)*D])
 	}
@@ -680,14 +680,14 @@ func kIndexScore(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 	q, k, w := a[0], a[1], a[2]
 	B, S, H, Di := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
 	nc := k.Shape[1]
-	out := newF(ir.BF16, B, S, nc)
+	out := r.newF(ir.BF16, B, S, nc)
 	kernels.IndexScore(out.F32, q.F32, B, S, H, Di, k.F32, nc, w.F32)
 	return out, nil
 }
 
 func kIndexMask(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	s := a[0]
-	out := newF(s.DType, cloneShape(s.Shape)...)
+	out := r.newF(s.DType, cloneShape(s.Shape)...)
 	copy(out.F32, s.F32)
 	kernels.IndexCausalMask(out.F32, s.Shape[0], s.Shape[1], s.Shape[2], int(a[1].I64[0]), int(n.Attrs.Int("ratio", 1)))
 	return out, nil
@@ -708,7 +708,7 @@ func kIndexTopk(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, err
 	s := a[0]
 	B, S, nc := s.Shape[0], s.Shape[1], s.Shape[2]
 	k := min(int(n.Attrs.Int("k", 1)), nc)
-	out := newI32(B, S, k)
+	out := r.newI32(B, S, k)
 	if k > 0 {
 		lens := kernels.IndexVisibleLens(S, int(a[1].I64[0]), int(n.Attrs.Int("ratio", 1)))
 		kernels.IndexTopK(out.I32, s.F32, B*S, nc, k, lens, a[2].Shape[1])
@@ -737,7 +737,7 @@ func kEngramHash(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 	for i := 0; i+heads <= len(primes); i += heads {
 		pr = append(pr, primes[i:i+heads])
 	}
-	out := newI64(B, S, len(primes))
+	out := r.newI64(B, S, len(primes))
 	kernels.EngramHash(out.I64, h.I64, B, M, S, P, [][]int64{mult}, [][][]int64{pr}, [][]int64{offs}, n.Attrs.Int("pad", 0))
 	return out, nil
 }
@@ -750,7 +750,7 @@ func kEngramLookup(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, 
 			return nil, fmt.Errorf("engram row %d out of range %d", v, tab.Shape[0])
 		}
 	}
-	out := newF(ir.BF16, rowsT.Shape[0], rowsT.Shape[1], rowsT.Shape[2]*W)
+	out := r.newF(ir.BF16, rowsT.Shape[0], rowsT.Shape[1], rowsT.Shape[2]*W)
 	kernels.EngramLookup(out.F32, tab.U8, tab.Scale, W, rowsT.I64)
 	return out, nil
 }
@@ -760,7 +760,7 @@ func kEngramGate(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 	s := h.Shape
 	hc, D := s[2], s[3]
 	tokens := s[0] * s[1]
-	out := newF(ir.BF16, cloneShape(s)...)
+	out := r.newF(ir.BF16, cloneShape(s)...)
 	kernels.EngramGate(out.F32, h.F32, tokens, hc, D, key.F32, val.F32, om.F32, float32(n.Attrs.Float("eps", 0)))
 	return out, nil
 }
@@ -778,7 +778,7 @@ func kHCMix(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	hc, D := s[len(s)-2], s[len(s)-1]
 	tokens := h.NumElements() / (hc * D)
 	mix := fn.Shape[0]
-	out := newF(ir.F32, append(cloneShape(s[:len(s)-2]), mix)...)
+	out := r.newF(ir.F32, append(cloneShape(s[:len(s)-2]), mix)...)
 	kernels.HCMixes(out.F32, h.F32, tokens, hc, D, fn.F32, float32(n.Attrs.Float("eps", 0)))
 	return out, nil
 }
@@ -790,7 +790,7 @@ func kSinkhorn(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 	tokens := m.NumElements() / mix
 	pre, post, comb := make([]float32, tokens*hc), make([]float32, tokens*hc), make([]float32, tokens*hc*hc)
 	kernels.HCSplitSinkhorn(pre, post, comb, m.F32, tokens, hc, scale.F32, base.F32, int(n.Attrs.Int("iters", 20)), float32(n.Attrs.Float("eps", 0)))
-	out := newF(ir.F32, cloneShape(m.Shape)...)
+	out := r.newF(ir.F32, cloneShape(m.Shape)...)
 	for t := 0; t < tokens; t++ {
 		o := out.F32[t*mix : (t+1)*mix]
 		copy(o[:hc], pre[t*hc:(t+1)*hc])
@@ -807,7 +807,7 @@ func kSwiGLU(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 		w = a[2].F32
 	}
 	inter := last(g)
-	out := newF(ir.BF16, cloneShape(g.Shape)...)
+	out := r.newF(ir.BF16, cloneShape(g.Shape)...)
 	kernels.SwiGLUClamp(out.F32, g.F32, u.F32, rows(g), inter, float32(n.Attrs.Float("limit", 0)), w)
 	return out, nil
 }

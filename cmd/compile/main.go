@@ -29,6 +29,7 @@ type options struct {
 	passes                  string
 	timePasses, stats       bool
 	statsBatch, statsTokens int
+	maxBatch                int
 }
 
 func run(args []string) error {
@@ -47,11 +48,15 @@ func run(args []string) error {
 	fs.BoolVar(&o.stats, "stats", false, "print optimisation statistics as JSON (docs/stats.md)")
 	fs.IntVar(&o.statsBatch, "stats-batch", 1, "batch for -stats memory planning")
 	fs.IntVar(&o.statsTokens, "stats-tokens", 1024, "prefill tokens for -stats memory planning")
+	fs.IntVar(&o.maxBatch, "max-batch", 0, "largest batch exec may run with the plan (recorded as max_batch; 0 = unlimited)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if (o.model == "") == (o.config == "") {
 		return fmt.Errorf("give exactly one of -model DIR or -config FILE")
+	}
+	if o.maxBatch < 0 {
+		return fmt.Errorf("-max-batch %d: must be >= 0 (0 = unlimited)", o.maxBatch)
 	}
 	if o.dumpAfter != "" && o.dumpDir == "" {
 		return fmt.Errorf("-dump-after needs -dump-dir")
@@ -104,7 +109,7 @@ func run(args []string) error {
 		return nil
 	}
 	cj, _ := json.Marshal(cfg)
-	p := &plan.Plan{Header: plan.Header{Model: "deepseek-v4.1", ConfigFingerprint: cfg.Fingerprint(), Backend: o.backend, Passes: passNames, Config: cj}, Module: m}
+	p := &plan.Plan{Header: plan.Header{Model: "deepseek-v4.1", ConfigFingerprint: cfg.Fingerprint(), Backend: o.backend, Passes: passNames, Config: cj, MaxBatch: o.maxBatch}, Module: m}
 	if o.model != "" {
 		abs, err := filepath.Abs(o.model)
 		if err != nil {

@@ -41,6 +41,7 @@ type options struct {
 	temperature                                           float64
 	seed                                                  uint64
 	maxMemory                                             int64
+	bench                                                 benchOptions // cmd/exec/bench.go
 }
 
 func run(args []string) error {
@@ -64,6 +65,7 @@ func run(args []string) error {
 		}
 		return err
 	})
+	o.bench.register(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -89,6 +91,19 @@ func run(args []string) error {
 	}
 	if err := checkFingerprint(p, dir); err != nil {
 		return err
+	}
+	stopProfile, err := o.bench.startProfile()
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
+	if o.bench.on {
+		model, err := engine.Open(p.Module, dir, o.backend)
+		if err != nil {
+			return err
+		}
+		defer model.Close()
+		return runBench(&o.bench, model, 1, o.maxMemory)
 	}
 
 	var teacher *safetensors.File

@@ -1,0 +1,577 @@
+package engine
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/backends/cpu/fast"
+	"github.com/ds4go/ds4/ir"
+)
+
+// Benchmarking (issue 5, "Fast CPU backend"): prefill throughput for a few
+// prompt lengths with the FLOPs of the graph's matmul-like nodes, decode
+// throughput with the bytes of weights one decoded token reads, a memory
+// bandwidth probe to compare them with, and the resident memory.
+
+// BenchOptions configure Model.Bench. Zero values take the defaults.
+type BenchOptions struct {
+	PrefillTokens []int // prompt lengths to time (default 1, 128, 1024)
+	Batch         int   // rows per call (default 1)
+	DecodeContext int   // prompt length before the timed decode steps (default 128)
+	DecodeSteps   int   // timed decode steps (default 16)
+	DecodeWarmup  int   // untimed decode steps before them (default 2)
+	Repeats       int   // prefill runs per length, the best is kept (default 2)
+	ProbeBytes    int64 // bandwidth probe buffer (default 1 GiB; < 0 skips the probe)
+	ProbePasses   int   // probe passes, the best is kept (default 5)
+	Seed          uint64
+	MaxMemory     int64 // Options.MaxMemory of the sessions
+	// Log, when set, receives one line per finished measurement.
+	Log func(format string, args ...any)
+}
+
+func (o *BenchOptions) defaults() {
+	if o.PrefillTokens == nil {
+		o.PrefillTokens = []int{1, 128, 1024}
+	}
+	if o.Batch <= 0 {
+		o.Batch = 1
+	}
+	if o.DecodeContext <= 0 {
+		o.DecodeContext = 128
+	}
+	if o.DecodeSteps <= 0 {
+		o.DecodeSteps = 16
+	}
+	if o.DecodeWarmup < 0 {
+		o.DecodeWarmup = 0
+	} else if o.DecodeWarmup == 0 {
+		o.DecodeWarmup = 2
+	}
+	if o.Repeats <= 0 {
+		o.Repeats = 2
+	}
+	if o.ProbeBytes == 0 {
+		o.ProbeBytes = 1 << 30
+	}
+	if o.ProbePasses <= 0 {
+		o.ProbePasses = 5
+	}
+	if o.Log == nil {
+		o.Log = func(string, ...any) {}
+	}
+}
+
+// PrefillFigure is one timed prefill call.
+type PrefillFigure struct {
+	Tokens     int     `json:"tokens"` // tokens per row
+	Batch      int     `json:"batch"`
+	Seconds    float64 `json:"seconds"` // best of the repeats
+	TokensPerS float64 `json:"tokens_per_s"`
+	// FLOPs of the call: 2·M·N·K over the matmul-like nodes (weight matmuls,
+	// the chosen experts, hc mixes, indexer scores, attention QK and PV over
+	// every index slot).
+	FLOPs       float64 `json:"flops"`
+	WeightFLOPs float64 `json:"weight_flops"` // the part from weight matmuls
+	GFLOPS      float64 `json:"gflops"`       // FLOPs / Seconds / 1e9
+}
+
+// BenchReport holds the figures of one Bench run (JSON field names are
+// stable: cmd/exec -bench -json prints this object).
+type BenchReport struct {
+	Backend    string `json:"backend"`
+	Threads    int    `json:"threads"` // GOMAXPROCS
+	KernelISA  string `json:"kernel_isa"`
+	Checkpoint int64  `json:"checkpoint_bytes"` // size of the checkpoint files
+
+	Prefill []PrefillFigure `json:"prefill"`
+
+	DecodeContext    int     `json:"decode_context"`
+	DecodeSteps      int     `json:"decode_steps"`
+	DecodeSeconds    float64 `json:"decode_seconds"`
+	DecodeTokensPerS float64 `json:"decode_tokens_per_s"`
+	DecodeFLOPs      float64 `json:"decode_flops_per_token"`
+
+	// WeightBytesPerDecodeToken: bytes of weights, as stored in the
+	// checkpoint, that one decoded token reads: every non-expert weight, the
+	// experts actually chosen (distinct per layer and step, averaged), the
+	// embedding row, the Engram rows and the head.
+	WeightBytesPerDecodeToken float64 `json:"weight_bytes_per_decode_token"`
+	// HeldBytesPerDecodeToken is the same sum over the weights as the
+	// backend holds them (bf16 tensors converted to f32 at load count 4 B).
+	HeldBytesPerDecodeToken float64 `json:"held_bytes_per_decode_token"`
+	ExpertsPerToken         float64 `json:"experts_per_token"`      // distinct chosen experts per step, all MoE layers, per row
+	ExpertBytesPerToken     float64 `json:"expert_bytes_per_token"` // their share of WeightBytesPerDecodeToken
+	DecodeBytesPerS         float64 `json:"decode_bytes_per_s"`     // WeightBytesPerDecodeToken × decode tokens/s
+
+	ProbeBytes        int64   `json:"probe_buffer_bytes"`
+	ProbeBytesPerS    float64 `json:"probe_bytes_per_s"`
+	BandwidthFraction float64 `json:"bandwidth_fraction"` // DecodeBytesPerS / ProbeBytesPerS
+	// FloorTokensPerS is the bandwidth floor: ProbeBytesPerS / WeightBytesPerDecodeToken.
+	FloorTokensPerS float64 `json:"floor_tokens_per_s"`
+
+	RSS     int64 `json:"rss_bytes"`      // VmRSS after the decode steps
+	RSSAnon int64 `json:"rss_anon_bytes"` // RssAnon (heap: converted weights, caches, activations)
+	RSSFile int64 `json:"rss_file_bytes"` // RssFile (mapped checkpoint pages)
+	PeakRSS int64 `json:"peak_rss_bytes"` // VmHWM
+}
+
+// Bench measures the model with random prompts (no output is checked).
+func (m *Model) Bench(opt BenchOptions) (*BenchReport, error) {
+	opt.defaults()
+	rep := &BenchReport{Backend: m.Placement.Primary, Threads: runtime.GOMAXPROCS(0), KernelISA: fast.CurrentLevel().String(),
+		Checkpoint: m.w.checkpointBytes(), DecodeContext: opt.DecodeContext, DecodeSteps: opt.DecodeSteps}
+	rng := rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x5851f42d4c957f2d))
+	prompt := func(S int) [][]int64 {
+		rows := make([][]int64, opt.Batch)
+		for b := range rows {
+			rows[b] = make([]int64, S)
+			for t := range rows[b] {
+				rows[b][t] = int64(rng.IntN(max(m.Vocab, 1)))
+			}
+		}
+		return rows
+	}
+
+	for _, S := range opt.PrefillTokens {
+		if S <= 0 {
+			return nil, fmt.Errorf("prefill length %d: must be > 0", S)
+		}
+		fig := PrefillFigure{Tokens: S, Batch: opt.Batch}
+		env := dimEnv{B: int64(opt.Batch), S: int64(S), M: int64(S), P: 0}
+		fig.FLOPs, fig.WeightFLOPs = graphFLOPs(m.pg, env)
+		for r := 0; r < opt.Repeats; r++ {
+			s, err := m.NewSession(Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, MaxMemory: opt.MaxMemory})
+			if err != nil {
+				return nil, err
+			}
+			p := prompt(S)
+			t0 := time.Now()
+			if _, err := s.Prefill(p); err != nil {
+				return nil, err
+			}
+			if d := time.Since(t0).Seconds(); r == 0 || d < fig.Seconds {
+				fig.Seconds = d
+			}
+		}
+		fig.TokensPerS = float64(S*opt.Batch) / fig.Seconds
+		fig.GFLOPS = fig.FLOPs / fig.Seconds / 1e9
+		rep.Prefill = append(rep.Prefill, fig)
+		opt.Log("prefill %5d tokens: %8.3f s  %9.1f tokens/s  %7.1f GFLOP/s", S, fig.Seconds, fig.TokensPerS, fig.GFLOPS)
+		runtime.GC()
+	}
+
+	if err := m.benchDecode(opt, rep, prompt(opt.DecodeContext)); err != nil {
+		return nil, err
+	}
+	opt.Log("decode after %d tokens: %d steps %.3f s  %.2f tokens/s  %s weights/token (%s as held)", opt.DecodeContext,
+		opt.DecodeSteps, rep.DecodeSeconds, rep.DecodeTokensPerS, FormatBytes(int64(rep.WeightBytesPerDecodeToken)), FormatBytes(int64(rep.HeldBytesPerDecodeToken)))
+
+	if opt.ProbeBytes > 0 {
+		rep.ProbeBytes = opt.ProbeBytes
+		rep.ProbeBytesPerS = ProbeBandwidth(opt.ProbeBytes, opt.ProbePasses)
+		rep.BandwidthFraction = rep.DecodeBytesPerS / rep.ProbeBytesPerS
+		rep.FloorTokensPerS = rep.ProbeBytesPerS / rep.WeightBytesPerDecodeToken
+		opt.Log("bandwidth probe: %.2f GB/s; decode reaches %.1f %% of it", rep.ProbeBytesPerS/1e9, 100*rep.BandwidthFraction)
+	}
+	return rep, nil
+}
+
+// benchDecode times opt.DecodeSteps greedy decode steps after a prompt and
+// counts the weight bytes they read.
+func (m *Model) benchDecode(opt BenchOptions, rep *BenchReport, p [][]int64) error {
+	total := opt.DecodeContext + opt.DecodeWarmup + opt.DecodeSteps + 1
+	s, err := m.NewSession(Options{Batch: opt.Batch, MaxLen: total, PrefillLen: opt.DecodeContext, MaxMemory: opt.MaxMemory})
+	if err != nil {
+		return err
+	}
+	// Distinct experts chosen per layer, summed over the timed steps.
+	chosen := map[int]int{}
+	counting := false
+	s.observe = func(name string, _ bool, t *backends.Tensor) (*backends.Tensor, error) {
+		if counting && strings.HasSuffix(name, ".gate_indices") {
+			if l, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, "L"), ".gate_indices")); err == nil {
+				seen := map[int64]bool{}
+				for _, e := range t.I64 {
+					seen[e] = true
+				}
+				chosen[l] += len(seen)
+			}
+		}
+		return t, nil
+	}
+	lg, err := s.Prefill(p)
+	if err != nil {
+		return err
+	}
+	next := argmaxRows(lg.Last())
+	for range opt.DecodeWarmup {
+		if lg, err = s.Decode(next); err != nil {
+			return err
+		}
+		next = argmaxRows(lg.Last())
+	}
+	counting = true
+	t0 := time.Now()
+	for range opt.DecodeSteps {
+		if lg, err = s.Decode(next); err != nil {
+			return err
+		}
+		next = argmaxRows(lg.Last())
+	}
+	rep.DecodeSeconds = time.Since(t0).Seconds()
+	counting = false
+	tokens := float64(opt.DecodeSteps * opt.Batch)
+	rep.DecodeTokensPerS = tokens / rep.DecodeSeconds
+	pos := int64(opt.DecodeContext + opt.DecodeWarmup + opt.DecodeSteps/2)
+	fl, _ := graphFLOPs(m.dg, dimEnv{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
+	rep.DecodeFLOPs = fl / float64(opt.Batch)
+
+	wb := m.decodeWeightBytes(dimEnv{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
+	var experts float64
+	for l, n := range chosen {
+		experts += float64(n)
+		rep.ExpertBytesPerToken += float64(n) * float64(wb.expertStored[l])
+	}
+	steps := float64(opt.DecodeSteps)
+	rep.ExpertsPerToken = experts / tokens
+	rep.ExpertBytesPerToken /= tokens
+	var heldExperts float64
+	for l, n := range chosen {
+		heldExperts += float64(n) * float64(wb.expertHeld[l])
+	}
+	rep.WeightBytesPerDecodeToken = float64(wb.stored)/float64(opt.Batch) + rep.ExpertBytesPerToken
+	rep.HeldBytesPerDecodeToken = float64(wb.held)/float64(opt.Batch) + heldExperts/steps/float64(opt.Batch)
+	rep.DecodeBytesPerS = rep.WeightBytesPerDecodeToken * rep.DecodeTokensPerS
+	rep.RSS, rep.RSSAnon, rep.RSSFile, rep.PeakRSS = ReadRSS()
+	return nil
+}
+
+func argmaxRows(rows [][]float32) []int64 {
+	out := make([]int64, len(rows))
+	for b, l := range rows {
+		bi := 0
+		for i, v := range l {
+			if v > l[bi] {
+				bi = i
+			}
+		}
+		out[b] = int64(bi)
+	}
+	return out
+}
+
+// weightBytes are the weight bytes of one decode step (all rows).
+type weightBytes struct {
+	stored, held int64 // every weight but the routed experts
+	// per layer: bytes of one routed expert (w1, w2 and w3 together)
+	expertStored, expertHeld map[int]int64
+}
+
+// rowGatherOps read only the rows of their first argument that their
+// second argument names.
+var rowGatherOps = map[string]bool{"embed": true, "engram_lookup": true, "token_map": true}
+
+// decodeWeightBytes sums the weights the decode graph reads in one step:
+// whole matrices, per-row tables only for the rows looked up, and routed
+// experts per expert (the caller multiplies by the experts chosen).
+func (m *Model) decodeWeightBytes(env dimEnv) weightBytes {
+	wb := weightBytes{expertStored: map[int]int64{}, expertHeld: map[int]int64{}}
+	uses := m.dg.Uses()
+	seen := map[string]bool{}
+	for _, n := range m.dg.Nodes {
+		if n.Op != "weight" {
+			continue
+		}
+		name := n.Attrs.Str("name", "")
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		t, err := m.w.weight(n)
+		if err != nil {
+			continue
+		}
+		stored, held := m.w.storedBytes(n), heldBytes(t)
+		if e := n.Attrs.Int("experts", 0); e > 0 {
+			l := int(n.Attrs.Int("layer", -1))
+			wb.expertStored[l] += stored / e
+			wb.expertHeld[l] += held / e
+			continue
+		}
+		us := uses[n]
+		perRow := len(us) > 0 && len(n.Type.Shape) > 0
+		for _, u := range us {
+			perRow = perRow && rowGatherOps[u.Op] && len(u.Args) > 1 && u.Args[0] == n
+		}
+		if !perRow {
+			wb.stored += stored
+			wb.held += held
+			continue
+		}
+		rowsTotal := int64(max(n.Type.Shape[0].N, 1))
+		var looked int64
+		for _, u := range us {
+			idx := int64(1)
+			for _, v := range shapeOf(u.Args[1].Type, env) {
+				idx *= v
+			}
+			looked += idx
+		}
+		looked = min(looked, rowsTotal)
+		wb.stored += stored * looked / rowsTotal
+		wb.held += held * looked / rowsTotal
+	}
+	return wb
+}
+
+func heldBytes(t *backends.Tensor) int64 {
+	n := int64(4*len(t.F32) + len(t.U8) + len(t.Scale) + 8*len(t.I64) + 4*len(t.I32))
+	for _, p := range t.Parts {
+		n += heldBytes(p)
+	}
+	return n
+}
+
+// storedBytes returns the checkpoint bytes of a weight node: its codes or
+// values, its scales, and every expert of an expert stack.
+func (b *binder) storedBytes(n *ir.Node) int64 {
+	name, format := n.Attrs.Str("name", ""), n.Attrs.Str("format", "")
+	one := func(name string) int64 {
+		if format == "i64" {
+			if b.tmap == nil {
+				return 0
+			}
+			if t, ok := b.tmap.Get(name); ok {
+				return int64(len(t.Data))
+			}
+			return 0
+		}
+		var s int64
+		if t, ok := b.set.Get(name); ok {
+			s += int64(len(t.Data))
+		}
+		if format == "fp8" || format == "fp8row" || format == "fp4" {
+			if t, ok := b.set.Get(scaleName(name)); ok {
+				s += int64(len(t.Data))
+			}
+		}
+		return s
+	}
+	if e := n.Attrs.Int("experts", 0); e > 0 {
+		var s int64
+		for i := range int(e) {
+			s += one(strings.ReplaceAll(name, "{e}", strconv.Itoa(i)))
+		}
+		return s
+	}
+	return one(name)
+}
+
+// checkpointBytes is the size of the checkpoint's files.
+func (b *binder) checkpointBytes() int64 {
+	var n int64
+	ents, err := os.ReadDir(b.dir)
+	if err != nil {
+		return 0
+	}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".safetensors") {
+			continue
+		}
+		if st, err := os.Stat(filepath.Join(b.dir, e.Name())); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
+
+// shapeOf evaluates a type's dimensions under env (an unknown one counts as M).
+func shapeOf(t ir.Type, env dimEnv) []int64 {
+	out := make([]int64, len(t.Shape))
+	for i, d := range t.Shape {
+		v := d.N
+		if !d.IsConst() {
+			var ok bool
+			if v, ok = evalDim(d.Sym, env); !ok || v < 0 {
+				v = env.M
+			}
+		}
+		out[i] = v
+	}
+	return out
+}
+
+func prod(v []int64) float64 {
+	p := 1.0
+	for _, x := range v {
+		p *= float64(x)
+	}
+	return p
+}
+
+// graphFLOPs counts 2·M·N·K over the matmul-like nodes of g for one call
+// under env, and the part of it that multiplies weights.
+func graphFLOPs(g *ir.Graph, env dimEnv) (total, weights float64) {
+	for _, n := range g.Nodes {
+		var f float64
+		isWeight := true
+		switch n.Op {
+		case "matmul", "matmul_fp8", "matmul_fp4", "grouped_matmul":
+			// x [..., K] · w[N, K]ᵀ (grouped: w [G·rank, dg], x [..., G·dg]).
+			x, w := shapeOf(n.Args[0].Type, env), shapeOf(n.Args[1].Type, env)
+			if len(x) == 0 || len(w) != 2 {
+				continue
+			}
+			rows := prod(x) / float64(max(x[len(x)-1], 1))
+			f = 2 * rows * float64(w[0]) * float64(w[1])
+		case "expert_matmul":
+			// idx [N, k], w [E, O, K]: the chosen experts only.
+			w, idx := shapeOf(n.Args[1].Type, env), shapeOf(n.Args[2].Type, env)
+			if len(w) != 3 {
+				continue
+			}
+			f = 2 * prod(idx) * float64(w[1]) * float64(w[2])
+		case "hc_mix":
+			h, fn := shapeOf(n.Args[0].Type, env), shapeOf(n.Args[1].Type, env)
+			if len(h) < 2 || len(fn) != 2 {
+				continue
+			}
+			f = 2 * prod(h) * float64(fn[0])
+		case "index_score":
+			q, k := shapeOf(n.Args[0].Type, env), shapeOf(n.Args[1].Type, env)
+			if len(k) != 3 {
+				continue
+			}
+			f, isWeight = 2*prod(q)*float64(k[1]), false
+		case "sparse_attn":
+			q, idx := shapeOf(n.Args[0].Type, env), shapeOf(n.Args[3].Type, env)
+			if len(idx) != 3 {
+				continue
+			}
+			f, isWeight = 4*prod(q)*float64(idx[2]), false
+		default:
+			continue
+		}
+		total += f
+		if isWeight {
+			weights += f
+		}
+	}
+	return total, weights
+}
+
+// ProbeBandwidth returns the best of passes streaming reads of a buffer of
+// the given size (≫ the last-level cache) by GOMAXPROCS goroutines, in
+// bytes per second.
+func ProbeBandwidth(bytes int64, passes int) float64 {
+	n := int(bytes / 4)
+	buf := make([]float32, n)
+	p := runtime.GOMAXPROCS(0)
+	chunk := (n + p - 1) / p
+	var wg sync.WaitGroup
+	for i := range p {
+		wg.Add(1)
+		go func() { // touch the pages from the goroutine that reads them
+			defer wg.Done()
+			part := buf[min(i*chunk, n):min((i+1)*chunk, n)]
+			for j := range part {
+				part[j] = float32(j&7) * 0.125
+			}
+		}()
+	}
+	wg.Wait()
+	best := 0.0
+	sums := make([]float32, p)
+	for range max(passes, 1) {
+		t0 := time.Now()
+		for i := range p {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				part := buf[min(i*chunk, n):min((i+1)*chunk, n)]
+				var s float32
+				// a·a over 64 KiB blocks reads every byte once from memory.
+				for j := 0; j < len(part); j += 16384 {
+					blk := part[j:min(j+16384, len(part))]
+					s += fast.Dot(blk, blk)
+				}
+				sums[i] = s
+			}()
+		}
+		wg.Wait()
+		if bw := float64(n*4) / time.Since(t0).Seconds(); bw > best {
+			best = bw
+		}
+	}
+	runtime.KeepAlive(sums)
+	return best
+}
+
+// ReadRSS returns VmRSS, RssAnon, RssFile and VmHWM of this process from
+// /proc/self/status in bytes (zeros where unavailable).
+func ReadRSS() (rss, anon, file, peak int64) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fs := strings.Fields(v)
+		if len(fs) == 0 {
+			continue
+		}
+		kb, err := strconv.ParseInt(fs[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			rss = kb << 10
+		case "RssAnon":
+			anon = kb << 10
+		case "RssFile":
+			file = kb << 10
+		case "VmHWM":
+			peak = kb << 10
+		}
+	}
+	return
+}
+
+// Text renders a report for a terminal.
+func (r *BenchReport) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "backend %s, %d threads, kernels %s, checkpoint %s\n", r.Backend, r.Threads, r.KernelISA, FormatBytes(r.Checkpoint))
+	figs := append([]PrefillFigure(nil), r.Prefill...)
+	sort.SliceStable(figs, func(i, j int) bool { return figs[i].Tokens < figs[j].Tokens })
+	for _, f := range figs {
+		fmt.Fprintf(&b, "prefill %5d tokens × %d: %9.3f s  %9.1f tokens/s  %7.2f GFLOP/s (%.3g FLOP)\n", f.Tokens, f.Batch, f.Seconds, f.TokensPerS, f.GFLOPS, f.FLOPs)
+	}
+	fmt.Fprintf(&b, "decode (after %d tokens, %d steps): %.3f tokens/s\n", r.DecodeContext, r.DecodeSteps, r.DecodeTokensPerS)
+	fmt.Fprintf(&b, "weights per decoded token: %s as stored (%.2f experts, %s of them), %s as held\n",
+		FormatBytes(int64(r.WeightBytesPerDecodeToken)), r.ExpertsPerToken, FormatBytes(int64(r.ExpertBytesPerToken)), FormatBytes(int64(r.HeldBytesPerDecodeToken)))
+	fmt.Fprintf(&b, "decode reads %.2f GB/s of weights", r.DecodeBytesPerS/1e9)
+	if r.ProbeBytesPerS > 0 {
+		fmt.Fprintf(&b, " = %.1f %% of this machine's bandwidth (probe %.2f GB/s over %s; floor %.2f tokens/s)",
+			100*r.BandwidthFraction, r.ProbeBytesPerS/1e9, FormatBytes(r.ProbeBytes), r.FloorTokensPerS)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "resident memory after decode: %s (anonymous %s, mapped file %s; peak %s)\n",
+		FormatBytes(r.RSS), FormatBytes(r.RSSAnon), FormatBytes(r.RSSFile), FormatBytes(r.PeakRSS))
+	return b.String()
+}
