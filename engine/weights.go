@@ -229,7 +229,7 @@ func (b *binder) tokenMap(name string, shape []int) (*backends.Tensor, error) {
 		path := filepath.Join(b.dir, TokenMapFile)
 		f, err := safetensors.Open(path)
 		if err != nil {
-			return nil, fmt.Errorf("Engram token map: %v", err)
+			return nil, fmt.Errorf("the Engram token map: %v", err)
 		}
 		b.tmap = f
 	}

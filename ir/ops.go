@@ -183,8 +183,6 @@ func reduce(n *Node) (Type, error) {
 	return Type{t.DType, s}, nil
 }
 
-func lastDims(s Shape, k int) Shape { return s[len(s)-k:] }
-
 // ---- the table -------------------------------------------------------------
 
 func init() {

@@ -103,8 +103,6 @@ func writeFile(t *testing.T, path, text string) {
 	}
 }
 
-func countOps(g *ir.Graph, op string) int { return g.OpCounts()[op] }
-
 func wantOps(counts map[string]int) func(t *testing.T, g *ir.Graph) {
 	return func(t *testing.T, g *ir.Graph) {
 		t.Helper()

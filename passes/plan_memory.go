@@ -46,6 +46,7 @@ type MemPlan struct {
 // output allocated before its arguments' buffers are released.
 func PlanMemory(g *ir.Graph, b Bindings) (*MemPlan, error) {
 	root := map[*ir.Node]*ir.Node{} // view → viewed buffer
+	//lint:ignore S1021 the closure calls itself
 	var rootOf func(n *ir.Node) *ir.Node
 	rootOf = func(n *ir.Node) *ir.Node {
 		if r, ok := root[n]; ok {

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/ds4go/ds4/backends"
@@ -208,7 +207,5 @@ func f32s(v []float64) []float32 {
 	}
 	return out
 }
-
-var negInf = float32(math.Inf(-1))
 
 func stateName(n *ir.Node) string { return strings.TrimSpace(n.Attrs.Str("name", "")) }

@@ -25,9 +25,9 @@ func init() {
 			return r.env.Rope(n, r.env.M)
 		},
 		"cast":    kCast,
-		"sigmoid": unary(func(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }),
-		"silu":    unary(func(x float32) float32 { return x * float32(1/(1+math.Exp(-float64(x)))) }),
-		"rsqrt":   unary(func(x float32) float32 { return float32(1 / math.Sqrt(float64(x))) }),
+		"sigmoid": slice(kernels.Sigmoid),
+		"silu":    slice(kernels.SiLU),
+		"rsqrt":   slice(kernels.Rsqrt),
 		"sqrt":    unary(func(x float32) float32 { return float32(math.Sqrt(float64(x))) }),
 		"exp":     unary(func(x float32) float32 { return float32(math.Exp(float64(x))) }),
 		"relu":    unary(func(x float32) float32 { return max(x, 0) }),

@@ -102,12 +102,6 @@ func sinfPoly(x, x2 float64, p *sincosfTable, n int) float32 {
 	return float32(madd(x6, c2, c))
 }
 
-// sincosfGlibc returns glibc's (sinf(y), cosf(y)), each computed as the
-// separate sinf/cosf functions do.
-func sincosfGlibc(y float32) (sin, cos float32) {
-	return sinfGlibc(y), cosfGlibc(y)
-}
-
 func sinfGlibc(y float32) float32 {
 	x := float64(y)
 	p := &sincosfTables[0]
