@@ -377,18 +377,16 @@ func (b *binder) storedBytes(n *ir.Node) int64 {
 	return one(name)
 }
 
-// checkpointBytes is the size of the checkpoint's files.
+// checkpointBytes is the size of the checkpoint's mapped files (the
+// safetensors shards and the Engram token map).
 func (b *binder) checkpointBytes() int64 {
 	var n int64
-	ents, err := os.ReadDir(b.dir)
-	if err != nil {
-		return 0
+	paths := []string{filepath.Join(b.dir, TokenMapFile)}
+	for _, f := range b.set.Files() {
+		paths = append(paths, f.Path)
 	}
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".safetensors") {
-			continue
-		}
-		if st, err := os.Stat(filepath.Join(b.dir, e.Name())); err == nil {
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil {
 			n += st.Size()
 		}
 	}

@@ -94,7 +94,7 @@ func (p *loadProgress) show(final bool) {
 	if final {
 		end = fmt.Sprintf(" in %.1fs\n", time.Since(p.start).Seconds())
 	}
-	fmt.Fprintf(p.out, "\rbinding weights: %d/%d tensors, %s of %s (%3.0f%%), %s mapped%s\x1b[K",
+	fmt.Fprintf(p.out, "\rbinding weights: %d/%d tensors, %s of %s (%3.0f%%), %s mapped\x1b[K%s",
 		p.tensors, p.all, FormatBytes(p.bytes), FormatBytes(p.total), pct, FormatBytes(p.mapped), end)
 	p.shown = true
 }

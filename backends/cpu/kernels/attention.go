@@ -45,64 +45,104 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 	if len(q) < b*m*h*d || len(out) < b*m*h*d || len(kv) < b*n*d || len(sink) < h || len(idx) < b*m*t {
 		panic("kernels.SparseAttn: buffer too small")
 	}
-	s := make([]float32, SparseAttnBlock)
-	pb := make([]float32, SparseAttnBlock)
-	acc := make([]float32, d)
-	pv := make([]float64, d)
-	for bi := 0; bi < b; bi++ {
-		kvb := kv[bi*n*d : (bi+1)*n*d]
-		for mi := 0; mi < m; mi++ {
+	// One work unit per (b, m, h): units are independent and each runs the
+	// single-threaded sequence of operations.
+	parallelRange(b*m*h, 1, b*m*h*t*d*2, func(u0, u1 int) {
+		s := make([]float32, SparseAttnBlock)
+		pb := make([]float32, SparseAttnBlock)
+		acc := make([]float32, d)
+		pv := make([]float64, d)
+		valid := make([]int, SparseAttnBlock)
+		for u := u0; u < u1; u++ {
+			bi, mi, hi := u/(m*h), (u/h)%m, u%h
+			kvb := kv[bi*n*d : (bi+1)*n*d]
 			row := idx[(bi*m+mi)*t : (bi*m+mi+1)*t]
-			for hi := 0; hi < h; hi++ {
-				qv := q[((bi*m+mi)*h+hi)*d : ((bi*m+mi)*h+hi+1)*d]
-				mu := attentionInitMax
-				var l float32
-				clear(acc)
-				for t0 := 0; t0 < t; t0 += SparseAttnBlock {
-					blk := row[t0:min(t0+SparseAttnBlock, t)]
-					bmax := float32(math.Inf(-1))
-					for j, ix := range blk {
-						if ix < 0 {
-							s[j] = float32(math.Inf(-1))
-							continue
-						}
-						if int(ix) >= n {
-							panic("kernels.SparseAttn: index out of range")
-						}
-						s[j] = attentionDot(qv, kvb[int(ix)*d:int(ix+1)*d]) * scale
-						bmax = max(bmax, s[j])
+			qv := q[((bi*m+mi)*h+hi)*d : ((bi*m+mi)*h+hi+1)*d]
+			mu := attentionInitMax
+			var l float32
+			clear(acc)
+			for t0 := 0; t0 < t; t0 += SparseAttnBlock {
+				blk := row[t0:min(t0+SparseAttnBlock, t)]
+				bmax := float32(math.Inf(-1))
+				nv := 0 // valid entries, in order
+				for j, ix := range blk {
+					if ix < 0 {
+						s[j] = float32(math.Inf(-1))
+						continue
 					}
-					newMu := max(mu, bmax)
-					alpha := attentionExp(mu - newMu)
-					var psum float64
-					clear(pv)
-					for j, ix := range blk {
-						p := attentionExp(s[j] - newMu)
-						psum += float64(p)
-						pb[j] = numfmt.BF16Round(p)
-						if ix < 0 || pb[j] == 0 {
-							continue
-						}
-						pj := float64(pb[j])
-						kr := kvb[int(ix)*d : int(ix+1)*d]
-						for di, kvv := range kr {
-							pv[di] += float64(pj * float64(kvv))
-						}
+					if int(ix) >= n {
+						panic("kernels.SparseAttn: index out of range")
 					}
-					l = float32(l*alpha) + float32(psum)
-					for di := range acc {
-						acc[di] = float32(acc[di]*alpha) + float32(pv[di])
-					}
-					mu = newMu
+					valid[nv] = j
+					nv++
 				}
-				l += attentionExp(sink[hi] - mu)
-				o := out[((bi*m+mi)*h+hi)*d : ((bi*m+mi)*h+hi+1)*d]
-				for di := range o {
-					o[di] = numfmt.BF16Round(acc[di] / l)
+				// The logits of four rows at a time (independent sums).
+				v := 0
+				for ; v+4 <= nv; v += 4 {
+					j0, j1, j2, j3 := valid[v], valid[v+1], valid[v+2], valid[v+3]
+					r0, r1, r2, r3 := int(blk[j0]), int(blk[j1]), int(blk[j2]), int(blk[j3])
+					d0, d1, d2, d3 := attentionDot4(qv, kvb[r0*d:(r0+1)*d], kvb[r1*d:(r1+1)*d], kvb[r2*d:(r2+1)*d], kvb[r3*d:(r3+1)*d])
+					s[j0], s[j1], s[j2], s[j3] = d0*scale, d1*scale, d2*scale, d3*scale
 				}
+				for ; v < nv; v++ {
+					j := valid[v]
+					s[j] = attentionDot(qv, kvb[int(blk[j])*d:int(blk[j]+1)*d]) * scale
+				}
+				for _, j := range valid[:nv] {
+					bmax = max(bmax, s[j])
+				}
+				newMu := max(mu, bmax)
+				alpha := attentionExp(mu - newMu)
+				var psum float64
+				clear(pv)
+				nu := 0 // entries that add to P·V, in order
+				for j, ix := range blk {
+					p := attentionExp(s[j] - newMu)
+					psum += float64(p)
+					pb[j] = numfmt.BF16Round(p)
+					if ix < 0 || pb[j] == 0 {
+						continue
+					}
+					valid[nu] = j
+					nu++
+				}
+				// Two rows per sweep of pv: each pv[di] still receives the
+				// terms in index order.
+				u := 0
+				for ; u+2 <= nu; u += 2 {
+					ja, jb := valid[u], valid[u+1]
+					pa, pbj := float64(pb[ja]), float64(pb[jb])
+					ka := kvb[int(blk[ja])*d : int(blk[ja]+1)*d]
+					kb := kvb[int(blk[jb])*d : int(blk[jb]+1)*d]
+					pv := pv[:len(ka)]
+					kb = kb[:len(ka)]
+					for di, kvv := range ka {
+						x := pv[di] + float64(pa*float64(kvv))
+						pv[di] = x + float64(pbj*float64(kb[di]))
+					}
+				}
+				for ; u < nu; u++ {
+					j := valid[u]
+					pj := float64(pb[j])
+					kr := kvb[int(blk[j])*d : int(blk[j]+1)*d]
+					pv := pv[:len(kr)]
+					for di, kvv := range kr {
+						pv[di] += float64(pj * float64(kvv))
+					}
+				}
+				l = float32(l*alpha) + float32(psum)
+				for di := range acc {
+					acc[di] = float32(acc[di]*alpha) + float32(pv[di])
+				}
+				mu = newMu
+			}
+			l += attentionExp(sink[hi] - mu)
+			o := out[((bi*m+mi)*h+hi)*d : ((bi*m+mi)*h+hi+1)*d]
+			for di := range o {
+				o[di] = numfmt.BF16Round(acc[di] / l)
 			}
 		}
-	}
+	})
 }
 
 // attentionDot is the fp32 dot product of two equal-length vectors,
@@ -113,6 +153,22 @@ func attentionDot(a, b []float32) float32 {
 		s += float64(float64(v) * float64(b[i]))
 	}
 	return float32(s)
+}
+
+// attentionDot4 is attentionDot of q with four rows at once (four
+// independent sums, each the same sequence as attentionDot's).
+func attentionDot4(q, k0, k1, k2, k3 []float32) (float32, float32, float32, float32) {
+	n := len(q)
+	k0, k1, k2, k3 = k0[:n], k1[:n], k2[:n], k3[:n]
+	var s0, s1, s2, s3 float64
+	for i, v := range q {
+		x := float64(v)
+		s0 += float64(x * float64(k0[i]))
+		s1 += float64(x * float64(k1[i]))
+		s2 += float64(x * float64(k2[i]))
+		s3 += float64(x * float64(k3[i]))
+	}
+	return float32(s0), float32(s1), float32(s2), float32(s3)
 }
 
 // attentionExp is exp in float32 (math.Exp rounded to float32; exp(-inf) = 0).

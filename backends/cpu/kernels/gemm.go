@@ -161,13 +161,48 @@ func MatmulBF16(out, a, w []float32, m, k, n int) {
 // d, one rounding to bf16.
 func GroupedLoRA(out, o []float32, m, groups, dg int, woA []float32, rank int) {
 	gemmCheck("GroupedLoRA", len(out), m*groups*rank, len(o), m*groups*dg, len(woA), groups*rank*dg)
-	for i := range m {
-		for g := range groups {
-			og := o[(i*groups+g)*dg : (i*groups+g+1)*dg]
-			for r := range rank {
-				row := (g*rank + r) * dg
-				out[i*groups*rank+g*rank+r] = numfmt.BF16Round(gemmDot(og, woA[row:row+dg]))
+	// Work items are (group, chunk of rc outputs); each runs every token
+	// through its rows of woA (kept in L2), two tokens and four outputs at a
+	// time. Every output is gemmDot's sum, unchanged.
+	const rc = 32
+	chunks := gemmCeil(rank, rc)
+	parallelRange(groups*chunks, 1, m*groups*rank*dg, func(lo, hi int) {
+		for it := lo; it < hi; it++ {
+			g, r0 := it/chunks, (it%chunks)*rc
+			r1 := min(rank, r0+rc)
+			wrow := func(r int) []float32 { return woA[(g*rank+r)*dg : (g*rank+r+1)*dg] }
+			orow := func(i int) []float32 { return o[(i*groups+g)*dg : (i*groups+g+1)*dg] }
+			put := func(i, r int, v float32) { out[i*groups*rank+g*rank+r] = numfmt.BF16Round(v) }
+			i := 0
+			for ; i+2 <= m; i += 2 {
+				a, b := orow(i), orow(i+1)
+				r := r0
+				for ; r+4 <= r1; r += 4 {
+					v := gemmDot2x4(a, b, wrow(r), wrow(r+1), wrow(r+2), wrow(r+3))
+					for q := range 4 {
+						put(i, r+q, v[q])
+						put(i+1, r+q, v[4+q])
+					}
+				}
+				for ; r < r1; r++ {
+					put(i, r, gemmDot(a, wrow(r)))
+					put(i+1, r, gemmDot(b, wrow(r)))
+				}
+			}
+			for ; i < m; i++ {
+				a := orow(i)
+				r := r0
+				for ; r+4 <= r1; r += 4 {
+					v0, v1, v2, v3 := gemmDot4(a, wrow(r), wrow(r+1), wrow(r+2), wrow(r+3))
+					put(i, r, v0)
+					put(i, r+1, v1)
+					put(i, r+2, v2)
+					put(i, r+3, v3)
+				}
+				for ; r < r1; r++ {
+					put(i, r, gemmDot(a, wrow(r)))
+				}
 			}
 		}
-	}
+	})
 }

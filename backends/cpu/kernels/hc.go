@@ -27,15 +27,25 @@ func hcMix(hc int) int { return (2 + hc) * hc }
 func HCMixes(out []float32, h []float32, tokens, hc, dim int, fn []float32, eps float32) {
 	mix, n := hcMix(hc), hc*dim
 	gemmCheck("HCMixes", len(out), tokens*mix, len(h), tokens*n, len(fn), mix*n)
-	ms := make([]float32, 1)
-	for t := range tokens {
-		x := h[t*n : (t+1)*n]
-		MeanSquare(ms, x, 1, n)
-		rho := elemRsqrt(ms[0] + eps)
-		for i := range mix {
-			out[t*mix+i] = gemmDot(x, fn[i*n:(i+1)*n]) * rho
+	parallelRange(tokens, 1, tokens*mix*n, func(t0, t1 int) {
+		ms := make([]float32, 1)
+		for t := t0; t < t1; t++ {
+			x := h[t*n : (t+1)*n]
+			MeanSquare(ms, x, 1, n)
+			rho := elemRsqrt(ms[0] + eps)
+			i := 0
+			for ; i+4 <= mix; i += 4 {
+				s0, s1, s2, s3 := gemmDot4(x, fn[i*n:(i+1)*n], fn[(i+1)*n:(i+2)*n], fn[(i+2)*n:(i+3)*n], fn[(i+3)*n:(i+4)*n])
+				out[t*mix+i] = s0 * rho
+				out[t*mix+i+1] = s1 * rho
+				out[t*mix+i+2] = s2 * rho
+				out[t*mix+i+3] = s3 * rho
+			}
+			for ; i < mix; i++ {
+				out[t*mix+i] = gemmDot(x, fn[i*n:(i+1)*n]) * rho
+			}
 		}
-	}
+	})
 }
 
 // HCSplitSinkhorn splits mixes [tokens, (2+hc)·hc] into pre [tokens, hc],
@@ -136,15 +146,17 @@ func hcNormCols(c []float32, hc int, eps float32) {
 // out is [tokens, dim].
 func HCPre(out, h, pre []float32, tokens, hc, dim int) {
 	gemmCheck("HCPre", len(out), tokens*dim, len(h), tokens*hc*dim, len(pre), tokens*hc)
-	for t := range tokens {
-		for d := range dim {
-			var s float32
-			for i := range hc {
-				s += float32(pre[t*hc+i] * h[(t*hc+i)*dim+d])
+	parallelRange(tokens, 1, tokens*hc*dim, func(t0, t1 int) {
+		for t := t0; t < t1; t++ {
+			for d := range dim {
+				var s float32
+				for i := range hc {
+					s += float32(pre[t*hc+i] * h[(t*hc+i)*dim+d])
+				}
+				out[t*dim+d] = numfmt.BF16Round(s)
 			}
-			out[t*dim+d] = numfmt.BF16Round(s)
 		}
-	}
+	})
 }
 
 // HCPost expands a sublayer output y [tokens, dim] back into the stream and
@@ -158,16 +170,18 @@ func HCPre(out, h, pre []float32, tokens, hc, dim int) {
 func HCPost(out, y, res, post, comb []float32, tokens, hc, dim int) {
 	gemmCheck("HCPost", len(out), tokens*hc*dim, len(y), tokens*dim, len(res), tokens*hc*dim,
 		len(post), tokens*hc, len(comb), tokens*hc*hc)
-	for t := range tokens {
-		for j := range hc {
-			p := post[t*hc+j]
-			for d := range dim {
-				var s float32
-				for i := range hc {
-					s += float32(comb[(t*hc+i)*hc+j] * res[(t*hc+i)*dim+d])
+	parallelRange(tokens, 1, tokens*hc*hc*dim, func(t0, t1 int) {
+		for t := t0; t < t1; t++ {
+			for j := range hc {
+				p := post[t*hc+j]
+				for d := range dim {
+					var s float32
+					for i := range hc {
+						s += float32(comb[(t*hc+i)*hc+j] * res[(t*hc+i)*dim+d])
+					}
+					out[(t*hc+j)*dim+d] = numfmt.BF16Round(float32(p*y[t*dim+d]) + s)
 				}
-				out[(t*hc+j)*dim+d] = numfmt.BF16Round(float32(p*y[t*dim+d]) + s)
 			}
 		}
-	}
+	})
 }

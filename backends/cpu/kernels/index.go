@@ -30,28 +30,28 @@ func IndexScore(out []float32, q []float32, b, s, h, di int, k []float32, nc int
 	if len(out) < b*s*nc || len(q) < b*s*h*di || len(k) < b*nc*di || len(w) < b*s*h {
 		panic("kernels.IndexScore: buffer too small")
 	}
-	for bi := 0; bi < b; bi++ {
-		for t := 0; t < s; t++ {
-			row := bi*s + t
-			for j := 0; j < nc; j++ {
-				kv := k[(bi*nc+j)*di : (bi*nc+j+1)*di]
-				var sum float32
-				for hi := 0; hi < h; hi++ {
-					qv := q[(row*h+hi)*di : (row*h+hi+1)*di]
-					var dot float64
-					for d, x := range qv {
-						dot += float64(float64(x) * float64(kv[d]))
-					}
-					e := numfmt.BF16Round(float32(dot))
-					if e <= 0 {
-						e = 0
-					}
-					sum += numfmt.BF16Round(e * w[row*h+hi])
+	// One work unit per (row, j) output; each is the sequential sum below.
+	parallelRange(b*s*nc, 64, b*s*nc*h*di, func(u0, u1 int) {
+		for u := u0; u < u1; u++ {
+			row, j := u/nc, u%nc
+			bi := row / s
+			kv := k[(bi*nc+j)*di : (bi*nc+j+1)*di]
+			var sum float32
+			for hi := 0; hi < h; hi++ {
+				qv := q[(row*h+hi)*di : (row*h+hi+1)*di]
+				var dot float64
+				for d, x := range qv {
+					dot += float64(float64(x) * float64(kv[d]))
 				}
-				out[row*nc+j] = numfmt.BF16Round(sum)
+				e := numfmt.BF16Round(float32(dot))
+				if e <= 0 {
+					e = 0
+				}
+				sum += numfmt.BF16Round(e * w[row*h+hi])
 			}
+			out[row*nc+j] = numfmt.BF16Round(sum)
 		}
-	}
+	})
 }
 
 // IndexCausalMask applies the indexer's causality (spec §4.7 step 5) to

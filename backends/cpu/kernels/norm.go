@@ -13,14 +13,16 @@ import "github.com/ds4go/ds4/internal/numfmt"
 // inf·0 = NaN there, as in the reference). out may alias x.
 func RMSNorm(out, x []float32, rows, dim int, w []float32, eps float32) {
 	gemmCheck("RMSNorm", len(out), rows*dim, len(x), rows*dim, len(w), dim)
-	ms := make([]float32, 1)
-	for r := range rows {
-		xr := x[r*dim : (r+1)*dim]
-		MeanSquare(ms, xr, 1, dim)
-		rs := elemRsqrt(ms[0] + eps)
-		or := out[r*dim : (r+1)*dim]
-		for j, v := range xr {
-			or[j] = numfmt.BF16Round(w[j] * float32(v*rs))
+	parallelRange(rows, 1, rows*dim*4, func(r0, r1 int) {
+		ms := make([]float32, 1)
+		for r := r0; r < r1; r++ {
+			xr := x[r*dim : (r+1)*dim]
+			MeanSquare(ms, xr, 1, dim)
+			rs := elemRsqrt(ms[0] + eps)
+			or := out[r*dim : (r+1)*dim]
+			for j, v := range xr {
+				or[j] = numfmt.BF16Round(w[j] * float32(v*rs))
+			}
 		}
-	}
+	})
 }
