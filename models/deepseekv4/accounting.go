@@ -116,6 +116,13 @@ func Account(c *Config, g *ir.Graph) *Accounting {
 			acc.EngramTables += count
 		}
 	}
+	for _, lc := range perLayer {
+		for _, ch := range lc.Children {
+			if strings.HasPrefix(ch.Name, "hc_") {
+				splitMixes(ch, int64(c.HCMult))
+			}
+		}
+	}
 	// Group identical layers by kind: one component per kind with its
 	// instance count, as the model page does.
 	var groups []*Component
@@ -167,6 +174,32 @@ func Account(c *Config, g *ir.Graph) *Accounting {
 	acc.Components = comps
 	acc.Backbone = acc.Total - acc.EngramTables
 	return acc
+}
+
+// splitMixes regroups a hyper-connection's tensors (fn, base [24], scale
+// [3]) as the model page does: the mix projection (fn) and, for each of the
+// three mixes, its slice of base plus its one scale — pre hc+1, post hc+1,
+// comb hc²+1 parameters.
+func splitMixes(hc *Component, n int64) {
+	var fn, base, scale *Component
+	for _, ch := range hc.Children {
+		switch ch.Name {
+		case "fn":
+			fn = ch
+		case "base":
+			base = ch
+		case "scale":
+			scale = ch
+		}
+	}
+	if fn == nil || base == nil || scale == nil || base.Params != (2+n)*n || scale.Params != 3 {
+		return
+	}
+	fn.Name = "mix_projection"
+	hc.Children = []*Component{fn,
+		{Name: "pre", Params: n + 1, Instances: 1},
+		{Name: "post", Params: n + 1, Instances: 1},
+		{Name: "comb", Params: n*n + 1, Instances: 1}}
 }
 
 // Format prints the accounting as an indented tree.

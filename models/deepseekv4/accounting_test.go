@@ -65,8 +65,8 @@ func TestAccountingSpec7(t *testing.T) {
 				t.Errorf("%s: %d × %d, want %d × %d", k.name, lc.Params, lc.Instances, k.total, k.instances)
 			}
 			ws := []want{
-				{"hc_attn", 491_547, 1}, {"hc_attn/fn", 491_520, 1}, {"hc_attn/base", 24, 1}, {"hc_attn/scale", 3, 1},
-				{"hc_ffn", 491_547, 1}, {"hc_ffn/fn", 491_520, 1},
+				{"hc_attn", 491_547, 1}, {"hc_attn/mix_projection", 491_520, 1}, {"hc_attn/pre", 5, 1}, {"hc_attn/post", 5, 1}, {"hc_attn/comb", 17, 1},
+				{"hc_ffn", 491_547, 1}, {"hc_ffn/mix_projection", 491_520, 1}, {"hc_ffn/pre", 5, 1},
 				{"attn_norm", 5_120, 1}, {"ffn_norm", 5_120, 1},
 				{"attention", k.attention, 1},
 				{"attention/core", 126_617_408, 1},
