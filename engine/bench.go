@@ -335,7 +335,11 @@ func (m *Model) decodeWeightBytes(env dimEnv) weightBytes {
 }
 
 func heldBytes(t *backends.Tensor) int64 {
-	n := int64(4*len(t.F32) + len(t.U8) + len(t.Scale) + 8*len(t.I64) + 4*len(t.I32))
+	f32 := len(t.F32)
+	if f32 > 0 && t.Scale == nil && len(t.U8) == 2*f32 {
+		f32 = 0 // a bf16 matrix with an F32 copy: the CPU kernels read the bf16 bytes
+	}
+	n := int64(4*f32 + len(t.U8) + len(t.Scale) + 8*len(t.I64) + 4*len(t.I32))
 	for _, p := range t.Parts {
 		n += heldBytes(p)
 	}

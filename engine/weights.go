@@ -160,6 +160,9 @@ func (b *binder) one(name, format string, dt ir.DType, shape []int) (*backends.T
 		if err := b.check(t, shape, want...); err != nil {
 			return nil, err
 		}
+		if t.DType == "BF16" && len(shape) == 2 && len(t.Data) == 2*shape[0]*shape[1] {
+			return b.bf16Matrix(t, dt, shape)
+		}
 		v, err := t.Float32s()
 		if err != nil {
 			return nil, err
@@ -192,11 +195,17 @@ func (b *binder) one(name, format string, dt ir.DType, shape []int) (*backends.T
 		if dt == ir.F8E4M3 {
 			return &backends.Tensor{DType: dt, Shape: shape, U8: t.Data, Scale: sc}, nil
 		}
-		// Dequantised at load (attn.wo_a, as the reference's converter does).
+		// attn.wo_a, used as bf16(e4m3·e8m0) (the reference's converter
+		// dequantises it at load): kept as stored (codes in U8, scales in
+		// Scale, F32 nil) and dequantised on the fly by its consumer, the CPU
+		// grouped_matmul (backends/cpu/ops.go), bit for bit.
+		if format == "fp8" {
+			return &backends.Tensor{DType: dt, Shape: shape, U8: t.Data, Scale: sc}, nil
+		}
 		v := make([]float32, shape[0]*shape[1])
 		for o := 0; o < shape[0]; o++ {
 			for i := 0; i < shape[1]; i++ {
-				s := numfmt.E8M0ToF32(sc[(o/32)*sshape[1]+i/32])
+				s := numfmt.E8M0ToF32(sc[o*sshape[1]+i/32])
 				v[o*shape[1]+i] = numfmt.BF16Round(numfmt.E4M3ToF32(t.Data[o*shape[1]+i]) * s)
 			}
 		}
@@ -222,6 +231,32 @@ func (b *binder) one(name, format string, dt ir.DType, shape []int) (*backends.T
 		return &backends.Tensor{DType: dt, Shape: shape, U8: t.Data, Scale: sc}, nil
 	}
 	return nil, fmt.Errorf("weight %q: unknown format %q", name, format)
+}
+
+// bf16Matrix binds a matrix stored in BF16 without converting it: U8 holds
+// the mapped little-endian bf16 bytes (2 per value) and the CPU kernels
+// (backends/cpu/ops.go: embed, matmul) widen on the fly, bit-identically to
+// converting first. Declared BF16, it has no F32 copy (the values are
+// exact); declared F32 (head, gate, compressor, Engram weights), it keeps
+// the F32 copy too, for backends and ops that read F32, while the CPU
+// matmul reads the half-size bf16 view.
+func (b *binder) bf16Matrix(t *safetensors.Tensor, dt ir.DType, shape []int) (*backends.Tensor, error) {
+	raw := t.Data
+	for i := 1; i < len(raw); i += 2 {
+		// exponent bits all ones: Inf or NaN
+		if raw[i]&0x7F == 0x7F && raw[i-1]&0x80 != 0 {
+			return nil, fmt.Errorf("%s: tensor %q: non-finite value at element %d", t.File, t.Name, i/2)
+		}
+	}
+	out := &backends.Tensor{DType: dt, Shape: shape, U8: raw}
+	if dt != ir.BF16 {
+		v := make([]float32, len(raw)/2)
+		for i := range v {
+			v[i] = math.Float32frombits(uint32(raw[2*i])<<16 | uint32(raw[2*i+1])<<24)
+		}
+		out.F32 = v
+	}
+	return out, nil
 }
 
 func (b *binder) tokenMap(name string, shape []int) (*backends.Tensor, error) {

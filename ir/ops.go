@@ -274,7 +274,7 @@ func init() {
 
 	// Engram.
 	def("engram_hist_update", 3, 3, StateUpdate, nil, engramHistRule, "Write the mapped ids of this call into the history i64[B,M] at start_pos.")
-	def("engram_hash", 3, 3, 0, []AttrSpec{req("multipliers", AInts), req("primes", AInts), req("offsets", AInts), req("pad", AInt), req("heads", AInt)}, engramHashRule, "NgramHashState for one Engram layer: for n = 2..len(multipliers) XOR-rolled products of the last n history ids (pad where blocked), row = (roll mod prime) + offset, i64[B,S,(n_max-1)*heads].")
+	def("engram_hash", 4, 4, 0, []AttrSpec{req("multipliers", AInts), req("primes", AInts), req("offsets", AInts), req("heads", AInt)}, engramHashRule, "NgramHashState for one Engram layer over (history i64[B,M], tokens i64[B,S], start_pos, pad i64[1]): for n = 2..len(multipliers) XOR-rolled products of the last n history ids (the pad — the mapped id of engram_pad_id — where blocked), row = (roll mod prime) + offset, i64[B,S,(n_max-1)*heads].")
 	def("engram_lookup", 2, 2, 0, nil, engramLookupRule, "Rows of an fp8row table dequantised to bf16 and flattened: [B,S,C] → bf16[B,S,C*W].")
 	def("engram_gate", 4, 4, 0, []AttrSpec{req("eps", AFloat)}, engramGateRule, "h_j + σ(signed sqrt(dot_j))·value with dot_j = Σ_d h_j·ω_j·key_j·rsqrt(ms(h_j)+eps)·rsqrt(ms(key_j)+eps)/sqrt(D) (spec 4.11), bf16 [B,S,H,D].")
 
@@ -849,6 +849,9 @@ func engramHashRule(n *Node) (Type, error) {
 	}
 	if err := wantDType(n, 0, I64); err != nil {
 		return Type{}, err
+	}
+	if pad := n.Args[3].Type; pad.DType != I64 || !pad.Shape.Equal(Shape{C(1)}) {
+		return Type{}, errf("argument 3: want the pad id i64[1], got %s", pad)
 	}
 	m, p, o := n.Attrs.Ints("multipliers"), n.Attrs.Ints("primes"), n.Attrs.Ints("offsets")
 	heads := n.Attrs.Int("heads", 0)

@@ -145,8 +145,8 @@ func opCases() []opCase {
 
 		// Engram.
 		{op: "engram_hist_update", args: []Type{i64("B", "M"), i64("B", "S"), i64()}, want: i64("B", "M"), badArgs: []Type{i64("B", "M"), f32("B", "S"), i64()}},
-		{op: "engram_hash", attrs: Attrs{"multipliers": []int64{3, 5, 7}, "primes": []int64{11, 13, 17, 19}, "offsets": []int64{0, 11, 24, 41}, "pad": int64(0), "heads": int64(2)},
-			args: []Type{i64("B", "M"), i64("B", "S"), i64()}, want: i64("B", "S", 4), badAttrs: Attrs{"primes": []int64{11, 13, 17}}},
+		{op: "engram_hash", attrs: Attrs{"multipliers": []int64{3, 5, 7}, "primes": []int64{11, 13, 17, 19}, "offsets": []int64{0, 11, 24, 41}, "heads": int64(2)},
+			args: []Type{i64("B", "M"), i64("B", "S"), i64(), i64(1)}, want: i64("B", "S", 4), badAttrs: Attrs{"primes": []int64{11, 13, 17}}},
 		{op: "engram_lookup", args: []Type{f8(1000, 32), i64("B", "S", 4)}, want: bf16("B", "S", 128), badArgs: []Type{bf16(1000, 32), i64("B", "S", 4)}},
 		{op: "engram_gate", attrs: Attrs{"eps": 1e-6}, args: []Type{bf16("B", "S", 4, 64), bf16("B", "S", 4, 64), bf16("B", "S", 64), f32(4, 64)}, want: bf16("B", "S", 4, 64),
 			badArgs: []Type{bf16("B", "S", 4, 64), bf16("B", "S", 4, 64), bf16("B", "S", 64), f32(4, 32)}},

@@ -138,7 +138,8 @@ func TestInferGuards(t *testing.T) {
   %0 = input {name="h"} : i64[B,M]
   %1 = input {name="t"} : i64[S]
   %2 = input {name="p"} : i64[]
-  %3 = engram_hash(%0, %1, %2) {heads=1, multipliers=[1,2], offsets=[0], pad=0, primes=[7]} : i64[B,S,1]
+  %4 = input {name="pad"} : i64[1]
+  %3 = engram_hash(%0, %1, %2, %4) {heads=1, multipliers=[1,2], offsets=[0], primes=[7]} : i64[B,S,1]
 }`,
 		`graph g {
   %0 = input {name="x"} : bf16[]

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"os"
 	"sort"
 
 	"github.com/ds4go/ds4/backends"
@@ -88,6 +89,66 @@ func init() {
 		"hc_mix":             kHCMix,
 		"hc_split_sinkhorn":  kSinkhorn,
 		"swiglu_clamp":       kSwiGLU,
+	}
+	// Weights kept as stored (raw bf16 matrices, the fp8 wo_a; see
+	// engine/weights.go) reach only the ops below in the DeepSeek graphs;
+	// every other op gets them widened, so that any op reads F32.
+	storedAware := map[string]bool{"weight": true, "embed": true, "matmul": true, "grouped_matmul": true, "reshape": true, "probe": true}
+	for op, k := range kernelsByOp {
+		if !storedAware[op] {
+			kernelsByOp[op] = widenStored(k)
+		}
+	}
+}
+
+// storedBF16 reports whether t is a float matrix kept as stored in bf16:
+// U8 holds its little-endian bf16 bytes (F32 may hold a widened copy).
+func storedBF16(t *backends.Tensor) bool {
+	return (t.DType == ir.F32 || t.DType == ir.BF16) && t.Scale == nil && len(t.U8) > 0 && len(t.U8) == 2*t.NumElements()
+}
+
+// storedFP8 reports whether t is a float matrix kept as stored in e4m3 with
+// e8m0 32×32 block scales (used as bf16(e4m3·e8m0)), without an F32 copy.
+func storedFP8(t *backends.Tensor) bool {
+	return (t.DType == ir.F32 || t.DType == ir.BF16) && t.F32 == nil && t.Scale != nil && len(t.Shape) == 2 && len(t.U8) == t.NumElements()
+}
+
+// widened returns t with F32 values when it is kept as stored without them.
+func widened(t *backends.Tensor) *backends.Tensor {
+	if t == nil || t.F32 != nil || !(storedBF16(t) || storedFP8(t)) {
+		return t
+	}
+	w := *t
+	w.F32 = make([]float32, t.NumElements())
+	w.U8, w.Scale = nil, nil
+	if t.Scale == nil {
+		fast.WidenBF16(w.F32, t.U8)
+		return &w
+	}
+	rows, cols := t.Shape[0], t.Shape[1]
+	kb := (cols + 31) / 32
+	for o := range rows {
+		for i := range cols {
+			s := numfmt.E8M0ToF32(t.Scale[(o/32)*kb+i/32])
+			w.F32[o*cols+i] = numfmt.BF16Round(numfmt.E4M3ToF32(t.U8[o*cols+i]) * s)
+		}
+	}
+	return &w
+}
+
+// widenStored wraps a kernel that reads its arguments' F32.
+func widenStored(k kernel) kernel {
+	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+		copied := false
+		for i, t := range a {
+			if w := widened(t); w != t {
+				if !copied {
+					a, copied = append([]*backends.Tensor(nil), a...), true
+				}
+				a[i] = w
+			}
+		}
+		return k(r, n, a)
 	}
 }
 
@@ -322,9 +383,14 @@ func kEmbed(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	tab, ids := a[0], a[1]
 	V, D := tab.Shape[0], tab.Shape[1]
 	out := r.newF(tab.DType, append(cloneShape(ids.Shape), D)...)
+	raw := tab.F32 == nil && storedBF16(tab)
 	for i, id := range ids.I64 {
 		if id < 0 || int(id) >= V {
 			return nil, fmt.Errorf("token id %d out of range [0,%d)", id, V)
+		}
+		if raw {
+			fast.WidenBF16(out.F32[i*D:(i+1)*D], tab.U8[2*int(id)*D:2*(int(id)+1)*D])
+			continue
 		}
 		copy(out.F32[i*D:(i+1)*D], tab.F32[int(id)*D:(int(id)+1)*D])
 	}
@@ -376,7 +442,7 @@ func kTopkIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 
 // UseFast routes the matmul ops through the optimised kernels of
 // backends/cpu/fast; false runs the reference kernels.
-var UseFast = true
+var UseFast = os.Getenv("DS4_REFKERNELS") == ""
 
 func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, w := a[0], a[1]
@@ -384,6 +450,17 @@ func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = N
 	out := r.newF(x.DType, shape...)
+	if storedBF16(w) && UseFast {
+		// the bf16 view (half the bytes of the F32 copy), bit-identical
+		if x.DType == ir.F32 {
+			fast.MatmulF32W16(out.F32, x.F32, w.U8, rows(x), K, N)
+		} else {
+			fast.MatmulBF16W16(out.F32, x.F32, w.U8, rows(x), K, N)
+			round(x.DType, out.F32)
+		}
+		return out, nil
+	}
+	w = widened(w)
 	if x.DType == ir.F32 && UseFast {
 		fast.MatmulF32(out.F32, x.F32, w.F32, rows(x), K, N)
 	} else if x.DType == ir.F32 {
@@ -422,6 +499,17 @@ func kGrouped(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = w.Shape[0]
 	out := r.newF(ir.BF16, shape...)
+	if UseFast && storedFP8(w) {
+		// wo_a as stored, dequantised on the fly; bit-identical to the
+		// reference on the dequantised matrix
+		fast.GroupedLoRA(out.F32, x.F32, rows(x), G, w.Shape[1], nil, w.U8, w.Scale, w.Shape[0]/G)
+		return out, nil
+	}
+	w = widened(w)
+	if UseFast {
+		fast.GroupedLoRA(out.F32, x.F32, rows(x), G, w.Shape[1], w.F32, nil, nil, w.Shape[0]/G)
+		return out, nil
+	}
 	kernels.GroupedLoRA(out.F32, x.F32, rows(x), G, w.Shape[1], w.F32, w.Shape[0]/G)
 	return out, nil
 }
@@ -612,7 +700,12 @@ func kSparseAttn(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 		}
 	}
 	out := r.newF(ir.BF16, cloneShape(q.Shape)...)
-	kernels.SparseAttn(out.F32, q.F32, B, M, H, D, kv.F32, N, sink.F32, idx.I32, T, float32(n.Attrs.Float("scale", 1)))
+	if UseFast {
+		// bit-identical to the reference kernel
+		fast.SparseAttn(out.F32, q.F32, B, M, H, D, kv.F32, N, sink.F32, idx.I32, T, float32(n.Attrs.Float("scale", 1)))
+	} else {
+		kernels.SparseAttn(out.F32, q.F32, B, M, H, D, kv.F32, N, sink.F32, idx.I32, T, float32(n.Attrs.Float("scale", 1)))
+	}
 	return out, nil
 }
 
@@ -738,7 +831,7 @@ func kEngramHash(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 		pr = append(pr, primes[i:i+heads])
 	}
 	out := r.newI64(B, S, len(primes))
-	kernels.EngramHash(out.I64, h.I64, B, M, S, P, [][]int64{mult}, [][][]int64{pr}, [][]int64{offs}, n.Attrs.Int("pad", 0))
+	kernels.EngramHash(out.I64, h.I64, B, M, S, P, [][]int64{mult}, [][][]int64{pr}, [][]int64{offs}, a[3].I64[0])
 	return out, nil
 }
 

@@ -80,6 +80,7 @@ type builder struct {
 	published map[string]*ir.Node
 	tables    map[int]*ir.Node // RoPE tables by ratio class (0 or >0)
 	engramLay []EngramLayerConsts
+	engramPad *ir.Node // token_map[engram_pad_id]
 }
 
 func (b *builder) add(op string, attrs ir.Attrs, args ...*ir.Node) *ir.Node {
@@ -146,6 +147,9 @@ func (b *builder) build() {
 	if len(c.EngramLayerIDs) > 0 {
 		tmap := b.weight("token_map", "i64", -1, "engram_token_map", ir.T(ir.I64, c.VocabSize))
 		mapped := b.add("token_map", nil, tmap, b.tokens)
+		// Missing history is padded with the mapped id of engram_pad_id.
+		padID := b.g.Source("const", ir.T(ir.I64, 1), ir.Attrs{"ints": []int64{int64(c.EngramPadID)}})
+		b.engramPad = b.add("token_map", nil, tmap, padID)
 		hist = b.state("engram.history", "engram_history", ir.T(ir.I64, "B", "M"))
 		hist = b.add("engram_hist_update", nil, hist, mapped, b.startPos)
 	}
@@ -460,7 +464,7 @@ func (b *builder) engram(h, hist *ir.Node, L LayerInfo) *ir.Node {
 	consts := engramConsts(b.engramLay[L.EngramSlot])
 	cols := len(consts.primes)
 	rows := b.add("engram_hash", ir.Attrs{"multipliers": consts.multipliers, "primes": consts.primes, "offsets": consts.offsets,
-		"pad": int64(c.EngramPadID), "heads": int64(c.EngramNHeads)}, hist, b.tokens, b.startPos)
+		"heads": int64(c.EngramNHeads)}, hist, b.tokens, b.startPos, b.engramPad)
 	table := b.weight(p+"embed.weight", "fp8row", l, "engram/table", ir.T(ir.F8E4M3, c.EngramNumEmbeddings[L.EngramSlot], W))
 	e := b.add("engram_lookup", nil, table, rows)
 	kv := b.linearFP8(e, p+"wkv", l, "engram/wkv", (HC+1)*D, cols*W)

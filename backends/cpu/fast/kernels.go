@@ -1,6 +1,10 @@
 package fast
 
-import "github.com/ds4go/ds4/internal/numfmt"
+import (
+	"math"
+
+	"github.com/ds4go/ds4/internal/numfmt"
+)
 
 // kernelSet is the set of inner kernels of one level.
 type kernelSet struct {
@@ -17,7 +21,40 @@ type kernelSet struct {
 	// with group fp4Group; requires 1 ≤ s[b] ≤ 254.
 	dotFP4   func(a []float32, w, s []byte) float32
 	fp4Group int
+	// gemvFP4, when set, sets out[i*ldo+j] = dotFP4 of activation rows
+	// a[i*lda:] (i < r ≤ gemvRows, permuted by permuteFP4x64) and weight
+	// rows j < rows (consecutive in w and s, nb blocks each, nb even),
+	// dequantising every block once for all activation rows; any scale byte.
+	gemvFP4 func(a []float32, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int)
+	// gemvFP8 is gemvFP4 for e4m3 rows of one 32-row group (sharing the
+	// scale bytes s, each ≤ maxFP8Scale; activations not permuted, any nb);
+	// it reports whether a NaN code was met.
+	gemvFP8 func(a []float32, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int) bool
+	// dotW16, when set, is dot with b as raw bf16 (bit-identical to dot on
+	// the widened values).
+	dotW16 func(a []float32, b []byte) float32
+	// loraFP8x8, when set, computes 8 grouped-LoRA outputs of e4m3 rows
+	// (see loraFP8x8AVX2; scale bytes in 10..134); it reports whether a NaN
+	// code was met (the outputs are then wrong).
+	loraFP8x8 func(x []float32, w []byte, ldw int, s []byte, nb int, out []float32) bool
+	// qkF64, when set, sets out[x] = Σ_i qT[i*ldq+x]·k[i] (sequential
+	// float64 sums) for x < 4g, g = 1 or 4.
+	qkF64 func(qT []float64, ldq int, k []float32, n int, out []float64, g int)
+	// axpy2F64 sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64, in
+	// the scalar order.
+	axpy2F64 func(pv []float64, pa, pb float64, ka, kb []float32)
+	// pack8, when set, dequantises 8 weight rows (at w + l*ldw bytes) of
+	// kind over nb 32-blocks (fp8, fp4) or 8-groups (f32, bf16) into
+	// dst[c*ldd+l] (scales folded in exactly; fp8 rows share the scale
+	// bytes s, each ≤ maxFP8Scale, and have no NaN code; fp4 row l has its
+	// scales at s[l*lds:]).
+	pack8 func(kind wkind, dst []float32, ldd int, w []byte, ldw int, s []byte, lds, nb int)
+	// lanes32, when set, is lanes32Go.
+	lanes32 func(x, p []float32, n int, out []float32)
 }
+
+// gemvRows is the most activation rows one gemv call takes.
+const gemvRows = 4
 
 // maxFP8Scale is the largest e8m0 byte the fused fp8 kernels accept (the
 // folded factor 2^(e−7) must stay finite).
@@ -46,6 +83,7 @@ var portable = &kernelSet{
 	dotFP8:   dotFP8Go,
 	dotFP4:   dotFP4Go,
 	fp4Group: 2,
+	dotW16:   dotGoBF16,
 }
 
 func current() *kernelSet {
@@ -137,6 +175,51 @@ func permuteFP4(dst, a []float32, g int) {
 		for j := range h {
 			d[j] = src[2*j]
 			d[h+j] = src[2*j+1]
+		}
+	}
+}
+
+// fp4x64Base is the first element (within a 32-block) of the 4 elements
+// 4d+base (d < 4) that vector v of gemvFP4AVX2 holds in each of its lanes.
+var fp4x64Base = [8]int{0, 2, 16, 18, 1, 3, 17, 19}
+
+// permuteFP4x64 writes each 64-element chunk of a (two 32-blocks) to dst in
+// the order in which gemvFP4AVX2 produces the weights: vector v (8 floats)
+// holds elements base_v+4d of the first block in lanes 0..3 and of the
+// second block in lanes 4..7. Elements past the last whole chunk are copied.
+func permuteFP4x64(dst, a []float32) {
+	n := len(a) &^ 63
+	for c := 0; c < n; c += 64 {
+		src := a[c : c+64 : c+64]
+		d := dst[c : c+64 : c+64]
+		for v, b := range fp4x64Base {
+			for l := range 2 {
+				for q := range 4 {
+					d[v*8+l*4+q] = src[l*32+b+4*q]
+				}
+			}
+		}
+	}
+	copy(dst[n:len(a)], a[n:])
+}
+
+// fp4Consts are the constants of gemvFP4AVX2: the low and the high byte of
+// the bf16 value of each e2m1 code (a 16-byte table per 128-bit lane), 0x0F
+// bytes and the 0xFFFF0000 dword mask.
+var fp4Consts [128]byte
+
+func init() {
+	for i := range 16 {
+		b := math.Float32bits(lutE2M1[i]) >> 16
+		for l := range 2 {
+			fp4Consts[16*l+i] = byte(b)
+			fp4Consts[32+16*l+i] = byte(b >> 8)
+		}
+	}
+	for i := range 32 {
+		fp4Consts[64+i] = 0x0F
+		if i%4 >= 2 {
+			fp4Consts[96+i] = 0xFF
 		}
 	}
 }

@@ -25,3 +25,57 @@ func dotFP4AVX512(a *float32, w *byte, s *byte, nb int, tab *float32) float32
 
 // dotFP4AVX2 returns Σ_blocks e8m0(s)·Σ a·e2m1(w) over nb 32-blocks (a permuted).
 func dotFP4AVX2(a *float32, w *byte, s *byte, nb int, tab *float32) float32
+
+// dotBF16AVX2 returns Σ a[i]·bf16(b[i]) in dotF32AVX2's order; n must be a multiple of 8.
+func dotBF16AVX2(a *float32, b *byte, n int) float32
+
+// lanes32AVX2 sets out[l] = Σ_d fl(x[d]·p[d*32+l]) (sequential in d, from +0) for l < 32.
+func lanes32AVX2(x *float32, p *float32, n int, out *float32)
+
+// loraFP8x8AVX2 sets out[l] = Σ_d fl(x[d]·w_l[d]) (sequential in d) for the 8 e4m3 rows w_l = w[l*ldw:] of nb 32-blocks sharing the scale bytes s; nan ≠ 0 when a NaN code was met.
+func loraFP8x8AVX2(x *float32, w *byte, ldw int, s *byte, nb int, out *float32) (nan uint32)
+
+// qkF64AVX2x1 sets out[h] = Σ_i qT[i*ldq+h]·k[i] (sequential float64 sums) for h < 4.
+func qkF64AVX2x1(qT *float64, ldq int, k *float32, n int, out *float64)
+
+// packFP8x8AVX2 dequantises 8 weight rows and stores them transposed (see asmgen).
+func packFP8x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
+
+// packFP4x8AVX2 dequantises 8 weight rows and stores them transposed (see asmgen).
+func packFP4x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
+
+// packBF16x8AVX2 dequantises 8 weight rows and stores them transposed (see asmgen).
+func packBF16x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
+
+// packF32x8AVX2 dequantises 8 weight rows and stores them transposed (see asmgen).
+func packF32x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
+
+// qkF64AVX2x4 sets out[h] = Σ_i qT[i*ldq+h]·k[i] (sequential float64 sums) for h < 16.
+func qkF64AVX2x4(qT *float64, ldq int, k *float32, n int, out *float64)
+
+// axpy2F64AVX2 sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64 for i < n (a multiple of 4).
+func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
+
+// gemvFP4AVX2x1 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 1 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
+func gemvFP4AVX2x1(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP8AVX2x1 computes out[i*ldo+j] = Σ_blocks e8m0(s)·Σ a_i·e4m3(w_j) for 1 activation rows a_i = a[i*lda:] and rows weight rows.
+func gemvFP8AVX2x1(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+
+// gemvFP4AVX2x2 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 2 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
+func gemvFP4AVX2x2(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP8AVX2x2 computes out[i*ldo+j] = Σ_blocks e8m0(s)·Σ a_i·e4m3(w_j) for 2 activation rows a_i = a[i*lda:] and rows weight rows.
+func gemvFP8AVX2x2(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+
+// gemvFP4AVX2x3 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 3 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
+func gemvFP4AVX2x3(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP8AVX2x3 computes out[i*ldo+j] = Σ_blocks e8m0(s)·Σ a_i·e4m3(w_j) for 3 activation rows a_i = a[i*lda:] and rows weight rows.
+func gemvFP8AVX2x3(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+
+// gemvFP4AVX2x4 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 4 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
+func gemvFP4AVX2x4(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP8AVX2x4 computes out[i*ldo+j] = Σ_blocks e8m0(s)·Σ a_i·e4m3(w_j) for 4 activation rows a_i = a[i*lda:] and rows weight rows.
+func gemvFP8AVX2x4(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)

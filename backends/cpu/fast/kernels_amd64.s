@@ -657,3 +657,2452 @@ dotFP4AVX2_done:
 	MOVSS        X0, ret+40(FP)
 	VZEROUPPER
 	RET
+
+// func dotBF16AVX2(a *float32, b *byte, n int) float32
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), AX
+	MOVQ   b+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	CMPQ   DX, $0x00000020
+	JL     dotBF16AVX2_one
+
+dotBF16AVX2_four:
+	VPMOVZXWD   (CX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (AX), Y4, Y0
+	VPMOVZXWD   16(CX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 32(AX), Y4, Y1
+	VPMOVZXWD   32(CX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 64(AX), Y4, Y2
+	VPMOVZXWD   48(CX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS 96(AX), Y4, Y3
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000040, CX
+	SUBQ        $0x00000020, DX
+	CMPQ        DX, $0x00000020
+	JGE         dotBF16AVX2_four
+
+dotBF16AVX2_one:
+	TESTQ       DX, DX
+	JZ          dotBF16AVX2_done
+	VPMOVZXWD   (CX), Y4
+	VPSLLD      $0x10, Y4, Y4
+	VFMADD231PS (AX), Y4, Y0
+	ADDQ        $0x00000020, AX
+	ADDQ        $0x00000010, CX
+	SUBQ        $0x00000008, DX
+	JMP         dotBF16AVX2_one
+
+dotBF16AVX2_done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X0, X1, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	MOVSS        X1, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func lanes32AVX2(x *float32, p *float32, n int, out *float32)
+// Requires: AVX
+TEXT ·lanes32AVX2(SB), NOSPLIT, $0-32
+	MOVQ   x+0(FP), AX
+	MOVQ   p+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  DX, DX
+	JZ     lanes32AVX2_done
+
+lanes32AVX2_loop:
+	VBROADCASTSS (AX), Y4
+	VMULPS       (CX), Y4, Y5
+	VADDPS       Y5, Y0, Y0
+	VMULPS       32(CX), Y4, Y5
+	VADDPS       Y5, Y1, Y1
+	VMULPS       64(CX), Y4, Y5
+	VADDPS       Y5, Y2, Y2
+	VMULPS       96(CX), Y4, Y4
+	VADDPS       Y4, Y3, Y3
+	ADDQ         $0x04, AX
+	ADDQ         $0x00000080, CX
+	DECQ         DX
+	JNZ          lanes32AVX2_loop
+
+lanes32AVX2_done:
+	MOVQ    out+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func loraFP8x8AVX2(x *float32, w *byte, ldw int, s *byte, nb int, out *float32) (nan uint32)
+// Requires: AVX, AVX2
+TEXT ·loraFP8x8AVX2(SB), NOSPLIT, $0-52
+	MOVQ         x+0(FP), AX
+	MOVQ         w+8(FP), CX
+	MOVQ         ldw+16(FP), DX
+	MOVQ         s+24(FP), BX
+	MOVQ         nb+32(FP), SI
+	LEAQ         (DX)(DX*2), DI
+	LEAQ         (DX)(DX*4), R8
+	LEAQ         (DI)(DX*4), R9
+	MOVL         $0x87f00000, R10
+	VMOVD        R10, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x7f7f7f7f, R10
+	VMOVD        R10, X1
+	VPBROADCASTD X1, Y1
+	VPXOR        Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	TESTQ        SI, SI
+	JZ           loraFP8x8AVX2_done
+
+loraFP8x8AVX2_block:
+	MOVBLZX      (BX), R10
+	ADDL         $0x78, R10
+	SHLL         $0x17, R10
+	VMOVD        R10, X4
+	VPBROADCASTD X4, Y4
+	VPAND        (CX), Y1, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPAND        (CX)(DX*1), Y1, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPAND        (CX)(DX*2), Y1, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPAND        (CX)(DI*1), Y1, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPAND        (CX)(DX*4), Y1, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPAND        (CX)(R8*1), Y1, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPAND        (CX)(DI*2), Y1, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPAND        (CX)(R9*1), Y1, Y5
+	VPCMPEQB     Y1, Y5, Y5
+	VPOR         Y5, Y2, Y2
+	VPMOVSXBD    (CX), Y5
+	VPSLLD       $0x14, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VPMOVSXBD    (CX)(DX*1), Y6
+	VPSLLD       $0x14, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VPMOVSXBD    (CX)(DX*2), Y7
+	VPSLLD       $0x14, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMULPS       Y4, Y7, Y7
+	VPMOVSXBD    (CX)(DI*1), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMULPS       Y4, Y8, Y8
+	VPMOVSXBD    (CX)(DX*4), Y9
+	VPSLLD       $0x14, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMULPS       Y4, Y9, Y9
+	VPMOVSXBD    (CX)(R8*1), Y10
+	VPSLLD       $0x14, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VMULPS       Y4, Y10, Y10
+	VPMOVSXBD    (CX)(DI*2), Y11
+	VPSLLD       $0x14, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VMULPS       Y4, Y11, Y11
+	VPMOVSXBD    (CX)(R9*1), Y12
+	VPSLLD       $0x14, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VMULPS       Y4, Y12, Y12
+	VUNPCKLPS    Y6, Y5, Y13
+	VUNPCKHPS    Y6, Y5, Y5
+	VUNPCKLPS    Y8, Y7, Y6
+	VUNPCKHPS    Y8, Y7, Y7
+	VUNPCKLPS    Y10, Y9, Y8
+	VUNPCKHPS    Y10, Y9, Y9
+	VUNPCKLPS    Y12, Y11, Y10
+	VUNPCKHPS    Y12, Y11, Y11
+	VSHUFPS      $0x44, Y6, Y13, Y12
+	VSHUFPS      $0xee, Y6, Y13, Y6
+	VSHUFPS      $0x44, Y7, Y5, Y13
+	VSHUFPS      $0xee, Y7, Y5, Y5
+	VSHUFPS      $0x44, Y10, Y8, Y7
+	VSHUFPS      $0xee, Y10, Y8, Y8
+	VSHUFPS      $0x44, Y11, Y9, Y10
+	VSHUFPS      $0xee, Y11, Y9, Y9
+	VPERM2F128   $0x20, Y7, Y12, Y11
+	VBROADCASTSS (AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x20, Y8, Y6, Y11
+	VBROADCASTSS 4(AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y13, Y11
+	VBROADCASTSS 8(AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x20, Y9, Y5, Y11
+	VBROADCASTSS 12(AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x31, Y7, Y12, Y7
+	VBROADCASTSS 16(AX), Y11
+	VMULPS       Y7, Y11, Y11
+	VADDPS       Y11, Y3, Y3
+	VPERM2F128   $0x31, Y8, Y6, Y6
+	VBROADCASTSS 20(AX), Y7
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y3, Y3
+	VPERM2F128   $0x31, Y10, Y13, Y6
+	VBROADCASTSS 24(AX), Y7
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y3, Y3
+	VPERM2F128   $0x31, Y9, Y5, Y5
+	VBROADCASTSS 28(AX), Y6
+	VMULPS       Y5, Y6, Y6
+	VADDPS       Y6, Y3, Y3
+	VPMOVSXBD    8(CX), Y5
+	VPSLLD       $0x14, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VPMOVSXBD    8(CX)(DX*1), Y6
+	VPSLLD       $0x14, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VPMOVSXBD    8(CX)(DX*2), Y7
+	VPSLLD       $0x14, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMULPS       Y4, Y7, Y7
+	VPMOVSXBD    8(CX)(DI*1), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMULPS       Y4, Y8, Y8
+	VPMOVSXBD    8(CX)(DX*4), Y9
+	VPSLLD       $0x14, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMULPS       Y4, Y9, Y9
+	VPMOVSXBD    8(CX)(R8*1), Y10
+	VPSLLD       $0x14, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VMULPS       Y4, Y10, Y10
+	VPMOVSXBD    8(CX)(DI*2), Y11
+	VPSLLD       $0x14, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VMULPS       Y4, Y11, Y11
+	VPMOVSXBD    8(CX)(R9*1), Y12
+	VPSLLD       $0x14, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VMULPS       Y4, Y12, Y12
+	VUNPCKLPS    Y6, Y5, Y13
+	VUNPCKHPS    Y6, Y5, Y5
+	VUNPCKLPS    Y8, Y7, Y6
+	VUNPCKHPS    Y8, Y7, Y7
+	VUNPCKLPS    Y10, Y9, Y8
+	VUNPCKHPS    Y10, Y9, Y9
+	VUNPCKLPS    Y12, Y11, Y10
+	VUNPCKHPS    Y12, Y11, Y11
+	VSHUFPS      $0x44, Y6, Y13, Y12
+	VSHUFPS      $0xee, Y6, Y13, Y6
+	VSHUFPS      $0x44, Y7, Y5, Y13
+	VSHUFPS      $0xee, Y7, Y5, Y5
+	VSHUFPS      $0x44, Y10, Y8, Y7
+	VSHUFPS      $0xee, Y10, Y8, Y8
+	VSHUFPS      $0x44, Y11, Y9, Y10
+	VSHUFPS      $0xee, Y11, Y9, Y9
+	VPERM2F128   $0x20, Y7, Y12, Y11
+	VBROADCASTSS 32(AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x20, Y8, Y6, Y11
+	VBROADCASTSS 36(AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y13, Y11
+	VBROADCASTSS 40(AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x20, Y9, Y5, Y11
+	VBROADCASTSS 44(AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x31, Y7, Y12, Y7
+	VBROADCASTSS 48(AX), Y11
+	VMULPS       Y7, Y11, Y11
+	VADDPS       Y11, Y3, Y3
+	VPERM2F128   $0x31, Y8, Y6, Y6
+	VBROADCASTSS 52(AX), Y7
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y3, Y3
+	VPERM2F128   $0x31, Y10, Y13, Y6
+	VBROADCASTSS 56(AX), Y7
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y3, Y3
+	VPERM2F128   $0x31, Y9, Y5, Y5
+	VBROADCASTSS 60(AX), Y6
+	VMULPS       Y5, Y6, Y6
+	VADDPS       Y6, Y3, Y3
+	VPMOVSXBD    16(CX), Y5
+	VPSLLD       $0x14, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VPMOVSXBD    16(CX)(DX*1), Y6
+	VPSLLD       $0x14, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VPMOVSXBD    16(CX)(DX*2), Y7
+	VPSLLD       $0x14, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMULPS       Y4, Y7, Y7
+	VPMOVSXBD    16(CX)(DI*1), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMULPS       Y4, Y8, Y8
+	VPMOVSXBD    16(CX)(DX*4), Y9
+	VPSLLD       $0x14, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMULPS       Y4, Y9, Y9
+	VPMOVSXBD    16(CX)(R8*1), Y10
+	VPSLLD       $0x14, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VMULPS       Y4, Y10, Y10
+	VPMOVSXBD    16(CX)(DI*2), Y11
+	VPSLLD       $0x14, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VMULPS       Y4, Y11, Y11
+	VPMOVSXBD    16(CX)(R9*1), Y12
+	VPSLLD       $0x14, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VMULPS       Y4, Y12, Y12
+	VUNPCKLPS    Y6, Y5, Y13
+	VUNPCKHPS    Y6, Y5, Y5
+	VUNPCKLPS    Y8, Y7, Y6
+	VUNPCKHPS    Y8, Y7, Y7
+	VUNPCKLPS    Y10, Y9, Y8
+	VUNPCKHPS    Y10, Y9, Y9
+	VUNPCKLPS    Y12, Y11, Y10
+	VUNPCKHPS    Y12, Y11, Y11
+	VSHUFPS      $0x44, Y6, Y13, Y12
+	VSHUFPS      $0xee, Y6, Y13, Y6
+	VSHUFPS      $0x44, Y7, Y5, Y13
+	VSHUFPS      $0xee, Y7, Y5, Y5
+	VSHUFPS      $0x44, Y10, Y8, Y7
+	VSHUFPS      $0xee, Y10, Y8, Y8
+	VSHUFPS      $0x44, Y11, Y9, Y10
+	VSHUFPS      $0xee, Y11, Y9, Y9
+	VPERM2F128   $0x20, Y7, Y12, Y11
+	VBROADCASTSS 64(AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x20, Y8, Y6, Y11
+	VBROADCASTSS 68(AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y13, Y11
+	VBROADCASTSS 72(AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x20, Y9, Y5, Y11
+	VBROADCASTSS 76(AX), Y14
+	VMULPS       Y11, Y14, Y14
+	VADDPS       Y14, Y3, Y3
+	VPERM2F128   $0x31, Y7, Y12, Y7
+	VBROADCASTSS 80(AX), Y11
+	VMULPS       Y7, Y11, Y11
+	VADDPS       Y11, Y3, Y3
+	VPERM2F128   $0x31, Y8, Y6, Y6
+	VBROADCASTSS 84(AX), Y7
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y3, Y3
+	VPERM2F128   $0x31, Y10, Y13, Y6
+	VBROADCASTSS 88(AX), Y7
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y3, Y3
+	VPERM2F128   $0x31, Y9, Y5, Y5
+	VBROADCASTSS 92(AX), Y6
+	VMULPS       Y5, Y6, Y6
+	VADDPS       Y6, Y3, Y3
+	VPMOVSXBD    24(CX), Y5
+	VPSLLD       $0x14, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VPMOVSXBD    24(CX)(DX*1), Y6
+	VPSLLD       $0x14, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VPMOVSXBD    24(CX)(DX*2), Y7
+	VPSLLD       $0x14, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMULPS       Y4, Y7, Y7
+	VPMOVSXBD    24(CX)(DI*1), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMULPS       Y4, Y8, Y8
+	VPMOVSXBD    24(CX)(DX*4), Y9
+	VPSLLD       $0x14, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMULPS       Y4, Y9, Y9
+	VPMOVSXBD    24(CX)(R8*1), Y10
+	VPSLLD       $0x14, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VMULPS       Y4, Y10, Y10
+	VPMOVSXBD    24(CX)(DI*2), Y11
+	VPSLLD       $0x14, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VMULPS       Y4, Y11, Y11
+	VPMOVSXBD    24(CX)(R9*1), Y12
+	VPSLLD       $0x14, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VMULPS       Y4, Y12, Y12
+	VUNPCKLPS    Y6, Y5, Y4
+	VUNPCKHPS    Y6, Y5, Y5
+	VUNPCKLPS    Y8, Y7, Y6
+	VUNPCKHPS    Y8, Y7, Y7
+	VUNPCKLPS    Y10, Y9, Y8
+	VUNPCKHPS    Y10, Y9, Y9
+	VUNPCKLPS    Y12, Y11, Y10
+	VUNPCKHPS    Y12, Y11, Y11
+	VSHUFPS      $0x44, Y6, Y4, Y12
+	VSHUFPS      $0xee, Y6, Y4, Y4
+	VSHUFPS      $0x44, Y7, Y5, Y6
+	VSHUFPS      $0xee, Y7, Y5, Y5
+	VSHUFPS      $0x44, Y10, Y8, Y7
+	VSHUFPS      $0xee, Y10, Y8, Y8
+	VSHUFPS      $0x44, Y11, Y9, Y10
+	VSHUFPS      $0xee, Y11, Y9, Y9
+	VPERM2F128   $0x20, Y7, Y12, Y11
+	VBROADCASTSS 96(AX), Y13
+	VMULPS       Y11, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	VPERM2F128   $0x20, Y8, Y4, Y11
+	VBROADCASTSS 100(AX), Y13
+	VMULPS       Y11, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	VPERM2F128   $0x20, Y10, Y6, Y11
+	VBROADCASTSS 104(AX), Y13
+	VMULPS       Y11, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	VPERM2F128   $0x20, Y9, Y5, Y11
+	VBROADCASTSS 108(AX), Y13
+	VMULPS       Y11, Y13, Y13
+	VADDPS       Y13, Y3, Y3
+	VPERM2F128   $0x31, Y7, Y12, Y7
+	VBROADCASTSS 112(AX), Y11
+	VMULPS       Y7, Y11, Y11
+	VADDPS       Y11, Y3, Y3
+	VPERM2F128   $0x31, Y8, Y4, Y4
+	VBROADCASTSS 116(AX), Y7
+	VMULPS       Y4, Y7, Y7
+	VADDPS       Y7, Y3, Y3
+	VPERM2F128   $0x31, Y10, Y6, Y4
+	VBROADCASTSS 120(AX), Y6
+	VMULPS       Y4, Y6, Y6
+	VADDPS       Y6, Y3, Y3
+	VPERM2F128   $0x31, Y9, Y5, Y4
+	VBROADCASTSS 124(AX), Y5
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y5, Y3, Y3
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x20, CX
+	INCQ         BX
+	DECQ         SI
+	JNZ          loraFP8x8AVX2_block
+
+loraFP8x8AVX2_done:
+	MOVQ      out+40(FP), AX
+	VMOVUPS   Y3, (AX)
+	VPMOVMSKB Y2, AX
+	MOVL      AX, nan+48(FP)
+	VZEROUPPER
+	RET
+
+// func qkF64AVX2x1(qT *float64, ldq int, k *float32, n int, out *float64)
+// Requires: AVX, AVX2
+TEXT ·qkF64AVX2x1(SB), NOSPLIT, $0-40
+	MOVQ   qT+0(FP), AX
+	MOVQ   ldq+8(FP), CX
+	MOVQ   k+16(FP), DX
+	MOVQ   n+24(FP), BX
+	SHLQ   $0x03, CX
+	VXORPD Y0, Y0, Y0
+	TESTQ  BX, BX
+	JZ     qkF64AVX2x1_done
+
+qkF64AVX2x1_loop:
+	VCVTSS2SD    (DX), X1, X1
+	VBROADCASTSD X1, Y2
+	VMULPD       (AX), Y2, Y2
+	VADDPD       Y2, Y0, Y0
+	ADDQ         CX, AX
+	ADDQ         $0x04, DX
+	DECQ         BX
+	JNZ          qkF64AVX2x1_loop
+
+qkF64AVX2x1_done:
+	MOVQ    out+32(FP), AX
+	VMOVUPD Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func packFP8x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
+// Requires: AVX, AVX2
+TEXT ·packFP8x8AVX2(SB), NOSPLIT, $256-72
+	MOVQ         dst+0(FP), AX
+	MOVQ         ldd+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         ldw+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	SHLQ         $0x02, CX
+	LEAQ         (BX)(BX*2), DI
+	LEAQ         (BX)(BX*4), R8
+	LEAQ         (DI)(BX*4), R9
+	MOVQ         s+32(FP), R10
+	MOVL         $0x87f00000, R11
+	VMOVD        R11, X0
+	VPBROADCASTD X0, Y0
+	TESTQ        SI, SI
+	JZ           packFP8x8AVX2_done
+
+packFP8x8AVX2_loop:
+	MOVBLZX      (R10), R11
+	ADDL         $0x78, R11
+	SHLL         $0x17, R11
+	VMOVD        R11, X1
+	VPBROADCASTD X1, Y1
+	VPMOVSXBD    (DX), Y2
+	VPSLLD       $0x14, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VPMOVSXBD    (DX)(BX*1), Y3
+	VPSLLD       $0x14, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VPMOVSXBD    (DX)(BX*2), Y4
+	VPSLLD       $0x14, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMULPS       Y1, Y4, Y4
+	VPMOVSXBD    (DX)(DI*1), Y5
+	VPSLLD       $0x14, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMULPS       Y1, Y5, Y5
+	VPMOVSXBD    (DX)(BX*4), Y6
+	VPSLLD       $0x14, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMULPS       Y1, Y6, Y6
+	VPMOVSXBD    (DX)(R8*1), Y7
+	VPSLLD       $0x14, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMULPS       Y1, Y7, Y7
+	VPMOVSXBD    (DX)(DI*2), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMULPS       Y1, Y8, Y8
+	VPMOVSXBD    (DX)(R9*1), Y9
+	VPSLLD       $0x14, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMULPS       Y1, Y9, Y9
+	VUNPCKLPS    Y3, Y2, Y10
+	VUNPCKHPS    Y3, Y2, Y2
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VUNPCKLPS    Y7, Y6, Y5
+	VUNPCKHPS    Y7, Y6, Y6
+	VUNPCKLPS    Y9, Y8, Y7
+	VUNPCKHPS    Y9, Y8, Y8
+	VSHUFPS      $0x44, Y3, Y10, Y9
+	VSHUFPS      $0xee, Y3, Y10, Y3
+	VSHUFPS      $0x44, Y4, Y2, Y10
+	VSHUFPS      $0xee, Y4, Y2, Y2
+	VSHUFPS      $0x44, Y7, Y5, Y4
+	VSHUFPS      $0xee, Y7, Y5, Y5
+	VSHUFPS      $0x44, Y8, Y6, Y7
+	VSHUFPS      $0xee, Y8, Y6, Y6
+	VPERM2F128   $0x20, Y4, Y9, Y8
+	VPERM2F128   $0x20, Y5, Y3, Y11
+	VPERM2F128   $0x20, Y7, Y10, Y12
+	VPERM2F128   $0x20, Y6, Y2, Y13
+	VPERM2F128   $0x31, Y4, Y9, Y4
+	VPERM2F128   $0x31, Y5, Y3, Y3
+	VPERM2F128   $0x31, Y7, Y10, Y5
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VMOVUPS      Y8, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y11, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y12, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y13, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	ADDQ         CX, AX
+	VPMOVSXBD    8(DX), Y2
+	VPSLLD       $0x14, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VPMOVSXBD    8(DX)(BX*1), Y3
+	VPSLLD       $0x14, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VPMOVSXBD    8(DX)(BX*2), Y4
+	VPSLLD       $0x14, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMULPS       Y1, Y4, Y4
+	VPMOVSXBD    8(DX)(DI*1), Y5
+	VPSLLD       $0x14, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMULPS       Y1, Y5, Y5
+	VPMOVSXBD    8(DX)(BX*4), Y6
+	VPSLLD       $0x14, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMULPS       Y1, Y6, Y6
+	VPMOVSXBD    8(DX)(R8*1), Y7
+	VPSLLD       $0x14, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMULPS       Y1, Y7, Y7
+	VPMOVSXBD    8(DX)(DI*2), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMULPS       Y1, Y8, Y8
+	VPMOVSXBD    8(DX)(R9*1), Y9
+	VPSLLD       $0x14, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMULPS       Y1, Y9, Y9
+	VUNPCKLPS    Y3, Y2, Y10
+	VUNPCKHPS    Y3, Y2, Y2
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VUNPCKLPS    Y7, Y6, Y5
+	VUNPCKHPS    Y7, Y6, Y6
+	VUNPCKLPS    Y9, Y8, Y7
+	VUNPCKHPS    Y9, Y8, Y8
+	VSHUFPS      $0x44, Y3, Y10, Y9
+	VSHUFPS      $0xee, Y3, Y10, Y3
+	VSHUFPS      $0x44, Y4, Y2, Y10
+	VSHUFPS      $0xee, Y4, Y2, Y2
+	VSHUFPS      $0x44, Y7, Y5, Y4
+	VSHUFPS      $0xee, Y7, Y5, Y5
+	VSHUFPS      $0x44, Y8, Y6, Y7
+	VSHUFPS      $0xee, Y8, Y6, Y6
+	VPERM2F128   $0x20, Y4, Y9, Y8
+	VPERM2F128   $0x20, Y5, Y3, Y11
+	VPERM2F128   $0x20, Y7, Y10, Y12
+	VPERM2F128   $0x20, Y6, Y2, Y13
+	VPERM2F128   $0x31, Y4, Y9, Y4
+	VPERM2F128   $0x31, Y5, Y3, Y3
+	VPERM2F128   $0x31, Y7, Y10, Y5
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VMOVUPS      Y8, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y11, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y12, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y13, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	ADDQ         CX, AX
+	VPMOVSXBD    16(DX), Y2
+	VPSLLD       $0x14, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VPMOVSXBD    16(DX)(BX*1), Y3
+	VPSLLD       $0x14, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VPMOVSXBD    16(DX)(BX*2), Y4
+	VPSLLD       $0x14, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMULPS       Y1, Y4, Y4
+	VPMOVSXBD    16(DX)(DI*1), Y5
+	VPSLLD       $0x14, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMULPS       Y1, Y5, Y5
+	VPMOVSXBD    16(DX)(BX*4), Y6
+	VPSLLD       $0x14, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMULPS       Y1, Y6, Y6
+	VPMOVSXBD    16(DX)(R8*1), Y7
+	VPSLLD       $0x14, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMULPS       Y1, Y7, Y7
+	VPMOVSXBD    16(DX)(DI*2), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMULPS       Y1, Y8, Y8
+	VPMOVSXBD    16(DX)(R9*1), Y9
+	VPSLLD       $0x14, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMULPS       Y1, Y9, Y9
+	VUNPCKLPS    Y3, Y2, Y10
+	VUNPCKHPS    Y3, Y2, Y2
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VUNPCKLPS    Y7, Y6, Y5
+	VUNPCKHPS    Y7, Y6, Y6
+	VUNPCKLPS    Y9, Y8, Y7
+	VUNPCKHPS    Y9, Y8, Y8
+	VSHUFPS      $0x44, Y3, Y10, Y9
+	VSHUFPS      $0xee, Y3, Y10, Y3
+	VSHUFPS      $0x44, Y4, Y2, Y10
+	VSHUFPS      $0xee, Y4, Y2, Y2
+	VSHUFPS      $0x44, Y7, Y5, Y4
+	VSHUFPS      $0xee, Y7, Y5, Y5
+	VSHUFPS      $0x44, Y8, Y6, Y7
+	VSHUFPS      $0xee, Y8, Y6, Y6
+	VPERM2F128   $0x20, Y4, Y9, Y8
+	VPERM2F128   $0x20, Y5, Y3, Y11
+	VPERM2F128   $0x20, Y7, Y10, Y12
+	VPERM2F128   $0x20, Y6, Y2, Y13
+	VPERM2F128   $0x31, Y4, Y9, Y4
+	VPERM2F128   $0x31, Y5, Y3, Y3
+	VPERM2F128   $0x31, Y7, Y10, Y5
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VMOVUPS      Y8, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y11, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y12, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y13, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	ADDQ         CX, AX
+	VPMOVSXBD    24(DX), Y2
+	VPSLLD       $0x14, Y2, Y2
+	VPAND        Y0, Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VPMOVSXBD    24(DX)(BX*1), Y3
+	VPSLLD       $0x14, Y3, Y3
+	VPAND        Y0, Y3, Y3
+	VMULPS       Y1, Y3, Y3
+	VPMOVSXBD    24(DX)(BX*2), Y4
+	VPSLLD       $0x14, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VMULPS       Y1, Y4, Y4
+	VPMOVSXBD    24(DX)(DI*1), Y5
+	VPSLLD       $0x14, Y5, Y5
+	VPAND        Y0, Y5, Y5
+	VMULPS       Y1, Y5, Y5
+	VPMOVSXBD    24(DX)(BX*4), Y6
+	VPSLLD       $0x14, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMULPS       Y1, Y6, Y6
+	VPMOVSXBD    24(DX)(R8*1), Y7
+	VPSLLD       $0x14, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMULPS       Y1, Y7, Y7
+	VPMOVSXBD    24(DX)(DI*2), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VMULPS       Y1, Y8, Y8
+	VPMOVSXBD    24(DX)(R9*1), Y9
+	VPSLLD       $0x14, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMULPS       Y1, Y9, Y9
+	VUNPCKLPS    Y3, Y2, Y1
+	VUNPCKHPS    Y3, Y2, Y2
+	VUNPCKLPS    Y5, Y4, Y3
+	VUNPCKHPS    Y5, Y4, Y4
+	VUNPCKLPS    Y7, Y6, Y5
+	VUNPCKHPS    Y7, Y6, Y6
+	VUNPCKLPS    Y9, Y8, Y7
+	VUNPCKHPS    Y9, Y8, Y8
+	VSHUFPS      $0x44, Y3, Y1, Y9
+	VSHUFPS      $0xee, Y3, Y1, Y1
+	VSHUFPS      $0x44, Y4, Y2, Y3
+	VSHUFPS      $0xee, Y4, Y2, Y2
+	VSHUFPS      $0x44, Y7, Y5, Y4
+	VSHUFPS      $0xee, Y7, Y5, Y5
+	VSHUFPS      $0x44, Y8, Y6, Y7
+	VSHUFPS      $0xee, Y8, Y6, Y6
+	VPERM2F128   $0x20, Y4, Y9, Y8
+	VPERM2F128   $0x20, Y5, Y1, Y10
+	VPERM2F128   $0x20, Y7, Y3, Y11
+	VPERM2F128   $0x20, Y6, Y2, Y12
+	VPERM2F128   $0x31, Y4, Y9, Y4
+	VPERM2F128   $0x31, Y5, Y1, Y1
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VPERM2F128   $0x31, Y6, Y2, Y2
+	VMOVUPS      Y8, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y10, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y11, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y12, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y1, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y2, (AX)
+	ADDQ         CX, AX
+	ADDQ         $0x00000020, DX
+	INCQ         R10
+	DECQ         SI
+	JNZ          packFP8x8AVX2_loop
+
+packFP8x8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func packFP4x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
+// Requires: AVX, AVX2
+TEXT ·packFP4x8AVX2(SB), NOSPLIT, $256-72
+	MOVQ         dst+0(FP), AX
+	MOVQ         ldd+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         ldw+24(FP), BX
+	MOVQ         nb+48(FP), SI
+	SHLQ         $0x02, CX
+	LEAQ         (BX)(BX*2), DI
+	LEAQ         (BX)(BX*4), R8
+	LEAQ         (DI)(BX*4), R9
+	MOVQ         s+32(FP), R10
+	MOVQ         lds+40(FP), R11
+	MOVQ         sc+56(FP), R12
+	MOVQ         c+64(FP), R13
+	VMOVUPS      (R13), Y0
+	VMOVDQU      32(R13), Y1
+	MOVL         $0x80000000, R13
+	VMOVD        R13, X2
+	VPBROADCASTD X2, Y2
+	TESTQ        SI, SI
+	JZ           packFP4x8AVX2_done
+
+packFP4x8AVX2_loop:
+	MOVQ         R10, R13
+	MOVBQZX      (R13), R14
+	VBROADCASTSS (R12)(R14*4), Y3
+	VMOVUPS      Y3, (SP)
+	ADDQ         R11, R13
+	MOVBQZX      (R13), R14
+	VBROADCASTSS (R12)(R14*4), Y3
+	VMOVUPS      Y3, 32(SP)
+	ADDQ         R11, R13
+	MOVBQZX      (R13), R14
+	VBROADCASTSS (R12)(R14*4), Y3
+	VMOVUPS      Y3, 64(SP)
+	ADDQ         R11, R13
+	MOVBQZX      (R13), R14
+	VBROADCASTSS (R12)(R14*4), Y3
+	VMOVUPS      Y3, 96(SP)
+	ADDQ         R11, R13
+	MOVBQZX      (R13), R14
+	VBROADCASTSS (R12)(R14*4), Y3
+	VMOVUPS      Y3, 128(SP)
+	ADDQ         R11, R13
+	MOVBQZX      (R13), R14
+	VBROADCASTSS (R12)(R14*4), Y3
+	VMOVUPS      Y3, 160(SP)
+	ADDQ         R11, R13
+	MOVBQZX      (R13), R14
+	VBROADCASTSS (R12)(R14*4), Y3
+	VMOVUPS      Y3, 192(SP)
+	ADDQ         R11, R13
+	MOVBQZX      (R13), R13
+	VBROADCASTSS (R12)(R13*4), Y3
+	VMOVUPS      Y3, 224(SP)
+	VPBROADCASTD (DX), Y4
+	VPSRLVD      Y1, Y4, Y4
+	VPERMPS      Y0, Y4, Y3
+	VPSLLD       $0x1c, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VXORPS       Y4, Y3, Y3
+	VMULPS       (SP), Y3, Y3
+	VPBROADCASTD (DX)(BX*1), Y5
+	VPSRLVD      Y1, Y5, Y5
+	VPERMPS      Y0, Y5, Y4
+	VPSLLD       $0x1c, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VXORPS       Y5, Y4, Y4
+	VMULPS       32(SP), Y4, Y4
+	VPBROADCASTD (DX)(BX*2), Y6
+	VPSRLVD      Y1, Y6, Y6
+	VPERMPS      Y0, Y6, Y5
+	VPSLLD       $0x1c, Y6, Y6
+	VPAND        Y2, Y6, Y6
+	VXORPS       Y6, Y5, Y5
+	VMULPS       64(SP), Y5, Y5
+	VPBROADCASTD (DX)(DI*1), Y7
+	VPSRLVD      Y1, Y7, Y7
+	VPERMPS      Y0, Y7, Y6
+	VPSLLD       $0x1c, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VXORPS       Y7, Y6, Y6
+	VMULPS       96(SP), Y6, Y6
+	VPBROADCASTD (DX)(BX*4), Y8
+	VPSRLVD      Y1, Y8, Y8
+	VPERMPS      Y0, Y8, Y7
+	VPSLLD       $0x1c, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VXORPS       Y8, Y7, Y7
+	VMULPS       128(SP), Y7, Y7
+	VPBROADCASTD (DX)(R8*1), Y9
+	VPSRLVD      Y1, Y9, Y9
+	VPERMPS      Y0, Y9, Y8
+	VPSLLD       $0x1c, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VXORPS       Y9, Y8, Y8
+	VMULPS       160(SP), Y8, Y8
+	VPBROADCASTD (DX)(DI*2), Y10
+	VPSRLVD      Y1, Y10, Y10
+	VPERMPS      Y0, Y10, Y9
+	VPSLLD       $0x1c, Y10, Y10
+	VPAND        Y2, Y10, Y10
+	VXORPS       Y10, Y9, Y9
+	VMULPS       192(SP), Y9, Y9
+	VPBROADCASTD (DX)(R9*1), Y11
+	VPSRLVD      Y1, Y11, Y11
+	VPERMPS      Y0, Y11, Y10
+	VPSLLD       $0x1c, Y11, Y11
+	VPAND        Y2, Y11, Y11
+	VXORPS       Y11, Y10, Y10
+	VMULPS       224(SP), Y10, Y10
+	VUNPCKLPS    Y4, Y3, Y11
+	VUNPCKHPS    Y4, Y3, Y3
+	VUNPCKLPS    Y6, Y5, Y4
+	VUNPCKHPS    Y6, Y5, Y5
+	VUNPCKLPS    Y8, Y7, Y6
+	VUNPCKHPS    Y8, Y7, Y7
+	VUNPCKLPS    Y10, Y9, Y8
+	VUNPCKHPS    Y10, Y9, Y9
+	VSHUFPS      $0x44, Y4, Y11, Y10
+	VSHUFPS      $0xee, Y4, Y11, Y4
+	VSHUFPS      $0x44, Y5, Y3, Y11
+	VSHUFPS      $0xee, Y5, Y3, Y3
+	VSHUFPS      $0x44, Y8, Y6, Y5
+	VSHUFPS      $0xee, Y8, Y6, Y6
+	VSHUFPS      $0x44, Y9, Y7, Y8
+	VSHUFPS      $0xee, Y9, Y7, Y7
+	VPERM2F128   $0x20, Y5, Y10, Y9
+	VPERM2F128   $0x20, Y6, Y4, Y12
+	VPERM2F128   $0x20, Y8, Y11, Y13
+	VPERM2F128   $0x20, Y7, Y3, Y14
+	VPERM2F128   $0x31, Y5, Y10, Y5
+	VPERM2F128   $0x31, Y6, Y4, Y4
+	VPERM2F128   $0x31, Y8, Y11, Y6
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VMOVUPS      Y9, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y12, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y13, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y14, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VPBROADCASTD 4(DX), Y4
+	VPSRLVD      Y1, Y4, Y4
+	VPERMPS      Y0, Y4, Y3
+	VPSLLD       $0x1c, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VXORPS       Y4, Y3, Y3
+	VMULPS       (SP), Y3, Y3
+	VPBROADCASTD 4(DX)(BX*1), Y5
+	VPSRLVD      Y1, Y5, Y5
+	VPERMPS      Y0, Y5, Y4
+	VPSLLD       $0x1c, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VXORPS       Y5, Y4, Y4
+	VMULPS       32(SP), Y4, Y4
+	VPBROADCASTD 4(DX)(BX*2), Y6
+	VPSRLVD      Y1, Y6, Y6
+	VPERMPS      Y0, Y6, Y5
+	VPSLLD       $0x1c, Y6, Y6
+	VPAND        Y2, Y6, Y6
+	VXORPS       Y6, Y5, Y5
+	VMULPS       64(SP), Y5, Y5
+	VPBROADCASTD 4(DX)(DI*1), Y7
+	VPSRLVD      Y1, Y7, Y7
+	VPERMPS      Y0, Y7, Y6
+	VPSLLD       $0x1c, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VXORPS       Y7, Y6, Y6
+	VMULPS       96(SP), Y6, Y6
+	VPBROADCASTD 4(DX)(BX*4), Y8
+	VPSRLVD      Y1, Y8, Y8
+	VPERMPS      Y0, Y8, Y7
+	VPSLLD       $0x1c, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VXORPS       Y8, Y7, Y7
+	VMULPS       128(SP), Y7, Y7
+	VPBROADCASTD 4(DX)(R8*1), Y9
+	VPSRLVD      Y1, Y9, Y9
+	VPERMPS      Y0, Y9, Y8
+	VPSLLD       $0x1c, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VXORPS       Y9, Y8, Y8
+	VMULPS       160(SP), Y8, Y8
+	VPBROADCASTD 4(DX)(DI*2), Y10
+	VPSRLVD      Y1, Y10, Y10
+	VPERMPS      Y0, Y10, Y9
+	VPSLLD       $0x1c, Y10, Y10
+	VPAND        Y2, Y10, Y10
+	VXORPS       Y10, Y9, Y9
+	VMULPS       192(SP), Y9, Y9
+	VPBROADCASTD 4(DX)(R9*1), Y11
+	VPSRLVD      Y1, Y11, Y11
+	VPERMPS      Y0, Y11, Y10
+	VPSLLD       $0x1c, Y11, Y11
+	VPAND        Y2, Y11, Y11
+	VXORPS       Y11, Y10, Y10
+	VMULPS       224(SP), Y10, Y10
+	VUNPCKLPS    Y4, Y3, Y11
+	VUNPCKHPS    Y4, Y3, Y3
+	VUNPCKLPS    Y6, Y5, Y4
+	VUNPCKHPS    Y6, Y5, Y5
+	VUNPCKLPS    Y8, Y7, Y6
+	VUNPCKHPS    Y8, Y7, Y7
+	VUNPCKLPS    Y10, Y9, Y8
+	VUNPCKHPS    Y10, Y9, Y9
+	VSHUFPS      $0x44, Y4, Y11, Y10
+	VSHUFPS      $0xee, Y4, Y11, Y4
+	VSHUFPS      $0x44, Y5, Y3, Y11
+	VSHUFPS      $0xee, Y5, Y3, Y3
+	VSHUFPS      $0x44, Y8, Y6, Y5
+	VSHUFPS      $0xee, Y8, Y6, Y6
+	VSHUFPS      $0x44, Y9, Y7, Y8
+	VSHUFPS      $0xee, Y9, Y7, Y7
+	VPERM2F128   $0x20, Y5, Y10, Y9
+	VPERM2F128   $0x20, Y6, Y4, Y12
+	VPERM2F128   $0x20, Y8, Y11, Y13
+	VPERM2F128   $0x20, Y7, Y3, Y14
+	VPERM2F128   $0x31, Y5, Y10, Y5
+	VPERM2F128   $0x31, Y6, Y4, Y4
+	VPERM2F128   $0x31, Y8, Y11, Y6
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VMOVUPS      Y9, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y12, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y13, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y14, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VPBROADCASTD 8(DX), Y4
+	VPSRLVD      Y1, Y4, Y4
+	VPERMPS      Y0, Y4, Y3
+	VPSLLD       $0x1c, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VXORPS       Y4, Y3, Y3
+	VMULPS       (SP), Y3, Y3
+	VPBROADCASTD 8(DX)(BX*1), Y5
+	VPSRLVD      Y1, Y5, Y5
+	VPERMPS      Y0, Y5, Y4
+	VPSLLD       $0x1c, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VXORPS       Y5, Y4, Y4
+	VMULPS       32(SP), Y4, Y4
+	VPBROADCASTD 8(DX)(BX*2), Y6
+	VPSRLVD      Y1, Y6, Y6
+	VPERMPS      Y0, Y6, Y5
+	VPSLLD       $0x1c, Y6, Y6
+	VPAND        Y2, Y6, Y6
+	VXORPS       Y6, Y5, Y5
+	VMULPS       64(SP), Y5, Y5
+	VPBROADCASTD 8(DX)(DI*1), Y7
+	VPSRLVD      Y1, Y7, Y7
+	VPERMPS      Y0, Y7, Y6
+	VPSLLD       $0x1c, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VXORPS       Y7, Y6, Y6
+	VMULPS       96(SP), Y6, Y6
+	VPBROADCASTD 8(DX)(BX*4), Y8
+	VPSRLVD      Y1, Y8, Y8
+	VPERMPS      Y0, Y8, Y7
+	VPSLLD       $0x1c, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VXORPS       Y8, Y7, Y7
+	VMULPS       128(SP), Y7, Y7
+	VPBROADCASTD 8(DX)(R8*1), Y9
+	VPSRLVD      Y1, Y9, Y9
+	VPERMPS      Y0, Y9, Y8
+	VPSLLD       $0x1c, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VXORPS       Y9, Y8, Y8
+	VMULPS       160(SP), Y8, Y8
+	VPBROADCASTD 8(DX)(DI*2), Y10
+	VPSRLVD      Y1, Y10, Y10
+	VPERMPS      Y0, Y10, Y9
+	VPSLLD       $0x1c, Y10, Y10
+	VPAND        Y2, Y10, Y10
+	VXORPS       Y10, Y9, Y9
+	VMULPS       192(SP), Y9, Y9
+	VPBROADCASTD 8(DX)(R9*1), Y11
+	VPSRLVD      Y1, Y11, Y11
+	VPERMPS      Y0, Y11, Y10
+	VPSLLD       $0x1c, Y11, Y11
+	VPAND        Y2, Y11, Y11
+	VXORPS       Y11, Y10, Y10
+	VMULPS       224(SP), Y10, Y10
+	VUNPCKLPS    Y4, Y3, Y11
+	VUNPCKHPS    Y4, Y3, Y3
+	VUNPCKLPS    Y6, Y5, Y4
+	VUNPCKHPS    Y6, Y5, Y5
+	VUNPCKLPS    Y8, Y7, Y6
+	VUNPCKHPS    Y8, Y7, Y7
+	VUNPCKLPS    Y10, Y9, Y8
+	VUNPCKHPS    Y10, Y9, Y9
+	VSHUFPS      $0x44, Y4, Y11, Y10
+	VSHUFPS      $0xee, Y4, Y11, Y4
+	VSHUFPS      $0x44, Y5, Y3, Y11
+	VSHUFPS      $0xee, Y5, Y3, Y3
+	VSHUFPS      $0x44, Y8, Y6, Y5
+	VSHUFPS      $0xee, Y8, Y6, Y6
+	VSHUFPS      $0x44, Y9, Y7, Y8
+	VSHUFPS      $0xee, Y9, Y7, Y7
+	VPERM2F128   $0x20, Y5, Y10, Y9
+	VPERM2F128   $0x20, Y6, Y4, Y12
+	VPERM2F128   $0x20, Y8, Y11, Y13
+	VPERM2F128   $0x20, Y7, Y3, Y14
+	VPERM2F128   $0x31, Y5, Y10, Y5
+	VPERM2F128   $0x31, Y6, Y4, Y4
+	VPERM2F128   $0x31, Y8, Y11, Y6
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VMOVUPS      Y9, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y12, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y13, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y14, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	VPBROADCASTD 12(DX), Y4
+	VPSRLVD      Y1, Y4, Y4
+	VPERMPS      Y0, Y4, Y3
+	VPSLLD       $0x1c, Y4, Y4
+	VPAND        Y2, Y4, Y4
+	VXORPS       Y4, Y3, Y3
+	VMULPS       (SP), Y3, Y3
+	VPBROADCASTD 12(DX)(BX*1), Y5
+	VPSRLVD      Y1, Y5, Y5
+	VPERMPS      Y0, Y5, Y4
+	VPSLLD       $0x1c, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VXORPS       Y5, Y4, Y4
+	VMULPS       32(SP), Y4, Y4
+	VPBROADCASTD 12(DX)(BX*2), Y6
+	VPSRLVD      Y1, Y6, Y6
+	VPERMPS      Y0, Y6, Y5
+	VPSLLD       $0x1c, Y6, Y6
+	VPAND        Y2, Y6, Y6
+	VXORPS       Y6, Y5, Y5
+	VMULPS       64(SP), Y5, Y5
+	VPBROADCASTD 12(DX)(DI*1), Y7
+	VPSRLVD      Y1, Y7, Y7
+	VPERMPS      Y0, Y7, Y6
+	VPSLLD       $0x1c, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VXORPS       Y7, Y6, Y6
+	VMULPS       96(SP), Y6, Y6
+	VPBROADCASTD 12(DX)(BX*4), Y8
+	VPSRLVD      Y1, Y8, Y8
+	VPERMPS      Y0, Y8, Y7
+	VPSLLD       $0x1c, Y8, Y8
+	VPAND        Y2, Y8, Y8
+	VXORPS       Y8, Y7, Y7
+	VMULPS       128(SP), Y7, Y7
+	VPBROADCASTD 12(DX)(R8*1), Y9
+	VPSRLVD      Y1, Y9, Y9
+	VPERMPS      Y0, Y9, Y8
+	VPSLLD       $0x1c, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VXORPS       Y9, Y8, Y8
+	VMULPS       160(SP), Y8, Y8
+	VPBROADCASTD 12(DX)(DI*2), Y10
+	VPSRLVD      Y1, Y10, Y10
+	VPERMPS      Y0, Y10, Y9
+	VPSLLD       $0x1c, Y10, Y10
+	VPAND        Y2, Y10, Y10
+	VXORPS       Y10, Y9, Y9
+	VMULPS       192(SP), Y9, Y9
+	VPBROADCASTD 12(DX)(R9*1), Y11
+	VPSRLVD      Y1, Y11, Y11
+	VPERMPS      Y0, Y11, Y10
+	VPSLLD       $0x1c, Y11, Y11
+	VPAND        Y2, Y11, Y11
+	VXORPS       Y11, Y10, Y10
+	VMULPS       224(SP), Y10, Y10
+	VUNPCKLPS    Y4, Y3, Y11
+	VUNPCKHPS    Y4, Y3, Y3
+	VUNPCKLPS    Y6, Y5, Y4
+	VUNPCKHPS    Y6, Y5, Y5
+	VUNPCKLPS    Y8, Y7, Y6
+	VUNPCKHPS    Y8, Y7, Y7
+	VUNPCKLPS    Y10, Y9, Y8
+	VUNPCKHPS    Y10, Y9, Y9
+	VSHUFPS      $0x44, Y4, Y11, Y10
+	VSHUFPS      $0xee, Y4, Y11, Y4
+	VSHUFPS      $0x44, Y5, Y3, Y11
+	VSHUFPS      $0xee, Y5, Y3, Y3
+	VSHUFPS      $0x44, Y8, Y6, Y5
+	VSHUFPS      $0xee, Y8, Y6, Y6
+	VSHUFPS      $0x44, Y9, Y7, Y8
+	VSHUFPS      $0xee, Y9, Y7, Y7
+	VPERM2F128   $0x20, Y5, Y10, Y9
+	VPERM2F128   $0x20, Y6, Y4, Y12
+	VPERM2F128   $0x20, Y8, Y11, Y13
+	VPERM2F128   $0x20, Y7, Y3, Y14
+	VPERM2F128   $0x31, Y5, Y10, Y5
+	VPERM2F128   $0x31, Y6, Y4, Y4
+	VPERM2F128   $0x31, Y8, Y11, Y6
+	VPERM2F128   $0x31, Y7, Y3, Y3
+	VMOVUPS      Y9, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y12, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y13, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y14, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y5, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y4, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y6, (AX)
+	ADDQ         CX, AX
+	VMOVUPS      Y3, (AX)
+	ADDQ         CX, AX
+	ADDQ         $0x00000010, DX
+	INCQ         R10
+	DECQ         SI
+	JNZ          packFP4x8AVX2_loop
+
+packFP4x8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func packBF16x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
+// Requires: AVX, AVX2
+TEXT ·packBF16x8AVX2(SB), NOSPLIT, $256-72
+	MOVQ  dst+0(FP), AX
+	MOVQ  ldd+8(FP), CX
+	MOVQ  w+16(FP), DX
+	MOVQ  ldw+24(FP), BX
+	MOVQ  nb+48(FP), SI
+	SHLQ  $0x02, CX
+	LEAQ  (BX)(BX*2), DI
+	LEAQ  (BX)(BX*4), R8
+	LEAQ  (DI)(BX*4), R9
+	TESTQ SI, SI
+	JZ    packBF16x8AVX2_done
+
+packBF16x8AVX2_loop:
+	VPMOVZXWD  (DX), Y0
+	VPSLLD     $0x10, Y0, Y0
+	VPMOVZXWD  (DX)(BX*1), Y1
+	VPSLLD     $0x10, Y1, Y1
+	VPMOVZXWD  (DX)(BX*2), Y2
+	VPSLLD     $0x10, Y2, Y2
+	VPMOVZXWD  (DX)(DI*1), Y3
+	VPSLLD     $0x10, Y3, Y3
+	VPMOVZXWD  (DX)(BX*4), Y4
+	VPSLLD     $0x10, Y4, Y4
+	VPMOVZXWD  (DX)(R8*1), Y5
+	VPSLLD     $0x10, Y5, Y5
+	VPMOVZXWD  (DX)(DI*2), Y6
+	VPSLLD     $0x10, Y6, Y6
+	VPMOVZXWD  (DX)(R9*1), Y7
+	VPSLLD     $0x10, Y7, Y7
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y0
+	VUNPCKLPS  Y3, Y2, Y1
+	VUNPCKHPS  Y3, Y2, Y2
+	VUNPCKLPS  Y5, Y4, Y3
+	VUNPCKHPS  Y5, Y4, Y4
+	VUNPCKLPS  Y7, Y6, Y5
+	VUNPCKHPS  Y7, Y6, Y6
+	VSHUFPS    $0x44, Y1, Y8, Y7
+	VSHUFPS    $0xee, Y1, Y8, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y8
+	VSHUFPS    $0xee, Y2, Y0, Y0
+	VSHUFPS    $0x44, Y5, Y3, Y2
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VSHUFPS    $0x44, Y6, Y4, Y5
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VPERM2F128 $0x20, Y2, Y7, Y6
+	VPERM2F128 $0x20, Y3, Y1, Y9
+	VPERM2F128 $0x20, Y5, Y8, Y10
+	VPERM2F128 $0x20, Y4, Y0, Y11
+	VPERM2F128 $0x31, Y2, Y7, Y2
+	VPERM2F128 $0x31, Y3, Y1, Y1
+	VPERM2F128 $0x31, Y5, Y8, Y3
+	VPERM2F128 $0x31, Y4, Y0, Y0
+	VMOVUPS    Y6, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y9, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y10, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y11, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y1, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y3, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y0, (AX)
+	ADDQ       CX, AX
+	ADDQ       $0x00000010, DX
+	DECQ       SI
+	JNZ        packBF16x8AVX2_loop
+
+packBF16x8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func packF32x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
+// Requires: AVX
+TEXT ·packF32x8AVX2(SB), NOSPLIT, $256-72
+	MOVQ  dst+0(FP), AX
+	MOVQ  ldd+8(FP), CX
+	MOVQ  w+16(FP), DX
+	MOVQ  ldw+24(FP), BX
+	MOVQ  nb+48(FP), SI
+	SHLQ  $0x02, CX
+	LEAQ  (BX)(BX*2), DI
+	LEAQ  (BX)(BX*4), R8
+	LEAQ  (DI)(BX*4), R9
+	TESTQ SI, SI
+	JZ    packF32x8AVX2_done
+
+packF32x8AVX2_loop:
+	VMOVUPS    (DX), Y0
+	VMOVUPS    (DX)(BX*1), Y1
+	VMOVUPS    (DX)(BX*2), Y2
+	VMOVUPS    (DX)(DI*1), Y3
+	VMOVUPS    (DX)(BX*4), Y4
+	VMOVUPS    (DX)(R8*1), Y5
+	VMOVUPS    (DX)(DI*2), Y6
+	VMOVUPS    (DX)(R9*1), Y7
+	VUNPCKLPS  Y1, Y0, Y8
+	VUNPCKHPS  Y1, Y0, Y0
+	VUNPCKLPS  Y3, Y2, Y1
+	VUNPCKHPS  Y3, Y2, Y2
+	VUNPCKLPS  Y5, Y4, Y3
+	VUNPCKHPS  Y5, Y4, Y4
+	VUNPCKLPS  Y7, Y6, Y5
+	VUNPCKHPS  Y7, Y6, Y6
+	VSHUFPS    $0x44, Y1, Y8, Y7
+	VSHUFPS    $0xee, Y1, Y8, Y1
+	VSHUFPS    $0x44, Y2, Y0, Y8
+	VSHUFPS    $0xee, Y2, Y0, Y0
+	VSHUFPS    $0x44, Y5, Y3, Y2
+	VSHUFPS    $0xee, Y5, Y3, Y3
+	VSHUFPS    $0x44, Y6, Y4, Y5
+	VSHUFPS    $0xee, Y6, Y4, Y4
+	VPERM2F128 $0x20, Y2, Y7, Y6
+	VPERM2F128 $0x20, Y3, Y1, Y9
+	VPERM2F128 $0x20, Y5, Y8, Y10
+	VPERM2F128 $0x20, Y4, Y0, Y11
+	VPERM2F128 $0x31, Y2, Y7, Y2
+	VPERM2F128 $0x31, Y3, Y1, Y1
+	VPERM2F128 $0x31, Y5, Y8, Y3
+	VPERM2F128 $0x31, Y4, Y0, Y0
+	VMOVUPS    Y6, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y9, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y10, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y11, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y1, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y3, (AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y0, (AX)
+	ADDQ       CX, AX
+	ADDQ       $0x00000020, DX
+	DECQ       SI
+	JNZ        packF32x8AVX2_loop
+
+packF32x8AVX2_done:
+	VZEROUPPER
+	RET
+
+// func qkF64AVX2x4(qT *float64, ldq int, k *float32, n int, out *float64)
+// Requires: AVX, AVX2
+TEXT ·qkF64AVX2x4(SB), NOSPLIT, $0-40
+	MOVQ   qT+0(FP), AX
+	MOVQ   ldq+8(FP), CX
+	MOVQ   k+16(FP), DX
+	MOVQ   n+24(FP), BX
+	SHLQ   $0x03, CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	TESTQ  BX, BX
+	JZ     qkF64AVX2x4_done
+
+qkF64AVX2x4_loop:
+	VCVTSS2SD    (DX), X4, X4
+	VBROADCASTSD X4, Y5
+	VMULPD       (AX), Y5, Y6
+	VADDPD       Y6, Y0, Y0
+	VMULPD       32(AX), Y5, Y6
+	VADDPD       Y6, Y1, Y1
+	VMULPD       64(AX), Y5, Y6
+	VADDPD       Y6, Y2, Y2
+	VMULPD       96(AX), Y5, Y5
+	VADDPD       Y5, Y3, Y3
+	ADDQ         CX, AX
+	ADDQ         $0x04, DX
+	DECQ         BX
+	JNZ          qkF64AVX2x4_loop
+
+qkF64AVX2x4_done:
+	MOVQ    out+32(FP), AX
+	VMOVUPD Y0, (AX)
+	VMOVUPD Y1, 32(AX)
+	VMOVUPD Y2, 64(AX)
+	VMOVUPD Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
+// Requires: AVX
+TEXT ·axpy2F64AVX2(SB), NOSPLIT, $0-48
+	MOVQ         pv+0(FP), AX
+	MOVQ         ka+24(FP), CX
+	MOVQ         kb+32(FP), DX
+	MOVQ         n+40(FP), BX
+	VBROADCASTSD pa+8(FP), Y0
+	VBROADCASTSD pb+16(FP), Y1
+	SHRQ         $0x02, BX
+	TESTQ        BX, BX
+	JZ           axpy2F64AVX2_done
+
+axpy2F64AVX2_loop:
+	VCVTPS2PD (CX), Y2
+	VMULPD    Y0, Y2, Y2
+	VCVTPS2PD (DX), Y3
+	VMULPD    Y1, Y3, Y3
+	VADDPD    (AX), Y2, Y2
+	VADDPD    Y3, Y2, Y2
+	VMOVUPD   Y2, (AX)
+	ADDQ      $0x20, AX
+	ADDQ      $0x10, CX
+	ADDQ      $0x10, DX
+	DECQ      BX
+	JNZ       axpy2F64AVX2_loop
+
+axpy2F64AVX2_done:
+	VZEROUPPER
+	RET
+
+// func gemvFP4AVX2x1(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP4AVX2x1(SB), NOSPLIT, $0-80
+	MOVQ    a+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	MOVQ    w+16(FP), DX
+	MOVQ    s+24(FP), BX
+	MOVQ    rows+40(FP), SI
+	MOVQ    out+48(FP), DI
+	MOVQ    sc+64(FP), R8
+	MOVQ    c+72(FP), R9
+	SHLQ    $0x02, CX
+	VMOVDQU (R9), Y0
+	VMOVDQU 32(R9), Y1
+	TESTQ   SI, SI
+	JZ      gemvFP4AVX2x1_end
+
+gemvFP4AVX2x1_row:
+	MOVQ   AX, CX
+	MOVQ   nb+32(FP), R10
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  R10, R10
+	JZ     gemvFP4AVX2x1_done
+
+gemvFP4AVX2x1_loop:
+	PREFETCHT0   512(DX)
+	VMOVDQU      (DX), Y6
+	VPAND        64(R9), Y6, Y5
+	VPSHUFB      Y5, Y0, Y4
+	VPSHUFB      Y5, Y1, Y7
+	VPUNPCKLBW   Y7, Y4, Y5
+	VPUNPCKHBW   Y7, Y4, Y7
+	VPSLLD       $0x10, Y5, Y4
+	VMULPS       (CX), Y4, Y4
+	VPAND        96(R9), Y5, Y5
+	VMULPS       32(CX), Y5, Y5
+	VPSLLD       $0x10, Y7, Y8
+	VFMADD231PS  64(CX), Y8, Y4
+	VPAND        96(R9), Y7, Y7
+	VFMADD231PS  96(CX), Y7, Y5
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        64(R9), Y6, Y6
+	VPSHUFB      Y6, Y0, Y7
+	VPSHUFB      Y6, Y1, Y6
+	VPUNPCKLBW   Y6, Y7, Y8
+	VPUNPCKHBW   Y6, Y7, Y6
+	VPSLLD       $0x10, Y8, Y7
+	VFMADD231PS  128(CX), Y7, Y4
+	VPAND        96(R9), Y8, Y7
+	VFMADD231PS  160(CX), Y7, Y5
+	VPSLLD       $0x10, Y6, Y7
+	VFMADD231PS  192(CX), Y7, Y4
+	VPAND        96(R9), Y6, Y6
+	VFMADD231PS  224(CX), Y6, Y5
+	MOVBQZX      (BX), R11
+	MOVBQZX      1(BX), R12
+	VBROADCASTSS (R8)(R11*4), Y6
+	VBROADCASTSS (R8)(R12*4), Y7
+	VBLENDPS     $0xf0, Y7, Y6, Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x20, DX
+	ADDQ         $0x02, BX
+	SUBQ         $0x02, R10
+	JNZ          gemvFP4AVX2x1_loop
+
+gemvFP4AVX2x1_done:
+	MOVQ         ldo+56(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         DI, CX
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X2, X3, X3
+	VMOVHLPS     X3, X3, X2
+	VADDPS       X2, X3, X3
+	VMOVSHDUP    X3, X2
+	VADDSS       X2, X3, X3
+	VMOVSS       X3, (CX)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4AVX2x1_row
+
+gemvFP4AVX2x1_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP8AVX2x1(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP8AVX2x1(SB), NOSPLIT, $0-68
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+40(FP), BX
+	MOVQ         out+48(FP), SI
+	SHLQ         $0x02, CX
+	MOVL         $0x87f00000, CX
+	VMOVD        CX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x7f7f7f7f, CX
+	VMOVD        CX, X1
+	VPBROADCASTD X1, Y1
+	VPXOR        Y2, Y2, Y2
+	TESTQ        BX, BX
+	JZ           gemvFP8AVX2x1_end
+
+gemvFP8AVX2x1_row:
+	MOVQ   AX, CX
+	MOVQ   s+24(FP), DI
+	MOVQ   nb+32(FP), R8
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	TESTQ  R8, R8
+	JZ     gemvFP8AVX2x1_done
+
+gemvFP8AVX2x1_loop:
+	PREFETCHT0   512(DX)
+	MOVBLZX      (DI), R9
+	ADDL         $0x78, R9
+	SHLL         $0x17, R9
+	VMOVD        R9, X5
+	VPBROADCASTD X5, Y5
+	VPAND        (DX), Y1, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VPMOVSXBD    (DX), Y6
+	VPSLLD       $0x14, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMULPS       (CX), Y6, Y6
+	VPMOVSXBD    8(DX), Y7
+	VPSLLD       $0x14, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMULPS       32(CX), Y7, Y7
+	VPMOVSXBD    16(DX), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VFMADD231PS  64(CX), Y8, Y6
+	VPMOVSXBD    24(DX), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VFMADD231PS  96(CX), Y8, Y7
+	VADDPS       Y7, Y6, Y6
+	VFMADD231PS  Y5, Y6, Y3
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x20, DX
+	INCQ         DI
+	DECQ         R8
+	JZ           gemvFP8AVX2x1_done
+	MOVBLZX      (DI), R9
+	ADDL         $0x78, R9
+	SHLL         $0x17, R9
+	VMOVD        R9, X5
+	VPBROADCASTD X5, Y5
+	VPAND        (DX), Y1, Y6
+	VPCMPEQB     Y1, Y6, Y6
+	VPOR         Y6, Y2, Y2
+	VPMOVSXBD    (DX), Y6
+	VPSLLD       $0x14, Y6, Y6
+	VPAND        Y0, Y6, Y6
+	VMULPS       (CX), Y6, Y6
+	VPMOVSXBD    8(DX), Y7
+	VPSLLD       $0x14, Y7, Y7
+	VPAND        Y0, Y7, Y7
+	VMULPS       32(CX), Y7, Y7
+	VPMOVSXBD    16(DX), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VFMADD231PS  64(CX), Y8, Y6
+	VPMOVSXBD    24(DX), Y8
+	VPSLLD       $0x14, Y8, Y8
+	VPAND        Y0, Y8, Y8
+	VFMADD231PS  96(CX), Y8, Y7
+	VADDPS       Y7, Y6, Y6
+	VFMADD231PS  Y5, Y6, Y4
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x20, DX
+	INCQ         DI
+	DECQ         R8
+	JNZ          gemvFP8AVX2x1_loop
+
+gemvFP8AVX2x1_done:
+	MOVQ         ldo+56(FP), CX
+	SHLQ         $0x02, CX
+	MOVQ         SI, CX
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X3, X4, X4
+	VMOVHLPS     X4, X4, X3
+	VADDPS       X3, X4, X4
+	VMOVSHDUP    X4, X3
+	VADDSS       X3, X4, X4
+	VMOVSS       X4, (CX)
+	ADDQ         $0x04, SI
+	DECQ         BX
+	JNZ          gemvFP8AVX2x1_row
+
+gemvFP8AVX2x1_end:
+	VPMOVMSKB Y2, AX
+	MOVL      AX, nan+64(FP)
+	VZEROUPPER
+	RET
+
+// func gemvFP4AVX2x2(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP4AVX2x2(SB), NOSPLIT, $0-80
+	MOVQ    a+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	MOVQ    w+16(FP), DX
+	MOVQ    s+24(FP), BX
+	MOVQ    rows+40(FP), SI
+	MOVQ    out+48(FP), DI
+	MOVQ    sc+64(FP), R8
+	MOVQ    c+72(FP), R9
+	SHLQ    $0x02, CX
+	VMOVDQU (R9), Y0
+	VMOVDQU 32(R9), Y1
+	TESTQ   SI, SI
+	JZ      gemvFP4AVX2x2_end
+
+gemvFP4AVX2x2_row:
+	MOVQ   AX, R10
+	MOVQ   nb+32(FP), R11
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	TESTQ  R11, R11
+	JZ     gemvFP4AVX2x2_done
+
+gemvFP4AVX2x2_loop:
+	PREFETCHT0   512(DX)
+	VMOVDQU      (DX), Y10
+	VPAND        64(R9), Y10, Y7
+	VPSHUFB      Y7, Y0, Y6
+	VPSHUFB      Y7, Y1, Y8
+	VPUNPCKLBW   Y8, Y6, Y7
+	VPUNPCKHBW   Y8, Y6, Y11
+	VPSLLD       $0x10, Y7, Y8
+	VMULPS       (R10), Y8, Y6
+	VMULPS       (R10)(CX*1), Y8, Y8
+	VPAND        96(R9), Y7, Y9
+	VMULPS       32(R10), Y9, Y7
+	VMULPS       32(R10)(CX*1), Y9, Y9
+	VPSLLD       $0x10, Y11, Y12
+	VFMADD231PS  64(R10), Y12, Y6
+	VFMADD231PS  64(R10)(CX*1), Y12, Y8
+	VPAND        96(R9), Y11, Y11
+	VFMADD231PS  96(R10), Y11, Y7
+	VFMADD231PS  96(R10)(CX*1), Y11, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        64(R9), Y10, Y10
+	VPSHUFB      Y10, Y0, Y11
+	VPSHUFB      Y10, Y1, Y10
+	VPUNPCKLBW   Y10, Y11, Y12
+	VPUNPCKHBW   Y10, Y11, Y10
+	VPSLLD       $0x10, Y12, Y11
+	VFMADD231PS  128(R10), Y11, Y6
+	VFMADD231PS  128(R10)(CX*1), Y11, Y8
+	VPAND        96(R9), Y12, Y11
+	VFMADD231PS  160(R10), Y11, Y7
+	VFMADD231PS  160(R10)(CX*1), Y11, Y9
+	VPSLLD       $0x10, Y10, Y11
+	VFMADD231PS  192(R10), Y11, Y6
+	VFMADD231PS  192(R10)(CX*1), Y11, Y8
+	VPAND        96(R9), Y10, Y10
+	VFMADD231PS  224(R10), Y10, Y7
+	VFMADD231PS  224(R10)(CX*1), Y10, Y9
+	MOVBQZX      (BX), R12
+	MOVBQZX      1(BX), R13
+	VBROADCASTSS (R8)(R12*4), Y10
+	VBROADCASTSS (R8)(R13*4), Y11
+	VBLENDPS     $0xf0, Y11, Y10, Y10
+	VFMADD231PS  Y10, Y6, Y2
+	VFMADD231PS  Y10, Y7, Y3
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x20, DX
+	ADDQ         $0x02, BX
+	SUBQ         $0x02, R11
+	JNZ          gemvFP4AVX2x2_loop
+
+gemvFP4AVX2x2_done:
+	MOVQ         ldo+56(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DI, R11
+	VADDPS       Y3, Y2, Y2
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X2, X3, X3
+	VMOVHLPS     X3, X3, X2
+	VADDPS       X2, X3, X3
+	VMOVSHDUP    X3, X2
+	VADDSS       X2, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R10, R11
+	VADDPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4AVX2x2_row
+
+gemvFP4AVX2x2_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP8AVX2x2(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP8AVX2x2(SB), NOSPLIT, $0-68
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+40(FP), BX
+	MOVQ         out+48(FP), SI
+	SHLQ         $0x02, CX
+	MOVL         $0x87f00000, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x7f7f7f7f, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+	VPXOR        Y2, Y2, Y2
+	TESTQ        BX, BX
+	JZ           gemvFP8AVX2x2_end
+
+gemvFP8AVX2x2_row:
+	MOVQ   AX, DI
+	MOVQ   s+24(FP), R8
+	MOVQ   nb+32(FP), R9
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	TESTQ  R9, R9
+	JZ     gemvFP8AVX2x2_done
+
+gemvFP8AVX2x2_loop:
+	PREFETCHT0   512(DX)
+	MOVBLZX      (R8), R10
+	ADDL         $0x78, R10
+	SHLL         $0x17, R10
+	VMOVD        R10, X7
+	VPBROADCASTD X7, Y7
+	VPAND        (DX), Y1, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y8, Y2, Y2
+	VPMOVSXBD    (DX), Y9
+	VPSLLD       $0x14, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMULPS       (DI), Y9, Y8
+	VMULPS       (DI)(CX*1), Y9, Y10
+	VPMOVSXBD    8(DX), Y11
+	VPSLLD       $0x14, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VMULPS       32(DI), Y11, Y9
+	VMULPS       32(DI)(CX*1), Y11, Y11
+	VPMOVSXBD    16(DX), Y12
+	VPSLLD       $0x14, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VFMADD231PS  64(DI), Y12, Y8
+	VFMADD231PS  64(DI)(CX*1), Y12, Y10
+	VPMOVSXBD    24(DX), Y12
+	VPSLLD       $0x14, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VFMADD231PS  96(DI), Y12, Y9
+	VFMADD231PS  96(DI)(CX*1), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VFMADD231PS  Y7, Y8, Y3
+	VADDPS       Y11, Y10, Y10
+	VFMADD231PS  Y7, Y10, Y5
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x20, DX
+	INCQ         R8
+	DECQ         R9
+	JZ           gemvFP8AVX2x2_done
+	MOVBLZX      (R8), R10
+	ADDL         $0x78, R10
+	SHLL         $0x17, R10
+	VMOVD        R10, X7
+	VPBROADCASTD X7, Y7
+	VPAND        (DX), Y1, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y8, Y2, Y2
+	VPMOVSXBD    (DX), Y9
+	VPSLLD       $0x14, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMULPS       (DI), Y9, Y8
+	VMULPS       (DI)(CX*1), Y9, Y10
+	VPMOVSXBD    8(DX), Y11
+	VPSLLD       $0x14, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VMULPS       32(DI), Y11, Y9
+	VMULPS       32(DI)(CX*1), Y11, Y11
+	VPMOVSXBD    16(DX), Y12
+	VPSLLD       $0x14, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VFMADD231PS  64(DI), Y12, Y8
+	VFMADD231PS  64(DI)(CX*1), Y12, Y10
+	VPMOVSXBD    24(DX), Y12
+	VPSLLD       $0x14, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VFMADD231PS  96(DI), Y12, Y9
+	VFMADD231PS  96(DI)(CX*1), Y12, Y11
+	VADDPS       Y9, Y8, Y8
+	VFMADD231PS  Y7, Y8, Y4
+	VADDPS       Y11, Y10, Y10
+	VFMADD231PS  Y7, Y10, Y6
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x20, DX
+	INCQ         R8
+	DECQ         R9
+	JNZ          gemvFP8AVX2x2_loop
+
+gemvFP8AVX2x2_done:
+	MOVQ         ldo+56(FP), DI
+	SHLQ         $0x02, DI
+	MOVQ         SI, R8
+	VADDPS       Y4, Y3, Y3
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X3, X4, X4
+	VMOVHLPS     X4, X4, X3
+	VADDPS       X3, X4, X4
+	VMOVSHDUP    X4, X3
+	VADDSS       X3, X4, X4
+	VMOVSS       X4, (R8)
+	ADDQ         DI, R8
+	VADDPS       Y6, Y5, Y5
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X5, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         $0x04, SI
+	DECQ         BX
+	JNZ          gemvFP8AVX2x2_row
+
+gemvFP8AVX2x2_end:
+	VPMOVMSKB Y2, AX
+	MOVL      AX, nan+64(FP)
+	VZEROUPPER
+	RET
+
+// func gemvFP4AVX2x3(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP4AVX2x3(SB), NOSPLIT, $0-80
+	MOVQ    a+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	MOVQ    w+16(FP), DX
+	MOVQ    s+24(FP), BX
+	MOVQ    rows+40(FP), SI
+	MOVQ    out+48(FP), DI
+	MOVQ    sc+64(FP), R8
+	MOVQ    c+72(FP), R9
+	SHLQ    $0x02, CX
+	VMOVDQU (R9), Y0
+	VMOVDQU 32(R9), Y1
+	LEAQ    (CX)(CX*2), R10
+	TESTQ   SI, SI
+	JZ      gemvFP4AVX2x3_end
+
+gemvFP4AVX2x3_row:
+	MOVQ   AX, R10
+	MOVQ   nb+32(FP), R11
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	TESTQ  R11, R11
+	JZ     gemvFP4AVX2x3_done
+
+gemvFP4AVX2x3_loop:
+	PREFETCHT0   512(DX)
+	VMOVDQU      (DX), Y8
+	VPAND        64(R9), Y8, Y6
+	VPSHUFB      Y6, Y0, Y5
+	VPSHUFB      Y6, Y1, Y6
+	VPUNPCKLBW   Y6, Y5, Y9
+	VPUNPCKHBW   Y6, Y5, Y10
+	VPSLLD       $0x10, Y9, Y7
+	VMULPS       (R10), Y7, Y5
+	VMULPS       (R10)(CX*1), Y7, Y6
+	VMULPS       (R10)(CX*2), Y7, Y7
+	VPAND        96(R9), Y9, Y9
+	VFMADD231PS  32(R10), Y9, Y5
+	VFMADD231PS  32(R10)(CX*1), Y9, Y6
+	VFMADD231PS  32(R10)(CX*2), Y9, Y7
+	VPSLLD       $0x10, Y10, Y9
+	VFMADD231PS  64(R10), Y9, Y5
+	VFMADD231PS  64(R10)(CX*1), Y9, Y6
+	VFMADD231PS  64(R10)(CX*2), Y9, Y7
+	VPAND        96(R9), Y10, Y9
+	VFMADD231PS  96(R10), Y9, Y5
+	VFMADD231PS  96(R10)(CX*1), Y9, Y6
+	VFMADD231PS  96(R10)(CX*2), Y9, Y7
+	VPSRLW       $0x04, Y8, Y8
+	VPAND        64(R9), Y8, Y8
+	VPSHUFB      Y8, Y0, Y9
+	VPSHUFB      Y8, Y1, Y8
+	VPUNPCKLBW   Y8, Y9, Y10
+	VPUNPCKHBW   Y8, Y9, Y8
+	VPSLLD       $0x10, Y10, Y9
+	VFMADD231PS  128(R10), Y9, Y5
+	VFMADD231PS  128(R10)(CX*1), Y9, Y6
+	VFMADD231PS  128(R10)(CX*2), Y9, Y7
+	VPAND        96(R9), Y10, Y9
+	VFMADD231PS  160(R10), Y9, Y5
+	VFMADD231PS  160(R10)(CX*1), Y9, Y6
+	VFMADD231PS  160(R10)(CX*2), Y9, Y7
+	VPSLLD       $0x10, Y8, Y9
+	VFMADD231PS  192(R10), Y9, Y5
+	VFMADD231PS  192(R10)(CX*1), Y9, Y6
+	VFMADD231PS  192(R10)(CX*2), Y9, Y7
+	VPAND        96(R9), Y8, Y8
+	VFMADD231PS  224(R10), Y8, Y5
+	VFMADD231PS  224(R10)(CX*1), Y8, Y6
+	VFMADD231PS  224(R10)(CX*2), Y8, Y7
+	MOVBQZX      (BX), R12
+	MOVBQZX      1(BX), R13
+	VBROADCASTSS (R8)(R12*4), Y8
+	VBROADCASTSS (R8)(R13*4), Y9
+	VBLENDPS     $0xf0, Y9, Y8, Y8
+	VFMADD231PS  Y8, Y5, Y2
+	VFMADD231PS  Y8, Y6, Y3
+	VFMADD231PS  Y8, Y7, Y4
+	ADDQ         $0x00000100, R10
+	ADDQ         $0x20, DX
+	ADDQ         $0x02, BX
+	SUBQ         $0x02, R11
+	JNZ          gemvFP4AVX2x3_loop
+
+gemvFP4AVX2x3_done:
+	MOVQ         ldo+56(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DI, R11
+	VEXTRACTF128 $0x01, Y2, X5
+	VADDPS       X2, X5, X5
+	VMOVHLPS     X5, X5, X2
+	VADDPS       X2, X5, X5
+	VMOVSHDUP    X5, X2
+	VADDSS       X2, X5, X5
+	VMOVSS       X5, (R11)
+	ADDQ         R10, R11
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
+	ADDQ         R10, R11
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4AVX2x3_row
+
+gemvFP4AVX2x3_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP8AVX2x3(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP8AVX2x3(SB), NOSPLIT, $0-68
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+40(FP), BX
+	MOVQ         out+48(FP), SI
+	SHLQ         $0x02, CX
+	MOVL         $0x87f00000, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x7f7f7f7f, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+	VPXOR        Y2, Y2, Y2
+	LEAQ         (CX)(CX*2), DI
+	TESTQ        BX, BX
+	JZ           gemvFP8AVX2x3_end
+
+gemvFP8AVX2x3_row:
+	MOVQ   AX, DI
+	MOVQ   s+24(FP), R8
+	MOVQ   nb+32(FP), R9
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	TESTQ  R9, R9
+	JZ     gemvFP8AVX2x3_done
+
+gemvFP8AVX2x3_loop:
+	PREFETCHT0   512(DX)
+	MOVBLZX      (R8), R10
+	ADDL         $0x78, R10
+	SHLL         $0x17, R10
+	VMOVD        R10, X6
+	VPBROADCASTD X6, Y6
+	VPAND        (DX), Y1, Y7
+	VPCMPEQB     Y1, Y7, Y7
+	VPOR         Y7, Y2, Y2
+	VPMOVSXBD    (DX), Y9
+	VPSLLD       $0x14, Y9, Y9
+	VPAND        Y0, Y9, Y9
+	VMULPS       (DI), Y9, Y7
+	VMULPS       (DI)(CX*1), Y9, Y8
+	VMULPS       (DI)(CX*2), Y9, Y9
+	VPMOVSXBD    8(DX), Y10
+	VPSLLD       $0x14, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VFMADD231PS  32(DI), Y10, Y7
+	VFMADD231PS  32(DI)(CX*1), Y10, Y8
+	VFMADD231PS  32(DI)(CX*2), Y10, Y9
+	VPMOVSXBD    16(DX), Y10
+	VPSLLD       $0x14, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VFMADD231PS  64(DI), Y10, Y7
+	VFMADD231PS  64(DI)(CX*1), Y10, Y8
+	VFMADD231PS  64(DI)(CX*2), Y10, Y9
+	VPMOVSXBD    24(DX), Y10
+	VPSLLD       $0x14, Y10, Y10
+	VPAND        Y0, Y10, Y10
+	VFMADD231PS  96(DI), Y10, Y7
+	VFMADD231PS  96(DI)(CX*1), Y10, Y8
+	VFMADD231PS  96(DI)(CX*2), Y10, Y9
+	VFMADD231PS  Y6, Y7, Y3
+	VFMADD231PS  Y6, Y8, Y4
+	VFMADD231PS  Y6, Y9, Y5
+	ADDQ         $0x00000080, DI
+	ADDQ         $0x20, DX
+	INCQ         R8
+	DECQ         R9
+	JNZ          gemvFP8AVX2x3_loop
+
+gemvFP8AVX2x3_done:
+	MOVQ         ldo+56(FP), DI
+	SHLQ         $0x02, DI
+	MOVQ         SI, R8
+	VEXTRACTF128 $0x01, Y3, X6
+	VADDPS       X3, X6, X6
+	VMOVHLPS     X6, X6, X3
+	VADDPS       X3, X6, X6
+	VMOVSHDUP    X6, X3
+	VADDSS       X3, X6, X6
+	VMOVSS       X6, (R8)
+	ADDQ         DI, R8
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         DI, R8
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X5, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R8)
+	ADDQ         $0x04, SI
+	DECQ         BX
+	JNZ          gemvFP8AVX2x3_row
+
+gemvFP8AVX2x3_end:
+	VPMOVMSKB Y2, AX
+	MOVL      AX, nan+64(FP)
+	VZEROUPPER
+	RET
+
+// func gemvFP4AVX2x4(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP4AVX2x4(SB), NOSPLIT, $0-80
+	MOVQ    a+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	MOVQ    w+16(FP), DX
+	MOVQ    s+24(FP), BX
+	MOVQ    rows+40(FP), SI
+	MOVQ    out+48(FP), DI
+	MOVQ    sc+64(FP), R8
+	MOVQ    c+72(FP), R9
+	SHLQ    $0x02, CX
+	VMOVDQU (R9), Y0
+	VMOVDQU 32(R9), Y1
+	LEAQ    (CX)(CX*2), R10
+	TESTQ   SI, SI
+	JZ      gemvFP4AVX2x4_end
+
+gemvFP4AVX2x4_row:
+	MOVQ   AX, R11
+	MOVQ   nb+32(FP), R12
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	TESTQ  R12, R12
+	JZ     gemvFP4AVX2x4_done
+
+gemvFP4AVX2x4_loop:
+	PREFETCHT0   512(DX)
+	VMOVDQU      (DX), Y10
+	VPAND        64(R9), Y10, Y7
+	VPSHUFB      Y7, Y0, Y6
+	VPSHUFB      Y7, Y1, Y7
+	VPUNPCKLBW   Y7, Y6, Y11
+	VPUNPCKHBW   Y7, Y6, Y12
+	VPSLLD       $0x10, Y11, Y9
+	VMULPS       (R11), Y9, Y6
+	VMULPS       (R11)(CX*1), Y9, Y7
+	VMULPS       (R11)(CX*2), Y9, Y8
+	VMULPS       (R11)(R10*1), Y9, Y9
+	VPAND        96(R9), Y11, Y11
+	VFMADD231PS  32(R11), Y11, Y6
+	VFMADD231PS  32(R11)(CX*1), Y11, Y7
+	VFMADD231PS  32(R11)(CX*2), Y11, Y8
+	VFMADD231PS  32(R11)(R10*1), Y11, Y9
+	VPSLLD       $0x10, Y12, Y11
+	VFMADD231PS  64(R11), Y11, Y6
+	VFMADD231PS  64(R11)(CX*1), Y11, Y7
+	VFMADD231PS  64(R11)(CX*2), Y11, Y8
+	VFMADD231PS  64(R11)(R10*1), Y11, Y9
+	VPAND        96(R9), Y12, Y11
+	VFMADD231PS  96(R11), Y11, Y6
+	VFMADD231PS  96(R11)(CX*1), Y11, Y7
+	VFMADD231PS  96(R11)(CX*2), Y11, Y8
+	VFMADD231PS  96(R11)(R10*1), Y11, Y9
+	VPSRLW       $0x04, Y10, Y10
+	VPAND        64(R9), Y10, Y10
+	VPSHUFB      Y10, Y0, Y11
+	VPSHUFB      Y10, Y1, Y10
+	VPUNPCKLBW   Y10, Y11, Y12
+	VPUNPCKHBW   Y10, Y11, Y10
+	VPSLLD       $0x10, Y12, Y11
+	VFMADD231PS  128(R11), Y11, Y6
+	VFMADD231PS  128(R11)(CX*1), Y11, Y7
+	VFMADD231PS  128(R11)(CX*2), Y11, Y8
+	VFMADD231PS  128(R11)(R10*1), Y11, Y9
+	VPAND        96(R9), Y12, Y11
+	VFMADD231PS  160(R11), Y11, Y6
+	VFMADD231PS  160(R11)(CX*1), Y11, Y7
+	VFMADD231PS  160(R11)(CX*2), Y11, Y8
+	VFMADD231PS  160(R11)(R10*1), Y11, Y9
+	VPSLLD       $0x10, Y10, Y11
+	VFMADD231PS  192(R11), Y11, Y6
+	VFMADD231PS  192(R11)(CX*1), Y11, Y7
+	VFMADD231PS  192(R11)(CX*2), Y11, Y8
+	VFMADD231PS  192(R11)(R10*1), Y11, Y9
+	VPAND        96(R9), Y10, Y10
+	VFMADD231PS  224(R11), Y10, Y6
+	VFMADD231PS  224(R11)(CX*1), Y10, Y7
+	VFMADD231PS  224(R11)(CX*2), Y10, Y8
+	VFMADD231PS  224(R11)(R10*1), Y10, Y9
+	MOVBQZX      (BX), R13
+	MOVBQZX      1(BX), R14
+	VBROADCASTSS (R8)(R13*4), Y10
+	VBROADCASTSS (R8)(R14*4), Y11
+	VBLENDPS     $0xf0, Y11, Y10, Y10
+	VFMADD231PS  Y10, Y6, Y2
+	VFMADD231PS  Y10, Y7, Y3
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	ADDQ         $0x00000100, R11
+	ADDQ         $0x20, DX
+	ADDQ         $0x02, BX
+	SUBQ         $0x02, R12
+	JNZ          gemvFP4AVX2x4_loop
+
+gemvFP4AVX2x4_done:
+	MOVQ         ldo+56(FP), R11
+	SHLQ         $0x02, R11
+	MOVQ         DI, R12
+	VEXTRACTF128 $0x01, Y2, X6
+	VADDPS       X2, X6, X6
+	VMOVHLPS     X6, X6, X2
+	VADDPS       X2, X6, X6
+	VMOVSHDUP    X6, X2
+	VADDSS       X2, X6, X6
+	VMOVSS       X6, (R12)
+	ADDQ         R11, R12
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R12)
+	ADDQ         R11, R12
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R12)
+	ADDQ         R11, R12
+	VEXTRACTF128 $0x01, Y5, X2
+	VADDPS       X5, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R12)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4AVX2x4_row
+
+gemvFP4AVX2x4_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP8AVX2x4(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP8AVX2x4(SB), NOSPLIT, $0-68
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+40(FP), BX
+	MOVQ         out+48(FP), SI
+	SHLQ         $0x02, CX
+	MOVL         $0x87f00000, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x7f7f7f7f, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+	VPXOR        Y2, Y2, Y2
+	LEAQ         (CX)(CX*2), DI
+	TESTQ        BX, BX
+	JZ           gemvFP8AVX2x4_end
+
+gemvFP8AVX2x4_row:
+	MOVQ   AX, R8
+	MOVQ   s+24(FP), R9
+	MOVQ   nb+32(FP), R10
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	TESTQ  R10, R10
+	JZ     gemvFP8AVX2x4_done
+
+gemvFP8AVX2x4_loop:
+	PREFETCHT0   512(DX)
+	MOVBLZX      (R9), R11
+	ADDL         $0x78, R11
+	SHLL         $0x17, R11
+	VMOVD        R11, X7
+	VPBROADCASTD X7, Y7
+	VPAND        (DX), Y1, Y8
+	VPCMPEQB     Y1, Y8, Y8
+	VPOR         Y8, Y2, Y2
+	VPMOVSXBD    (DX), Y11
+	VPSLLD       $0x14, Y11, Y11
+	VPAND        Y0, Y11, Y11
+	VMULPS       (R8), Y11, Y8
+	VMULPS       (R8)(CX*1), Y11, Y9
+	VMULPS       (R8)(CX*2), Y11, Y10
+	VMULPS       (R8)(DI*1), Y11, Y11
+	VPMOVSXBD    8(DX), Y12
+	VPSLLD       $0x14, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VFMADD231PS  32(R8), Y12, Y8
+	VFMADD231PS  32(R8)(CX*1), Y12, Y9
+	VFMADD231PS  32(R8)(CX*2), Y12, Y10
+	VFMADD231PS  32(R8)(DI*1), Y12, Y11
+	VPMOVSXBD    16(DX), Y12
+	VPSLLD       $0x14, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VFMADD231PS  64(R8), Y12, Y8
+	VFMADD231PS  64(R8)(CX*1), Y12, Y9
+	VFMADD231PS  64(R8)(CX*2), Y12, Y10
+	VFMADD231PS  64(R8)(DI*1), Y12, Y11
+	VPMOVSXBD    24(DX), Y12
+	VPSLLD       $0x14, Y12, Y12
+	VPAND        Y0, Y12, Y12
+	VFMADD231PS  96(R8), Y12, Y8
+	VFMADD231PS  96(R8)(CX*1), Y12, Y9
+	VFMADD231PS  96(R8)(CX*2), Y12, Y10
+	VFMADD231PS  96(R8)(DI*1), Y12, Y11
+	VFMADD231PS  Y7, Y8, Y3
+	VFMADD231PS  Y7, Y9, Y4
+	VFMADD231PS  Y7, Y10, Y5
+	VFMADD231PS  Y7, Y11, Y6
+	ADDQ         $0x00000080, R8
+	ADDQ         $0x20, DX
+	INCQ         R9
+	DECQ         R10
+	JNZ          gemvFP8AVX2x4_loop
+
+gemvFP8AVX2x4_done:
+	MOVQ         ldo+56(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         SI, R9
+	VEXTRACTF128 $0x01, Y3, X7
+	VADDPS       X3, X7, X7
+	VMOVHLPS     X7, X7, X3
+	VADDPS       X3, X7, X7
+	VMOVSHDUP    X7, X3
+	VADDSS       X3, X7, X7
+	VMOVSS       X7, (R9)
+	ADDQ         R8, R9
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R9)
+	ADDQ         R8, R9
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X5, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R9)
+	ADDQ         R8, R9
+	VEXTRACTF128 $0x01, Y6, X3
+	VADDPS       X6, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R9)
+	ADDQ         $0x04, SI
+	DECQ         BX
+	JNZ          gemvFP8AVX2x4_row
+
+gemvFP8AVX2x4_end:
+	VPMOVMSKB Y2, AX
+	MOVL      AX, nan+64(FP)
+	VZEROUPPER
+	RET

@@ -1,6 +1,8 @@
 package fast
 
 import (
+	"math"
+
 	"golang.org/x/sys/cpu"
 )
 
@@ -82,4 +84,114 @@ var avx2Set = &kernelSet{
 		return dotFP4AVX2(&a[0], &w[0], &s[0], nb, &lutE2M1[0])
 	},
 	fp4Group: 16,
+	dotW16: func(a []float32, b []byte) float32 {
+		n := len(a) &^ 7
+		var s float32
+		if n > 0 {
+			_ = b[2*n-1]
+			s = dotBF16AVX2(&a[0], &b[0], n)
+		}
+		return s + dotGoBF16(a[n:], b[2*n:2*len(a)])
+	},
+	loraFP8x8: func(x []float32, w []byte, ldw int, s []byte, nb int, out []float32) bool {
+		_, _, _, _ = x[nb*32-1], w[7*ldw+nb*32-1], s[nb-1], out[7]
+		return loraFP8x8AVX2(&x[0], &w[0], ldw, &s[0], nb, &out[0]) != 0
+	},
+	qkF64: func(qT []float64, ldq int, k []float32, n int, out []float64, g int) {
+		if n == 0 {
+			clear(out[:4*g])
+			return
+		}
+		_, _, _ = qT[(n-1)*ldq+4*g-1], k[n-1], out[4*g-1]
+		if g == 4 {
+			qkF64AVX2x4(&qT[0], ldq, &k[0], n, &out[0])
+		} else {
+			qkF64AVX2x1(&qT[0], ldq, &k[0], n, &out[0])
+		}
+	},
+	axpy2F64: func(pv []float64, pa, pb float64, ka, kb []float32) {
+		n := len(ka) &^ 3
+		if n > 0 {
+			_, _, _ = pv[n-1], ka[n-1], kb[n-1]
+			axpy2F64AVX2(&pv[0], pa, pb, &ka[0], &kb[0], n)
+		}
+		for i := n; i < len(ka); i++ {
+			x := pv[i] + float64(pa*float64(ka[i]))
+			pv[i] = x + float64(pb*float64(kb[i]))
+		}
+	},
+	pack8: func(kind wkind, dst []float32, ldd int, w []byte, ldw int, s []byte, lds, nb int) {
+		if nb == 0 {
+			return
+		}
+		switch kind {
+		case kindFP8:
+			_, _, _ = dst[(nb*32-1)*ldd+7], w[7*ldw+nb*32-1], s[nb-1]
+			packFP8x8AVX2(&dst[0], ldd, &w[0], ldw, &s[0], 0, nb, nil, nil)
+		case kindFP4:
+			_, _, _ = dst[(nb*32-1)*ldd+7], w[7*ldw+nb*16-1], s[7*lds+nb-1]
+			packFP4x8AVX2(&dst[0], ldd, &w[0], ldw, &s[0], lds, nb, &lutE8M0[0], &pack4Consts[0])
+		case kindBF16:
+			_, _ = dst[(nb*8-1)*ldd+7], w[7*ldw+nb*16-1]
+			packBF16x8AVX2(&dst[0], ldd, &w[0], ldw, nil, 0, nb, nil, nil)
+		}
+	},
+	lanes32: func(x, p []float32, n int, out []float32) {
+		_, _, _ = x[n-1], p[n*32-1], out[31]
+		lanes32AVX2(&x[0], &p[0], n, &out[0])
+	},
+	gemvFP4: func(a []float32, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int) {
+		if rows == 0 {
+			return
+		}
+		if nb == 0 {
+			for i := range r {
+				clear(out[i*ldo : i*ldo+rows])
+			}
+			return
+		}
+		_, _, _, _ = a[(r-1)*lda+nb*32-1], w[rows*nb*16-1], s[rows*nb-1], out[(r-1)*ldo+rows-1]
+		switch r {
+		case 1:
+			gemvFP4AVX2x1(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4Consts[0])
+		case 2:
+			gemvFP4AVX2x2(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4Consts[0])
+		case 3:
+			gemvFP4AVX2x3(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4Consts[0])
+		default:
+			gemvFP4AVX2x4(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4Consts[0])
+		}
+	},
+	gemvFP8: func(a []float32, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int) bool {
+		if rows == 0 {
+			return false
+		}
+		_, _, _ = a[(r-1)*lda+max(nb*32, 1)-1], w[max(rows*nb*32, 1)-1], out[(r-1)*ldo+rows-1]
+		if nb > 0 {
+			_ = s[nb-1]
+		}
+		var nan uint32
+		switch r {
+		case 1:
+			nan = gemvFP8AVX2x1(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo)
+		case 2:
+			nan = gemvFP8AVX2x2(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo)
+		case 3:
+			nan = gemvFP8AVX2x3(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo)
+		default:
+			nan = gemvFP8AVX2x4(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo)
+		}
+		return nan != 0
+	},
+}
+
+// pack4Consts are the constants of packFP4x8AVX2: the e2m1 magnitudes of
+// codes 0..7 and the nibble shifts 0, 4, …, 28.
+var pack4Consts [16]float32
+
+func init() {
+	copy(pack4Consts[:8], lutE2M1[:8])
+	for i := range 8 {
+		pack4Consts[8+i] = math.Float32frombits(uint32(4 * i))
+	}
 }

@@ -14,6 +14,7 @@ const (
 	kindF32 wkind = iota
 	kindFP8
 	kindFP4
+	kindBF16 // raw little-endian bf16 bytes in q [n, k*2]
 )
 
 // weights describes a [n, k] weight matrix as stored.
@@ -102,30 +103,89 @@ func fusedSet(ks *kernelSet, w *weights) *kernelSet {
 const decodeRows = 32
 
 // decode streams every weight row once and dots it with the m activation
-// rows (the row stays in L1 between them).
+// rows (the row stays in L1 between them; the gemv kernels dequantise each
+// block once for up to gemvRows rows).
 func decode(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 	k, n, kb := w.k, w.n, w.kb
 	nb := k / block // full blocks handled by the fused kernels
 	fs := fusedSet(ks, w)
+	gemv := (w.kind == kindFP4 && ks.gemvFP4 != nil) || (w.kind == kindFP8 && fs.gemvFP8 != nil)
+	nbv := nb // blocks of the vector kernel; the rest is done in Go on unpermuted activations
 	act := a
-	if w.kind == kindFP4 && fs.fp4Group > 2 {
+	if w.kind == kindFP4 && (gemv || fs.fp4Group > 2) {
 		pb := getBuf(m * k)
 		defer putBuf(pb)
 		act = *pb
+		if gemv {
+			nbv = nb &^ 1
+		}
 		for i := range m {
 			src, dst := a[i*k:(i+1)*k], act[i*k:(i+1)*k]
-			permuteFP4(dst[:nb*block], src[:nb*block], fs.fp4Group)
-			copy(dst[nb*block:], src[nb*block:])
+			if gemv {
+				permuteFP4x64(dst[:nbv*block], src[:nbv*block])
+				copy(dst[nbv*block:], src[nbv*block:])
+			} else {
+				permuteFP4(dst[:nb*block], src[:nb*block], fs.fp4Group)
+				copy(dst[nb*block:], src[nb*block:])
+			}
 		}
 	}
 	parallel(ceilDiv(n, decodeRows), func(c int) {
-		for j := c * decodeRows; j < min(n, (c+1)*decodeRows); j++ {
+		j0, j1 := c*decodeRows, min(n, (c+1)*decodeRows)
+		if gemv {
+			// one call per group of activation rows covers the chunk's weight
+			// rows when they are contiguous with no Go tail; else a call per row
+			var tmp [gemvRows * decodeRows]float32
+			whole := nbv == kb
+			for i0 := 0; i0 < m; i0 += gemvRows {
+				r := min(gemvRows, m-i0)
+				ai := act[i0*k:]
+				var nan bool
+				for j := j0; j < j1; {
+					rows := 1
+					if whole {
+						rows = j1 - j
+					}
+					if w.kind == kindFP4 {
+						ks.gemvFP4(ai, k, r, w.q[j*k/2:], w.s[j*kb:], nbv, rows, tmp[j-j0:], decodeRows)
+					} else {
+						srow := w.s[(j/block)*kb : (j/block+1)*kb]
+						nan = fs.gemvFP8(ai, k, r, w.q[j*k:], srow, nb, rows, tmp[j-j0:], decodeRows) || nan
+					}
+					j += rows
+				}
+				for j := j0; j < j1; j++ {
+					for i := range r {
+						arow := act[(i0+i)*k : (i0+i+1)*k]
+						v := tmp[i*decodeRows+j-j0]
+						if w.kind == kindFP4 {
+							srow, wrow := w.s[j*kb:(j+1)*kb], w.q[j*k/2:(j+1)*k/2]
+							v += tailFP4(arow, wrow, srow, nbv, kb, k)
+						} else {
+							srow, wrow := w.s[(j/block)*kb:(j/block+1)*kb], w.q[j*k:(j+1)*k]
+							if nan {
+								v, _ = dotFP8Go(arow, wrow, srow[:nb])
+							}
+							v += tailFP8(arow, wrow, srow, nb, kb, k)
+						}
+						if round {
+							v = numfmt.BF16Round(v)
+						}
+						out[(i0+i)*n+j] = v
+					}
+				}
+			}
+			return
+		}
+		for j := j0; j < j1; j++ {
 			for i := range m {
 				arow := act[i*k : (i+1)*k]
 				var v float32
 				switch w.kind {
 				case kindF32:
 					v = ks.dot(arow, w.f32[j*k:(j+1)*k])
+				case kindBF16:
+					v = ks.dotBF16(arow, w.q[2*j*k:2*(j+1)*k])
 				case kindFP8:
 					srow := w.s[(j/block)*kb : (j/block+1)*kb]
 					wrow := w.q[j*k : (j+1)*k]
@@ -134,25 +194,11 @@ func decode(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 					if nan {
 						v, _ = dotFP8Go(arow, wrow, srow[:nb])
 					}
-					if nb < kb {
-						var p float32
-						for c := nb * block; c < k; c++ {
-							p += arow[c] * lutE4M3[wrow[c]]
-						}
-						v += p * lutE8M0[srow[nb]]
-					}
+					v += tailFP8(arow, wrow, srow, nb, kb, k)
 				case kindFP4:
 					srow := w.s[j*kb : (j+1)*kb]
 					wrow := w.q[j*k/2 : (j+1)*k/2]
-					v = fs.dotFP4(arow, wrow, srow[:nb])
-					if nb < kb {
-						var p float32
-						for c := nb * block; c < k; c += 2 {
-							b := wrow[c/2]
-							p += arow[c]*lutE2M1[b&15] + arow[c+1]*lutE2M1[b>>4]
-						}
-						v += p * lutE8M0[srow[nb]]
-					}
+					v = fs.dotFP4(arow, wrow, srow[:nb]) + tailFP4(arow, wrow, srow, nb, kb, k)
 				}
 				if round {
 					v = numfmt.BF16Round(v)
@@ -161,6 +207,37 @@ func decode(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 			}
 		}
 	})
+}
+
+// tailFP8 returns the dot of the columns from block nb on (a partial block).
+func tailFP8(arow []float32, wrow, srow []byte, nb, kb, k int) float32 {
+	if nb == kb {
+		return 0
+	}
+	var p float32
+	for c := nb * block; c < k; c++ {
+		p += arow[c] * lutE4M3[wrow[c]]
+	}
+	return p * lutE8M0[srow[nb]]
+}
+
+// tailFP4 returns the dot of the columns from block from on: whole blocks
+// (activations not permuted there) and a partial last block.
+func tailFP4(arow []float32, wrow, srow []byte, from, kb, k int) float32 {
+	if from == kb {
+		return 0
+	}
+	nb := k / block
+	v := dotFP4Go(arow[from*block:nb*block], wrow[from*block/2:nb*block/2], srow[from:nb])
+	if nb < kb {
+		var p float32
+		for c := nb * block; c < k; c += 2 {
+			b := wrow[c/2]
+			p += arow[c]*lutE2M1[b&15] + arow[c+1]*lutE2M1[b>>4]
+		}
+		v += p * lutE8M0[srow[nb]]
+	}
+	return v
 }
 
 // Blocking of the prefill GEMM.
@@ -264,6 +341,56 @@ func packA(dst, a []float32, i0, rows, k, mr int) {
 // packB dequantises weight rows j0..j0+cols (scale folded in, exact) into
 // dst [k][nr], zero padding the columns ≥ cols.
 func packB(dst []float32, w *weights, j0, cols, nr int) {
+	if cols%8 == 0 && packB8(dst, w, j0, cols, nr) {
+		if cols < nr {
+			for c := range w.k {
+				clear(dst[c*nr+cols : (c+1)*nr])
+			}
+		}
+		return
+	}
+	packBGo(dst, w, j0, cols, nr)
+}
+
+// packB8 is packB by the vector kernel of the current level, 8 rows at a
+// time, when there is one for the weights (f32 weights are left to the
+// scalar copy); it reports whether it did the work.
+func packB8(dst []float32, w *weights, j0, cols, nr int) bool {
+	ks := current()
+	k, kb := w.k, w.kb
+	if ks.pack8 == nil || w.kind == kindF32 {
+		return false
+	}
+	switch w.kind {
+	case kindFP8:
+		if k%block != 0 || !fp8Exact(w.q[j0*k:(j0+cols)*k], w.s[(j0/block)*kb:(j0/block+1)*kb]) {
+			return false
+		}
+	case kindFP4:
+		if k%block != 0 {
+			return false
+		}
+	case kindBF16:
+		if k%8 != 0 {
+			return false
+		}
+	}
+	for jj := 0; jj < cols; jj += 8 {
+		j := j0 + jj
+		switch w.kind {
+		case kindFP8:
+			ks.pack8(kindFP8, dst[jj:], nr, w.q[j*k:], k, w.s[(j/block)*kb:], 0, kb)
+		case kindFP4:
+			ks.pack8(kindFP4, dst[jj:], nr, w.q[j*k/2:], k/2, w.s[j*kb:], kb, kb)
+		case kindBF16:
+			ks.pack8(kindBF16, dst[jj:], nr, w.q[2*j*k:], 2*k, nil, 0, k/8)
+		}
+	}
+	return true
+}
+
+// packBGo is packB in Go.
+func packBGo(dst []float32, w *weights, j0, cols, nr int) {
 	k, kb := w.k, w.kb
 	if cols < nr {
 		clear(dst)
@@ -277,6 +404,11 @@ func packB(dst []float32, w *weights, j0, cols, nr int) {
 			case kindF32:
 				for c, v := range w.f32[j*k+c0 : j*k+c1] {
 					d[c*nr+jj] = v
+				}
+			case kindBF16:
+				src := w.q[2*(j*k+c0) : 2*(j*k+c1)]
+				for c := range c1 - c0 {
+					d[c*nr+jj] = bf16At(src, c)
 				}
 			case kindFP8:
 				sc := lutE8M0[w.s[(j/block)*kb+b]]

@@ -37,6 +37,19 @@ func main() {
 	dotFP8AVX2()
 	dotFP4AVX512()
 	dotFP4AVX2()
+	dotBF16AVX2()
+	lanes32AVX2()
+	loraFP8x8AVX2()
+	qkF64AVX2(1)
+	for _, kind := range []string{"FP8", "FP4", "BF16", "F32"} {
+		pack8AVX2(kind)
+	}
+	qkF64AVX2(4)
+	axpyF64AVX2()
+	for r := 1; r <= 4; r++ {
+		gemvFP4AVX2(r)
+		gemvFP8AVX2(r)
+	}
 	Generate()
 }
 
@@ -456,6 +469,760 @@ func dotFP4AVX2() {
 	Label(name + "_done")
 	VADDPS(acc[1], acc[0], acc[0])
 	hsum(acc[0], false, "")
+	VZEROUPPER()
+	RET()
+}
+
+// gemvFP4AVX2 emits gemvFP4AVX2x<r>: r activation rows (stride lda floats,
+// permuted per 64-element chunk, see permuteFP4x64) against rows
+// consecutive fp4 weight rows of nb 32-blocks each (nb even; codes and
+// scales contiguous). Two blocks (32 bytes) are dequantised once per
+// iteration by nibble → bf16 byte tables (VPSHUFB) widened to f32 by
+// interleaving (exact) and FMA'd into per-block partials of every
+// activation row; lanes 0..3 of every vector hold the first block, 4..7 the
+// second, and the partials are scaled by the two blocks' e8m0 factors
+// (looked up in sc). out[i*ldo+j] receives the sum of activation row i and
+// weight row j. c points to 4 32-byte constants: the bf16 low-byte table,
+// the high-byte table, 0x0F bytes and the 0xFFFF0000 dword mask.
+func gemvFP4AVX2(r int) {
+	name := fmt.Sprintf("gemvFP4AVX2x%d", r)
+	TEXT(name, NOSPLIT, "func(a *float32, lda int, w, s *byte, nb, rows int, out *float32, ldo int, sc *float32, c *byte)")
+	Doc(fmt.Sprintf("%s computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for %d activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.", name, r))
+	a := Load(Param("a"), GP64())
+	lda := Load(Param("lda"), GP64())
+	w := Load(Param("w"), GP64())
+	s := Load(Param("s"), GP64())
+	rows := Load(Param("rows"), GP64())
+	o := Load(Param("out"), GP64())
+	sc := Load(Param("sc"), GP64())
+	cp := Load(Param("c"), GP64())
+	SHLQ(Imm(2), lda)
+	tabL, tabH := YMM(), YMM()
+	VMOVDQU(Mem{Base: cp}, tabL)
+	VMOVDQU(Mem{Base: cp, Disp: 32}, tabH)
+	m0f := Mem{Base: cp, Disp: 64}
+	mhi := Mem{Base: cp, Disp: 96}
+	var lda3 reg.GPVirtual
+	if r >= 3 {
+		lda3 = GP64()
+		LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, lda3)
+	}
+	ac := GP64()
+	rowMem := func(i, disp int) Mem {
+		switch i {
+		case 0:
+			return Mem{Base: ac, Disp: disp}
+		case 1:
+			return Mem{Base: ac, Index: lda, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: ac, Index: lda, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: ac, Index: lda3, Scale: 1, Disp: disp}
+	}
+	chains := 1
+	if r <= 2 {
+		chains = 2
+	}
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	Label(name + "_row")
+	MOVQ(a, ac)
+	nb := Load(Param("nb"), GP64())
+	acc := make([][]reg.VecVirtual, r)
+	for i := range acc {
+		for range chains {
+			x := YMM()
+			VXORPS(x, x, x)
+			acc[i] = append(acc[i], x)
+		}
+	}
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	PREFETCHT0(Mem{Base: w, Disp: 512})
+	p := make([][]reg.VecVirtual, r)
+	for i := range p {
+		for range chains {
+			p[i] = append(p[i], YMM())
+		}
+	}
+	x := YMM()
+	VMOVDQU(Mem{Base: w}, x)
+	v := 0
+	for half := 0; half < 2; half++ {
+		nib := YMM()
+		if half == 0 {
+			VPAND(m0f, x, nib)
+		} else {
+			VPSRLW(Imm(4), x, nib)
+			VPAND(m0f, nib, nib)
+		}
+		lo, hi := YMM(), YMM()
+		VPSHUFB(nib, tabL, lo)
+		VPSHUFB(nib, tabH, hi)
+		wb := []reg.VecVirtual{YMM(), YMM()}
+		VPUNPCKLBW(hi, lo, wb[0])
+		VPUNPCKHBW(hi, lo, wb[1])
+		for _, b := range wb {
+			for q := 0; q < 2; q++ {
+				f := YMM()
+				if q == 0 {
+					VPSLLD(Imm(16), b, f)
+				} else {
+					VPAND(mhi, b, f)
+				}
+				ch := v % chains
+				for i := 0; i < r; i++ {
+					if v < chains {
+						VMULPS(rowMem(i, 32*v), f, p[i][ch])
+					} else {
+						VFMADD231PS(rowMem(i, 32*v), f, p[i][ch])
+					}
+				}
+				v++
+			}
+		}
+	}
+	f := YMM()
+	f1 := YMM()
+	s0, s1 := GP64(), GP64()
+	MOVBQZX(Mem{Base: s}, s0)
+	MOVBQZX(Mem{Base: s, Disp: 1}, s1)
+	VBROADCASTSS(Mem{Base: sc, Index: s0, Scale: 4}, f)
+	VBROADCASTSS(Mem{Base: sc, Index: s1, Scale: 4}, f1)
+	VBLENDPS(Imm(0xF0), f1, f, f)
+	for i := 0; i < r; i++ {
+		for ch := 0; ch < chains; ch++ {
+			VFMADD231PS(f, p[i][ch], acc[i][ch])
+		}
+	}
+	ADDQ(U32(256), ac)
+	ADDQ(Imm(32), w)
+	ADDQ(Imm(2), s)
+	SUBQ(Imm(2), nb)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	ldo := Load(Param("ldo"), GP64())
+	SHLQ(Imm(2), ldo)
+	oi := GP64()
+	MOVQ(o, oi)
+	for i := 0; i < r; i++ {
+		if chains == 2 {
+			VADDPS(acc[i][1], acc[i][0], acc[i][0])
+		}
+		storeSum(acc[i][0], Mem{Base: oi})
+		if i+1 < r {
+			ADDQ(ldo, oi)
+		}
+	}
+	ADDQ(Imm(4), o)
+	DECQ(rows)
+	JNZ(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// storeSum reduces the ymm x and stores the float32 at m.
+func storeSum(x reg.VecVirtual, m Mem) {
+	xl := XMM()
+	VEXTRACTF128(Imm(1), x, xl)
+	VADDPS(x.AsX(), xl, xl)
+	t := XMM()
+	VMOVHLPS(xl, xl, t)
+	VADDPS(t, xl, xl)
+	VMOVSHDUP(xl, t)
+	VADDSS(t, xl, xl)
+	VMOVSS(xl, m)
+}
+
+// gemvFP8AVX2 emits gemvFP8AVX2x<r>: r activation rows (stride lda floats)
+// against rows consecutive e4m3 weight rows of nb 32-blocks each (codes
+// contiguous) that share the scale bytes s (one 32-row group), each ≤ 134.
+// Each block is dequantised once (sign-extend, shift, mask: e4m3·2^-120)
+// and FMA'd into per-block partials of every activation row, scaled by
+// 2^(s−7); out[i*ldo+j] receives the sum of activation row i and weight
+// row j. It returns nan ≠ 0 when a NaN code was met.
+func gemvFP8AVX2(r int) {
+	name := fmt.Sprintf("gemvFP8AVX2x%d", r)
+	TEXT(name, NOSPLIT, "func(a *float32, lda int, w, s *byte, nb, rows int, out *float32, ldo int) (nan uint32)")
+	Doc(fmt.Sprintf("%s computes out[i*ldo+j] = Σ_blocks e8m0(s)·Σ a_i·e4m3(w_j) for %d activation rows a_i = a[i*lda:] and rows weight rows.", name, r))
+	a := Load(Param("a"), GP64())
+	lda := Load(Param("lda"), GP64())
+	w := Load(Param("w"), GP64())
+	rows := Load(Param("rows"), GP64())
+	o := Load(Param("out"), GP64())
+	SHLQ(Imm(2), lda)
+	mask := constVec(0x87F00000, false)
+	b7f := constVec(0x7F7F7F7F, false)
+	flag := YMM()
+	VPXOR(flag, flag, flag)
+	var lda3 reg.GPVirtual
+	if r >= 3 {
+		lda3 = GP64()
+		LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, lda3)
+	}
+	ac := GP64()
+	rowMem := func(i, disp int) Mem {
+		switch i {
+		case 0:
+			return Mem{Base: ac, Disp: disp}
+		case 1:
+			return Mem{Base: ac, Index: lda, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: ac, Index: lda, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: ac, Index: lda3, Scale: 1, Disp: disp}
+	}
+	chains := 1
+	if r <= 2 {
+		chains = 2
+	}
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	Label(name + "_row")
+	MOVQ(a, ac)
+	s := Load(Param("s"), GP64())
+	nb := Load(Param("nb"), GP64())
+	acc := make([][]reg.VecVirtual, r)
+	for i := range acc {
+		for range chains {
+			x := YMM()
+			VXORPS(x, x, x)
+			acc[i] = append(acc[i], x)
+		}
+	}
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	for blk := 0; blk < chains; blk++ {
+		if blk == 0 {
+			PREFETCHT0(Mem{Base: w, Disp: 512})
+		}
+		f := YMM()
+		scaleFactor(s, 120, f, false)
+		nt := YMM()
+		VPAND(Mem{Base: w}, b7f, nt)
+		VPCMPEQB(b7f, nt, nt)
+		VPOR(nt, flag, flag)
+		p := make([][]reg.VecVirtual, r)
+		for i := range p {
+			p[i] = []reg.VecVirtual{YMM(), YMM()}
+		}
+		for q := 0; q < 4; q++ {
+			x := YMM()
+			VPMOVSXBD(Mem{Base: w, Disp: 8 * q}, x)
+			VPSLLD(Imm(20), x, x)
+			VPAND(mask, x, x)
+			ch := q % 2
+			if chains == 1 {
+				ch = 0
+			}
+			for i := 0; i < r; i++ {
+				if q < 2 && (chains == 2 || q == 0) {
+					VMULPS(rowMem(i, 32*q), x, p[i][ch])
+				} else {
+					VFMADD231PS(rowMem(i, 32*q), x, p[i][ch])
+				}
+			}
+		}
+		for i := 0; i < r; i++ {
+			if chains == 2 {
+				VADDPS(p[i][1], p[i][0], p[i][0])
+			}
+			VFMADD231PS(f, p[i][0], acc[i][blk])
+		}
+		ADDQ(U32(128), ac)
+		ADDQ(Imm(32), w)
+		INCQ(s)
+		DECQ(nb)
+		if blk+1 < chains {
+			JZ(LabelRef(name + "_done"))
+		}
+	}
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	ldo := Load(Param("ldo"), GP64())
+	SHLQ(Imm(2), ldo)
+	oi := GP64()
+	MOVQ(o, oi)
+	for i := 0; i < r; i++ {
+		if chains == 2 {
+			VADDPS(acc[i][1], acc[i][0], acc[i][0])
+		}
+		storeSum(acc[i][0], Mem{Base: oi})
+		if i+1 < r {
+			ADDQ(ldo, oi)
+		}
+	}
+	ADDQ(Imm(4), o)
+	DECQ(rows)
+	JNZ(LabelRef(name + "_row"))
+	Label(name + "_end")
+	rr := GP32()
+	VPMOVMSKB(flag, rr)
+	Store(rr, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// dotBF16AVX2 emits dotBF16AVX2: dotF32AVX2 with b given as bf16 (widened
+// exactly by a shift), in dotF32AVX2's summation order (bit-identical to it
+// on the widened values).
+func dotBF16AVX2() {
+	name := "dotBF16AVX2"
+	TEXT(name, NOSPLIT, "func(a *float32, b *byte, n int) float32")
+	Doc(name + " returns Σ a[i]·bf16(b[i]) in dotF32AVX2's order; n must be a multiple of 8.")
+	a := Load(Param("a"), GP64())
+	b := Load(Param("b"), GP64())
+	n := Load(Param("n"), GP64())
+	acc := make([]reg.VecVirtual, 4)
+	for i := range acc {
+		acc[i] = YMM()
+		zero(acc[i], false)
+	}
+	widen := func(disp int) reg.VecVirtual {
+		x := YMM()
+		VPMOVZXWD(Mem{Base: b, Disp: disp}, x)
+		VPSLLD(Imm(16), x, x)
+		return x
+	}
+	CMPQ(n, U32(32))
+	JL(LabelRef(name + "_one"))
+	Label(name + "_four")
+	for i := range acc {
+		x := widen(16 * i)
+		VFMADD231PS(Mem{Base: a, Disp: 32 * i}, x, acc[i])
+	}
+	ADDQ(U32(128), a)
+	ADDQ(U32(64), b)
+	SUBQ(U32(32), n)
+	CMPQ(n, U32(32))
+	JGE(LabelRef(name + "_four"))
+	Label(name + "_one")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	x := widen(0)
+	VFMADD231PS(Mem{Base: a}, x, acc[0])
+	ADDQ(U32(32), a)
+	ADDQ(U32(16), b)
+	SUBQ(U32(8), n)
+	JMP(LabelRef(name + "_one"))
+	Label(name + "_done")
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	hsum(acc[0], false, "")
+	VZEROUPPER()
+	RET()
+}
+
+// lanes32AVX2 emits lanes32AVX2: 32 independent sums in the lanes of 4
+// vectors, each in the scalar reference order acc = acc + fl(x[d]·p[d][l])
+// for d ascending (VMULPS then VADDPS: no fusion), so that every lane is
+// bit-identical to the sequential fp32 loop.
+func lanes32AVX2() {
+	name := "lanes32AVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, p *float32, n int, out *float32)")
+	Doc(name + " sets out[l] = Σ_d fl(x[d]·p[d*32+l]) (sequential in d, from +0) for l < 32.")
+	x := Load(Param("x"), GP64())
+	p := Load(Param("p"), GP64())
+	n := Load(Param("n"), GP64())
+	acc := make([]reg.VecVirtual, 4)
+	for i := range acc {
+		acc[i] = YMM()
+		zero(acc[i], false)
+	}
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	bx := YMM()
+	VBROADCASTSS(Mem{Base: x}, bx)
+	for i := range acc {
+		t := YMM()
+		VMULPS(Mem{Base: p, Disp: 32 * i}, bx, t)
+		VADDPS(t, acc[i], acc[i])
+	}
+	ADDQ(Imm(4), x)
+	ADDQ(U32(128), p)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	o := Load(Param("out"), GP64())
+	for i := range acc {
+		VMOVUPS(acc[i], Mem{Base: o, Disp: 32 * i})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// loraFP8x8AVX2 emits loraFP8x8AVX2: 8 outputs of the grouped LoRA with e4m3
+// weights, each summed sequentially (VMULPS then VADDPS, from +0) in its
+// lane: every 8×8 tile of weights is dequantised exactly (the scale bytes
+// must lie in 10..134 and no code may be NaN, so that every value is a
+// normal f32 equal to bf16(e4m3·e8m0)) and transposed in registers.
+func loraFP8x8AVX2() {
+	name := "loraFP8x8AVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, s *byte, nb int, out *float32) (nan uint32)")
+	Doc(name + " sets out[l] = Σ_d fl(x[d]·w_l[d]) (sequential in d) for the 8 e4m3 rows w_l = w[l*ldw:] of nb 32-blocks sharing the scale bytes s; nan ≠ 0 when a NaN code was met.")
+	x := Load(Param("x"), GP64())
+	w := Load(Param("w"), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	s := Load(Param("s"), GP64())
+	nb := Load(Param("nb"), GP64())
+	ld3, ld5, ld7 := GP64(), GP64(), GP64()
+	LEAQ(Mem{Base: ldw, Index: ldw, Scale: 2}, ld3)
+	LEAQ(Mem{Base: ldw, Index: ldw, Scale: 4}, ld5)
+	LEAQ(Mem{Base: ld3, Index: ldw, Scale: 4}, ld7)
+	mask := constVec(0x87F00000, false)
+	b7f := constVec(0x7F7F7F7F, false)
+	flag := YMM()
+	VPXOR(flag, flag, flag)
+	acc := YMM()
+	VXORPS(acc, acc, acc)
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_block")
+	f := YMM()
+	scaleFactor(s, 120, f, false)
+	for l := 0; l < 8; l++ {
+		var m Mem
+		switch l {
+		case 0:
+			m = Mem{Base: w}
+		case 1:
+			m = Mem{Base: w, Index: ldw, Scale: 1}
+		case 2:
+			m = Mem{Base: w, Index: ldw, Scale: 2}
+		case 3:
+			m = Mem{Base: w, Index: ld3, Scale: 1}
+		case 4:
+			m = Mem{Base: w, Index: ldw, Scale: 4}
+		case 5:
+			m = Mem{Base: w, Index: ld5, Scale: 1}
+		case 6:
+			m = Mem{Base: w, Index: ld3, Scale: 2}
+		default:
+			m = Mem{Base: w, Index: ld7, Scale: 1}
+		}
+		nt := YMM()
+		VPAND(m, b7f, nt)
+		VPCMPEQB(b7f, nt, nt)
+		VPOR(nt, flag, flag)
+	}
+	for q := 0; q < 4; q++ {
+		rowMem := func(l int) Mem {
+			d := 8 * q
+			switch l {
+			case 0:
+				return Mem{Base: w, Disp: d}
+			case 1:
+				return Mem{Base: w, Index: ldw, Scale: 1, Disp: d}
+			case 2:
+				return Mem{Base: w, Index: ldw, Scale: 2, Disp: d}
+			case 3:
+				return Mem{Base: w, Index: ld3, Scale: 1, Disp: d}
+			case 4:
+				return Mem{Base: w, Index: ldw, Scale: 4, Disp: d}
+			case 5:
+				return Mem{Base: w, Index: ld5, Scale: 1, Disp: d}
+			case 6:
+				return Mem{Base: w, Index: ld3, Scale: 2, Disp: d}
+			}
+			return Mem{Base: w, Index: ld7, Scale: 1, Disp: d}
+		}
+		r := make([]reg.VecVirtual, 8)
+		for l := range r {
+			r[l] = YMM()
+			VPMOVSXBD(rowMem(l), r[l])
+			VPSLLD(Imm(20), r[l], r[l])
+			VPAND(mask, r[l], r[l])
+			VMULPS(f, r[l], r[l])
+		}
+		t := make([]reg.VecVirtual, 8)
+		for i := 0; i < 4; i++ {
+			t[2*i], t[2*i+1] = YMM(), YMM()
+			VUNPCKLPS(r[2*i+1], r[2*i], t[2*i])
+			VUNPCKHPS(r[2*i+1], r[2*i], t[2*i+1])
+		}
+		u := make([]reg.VecVirtual, 8)
+		for h := 0; h < 2; h++ {
+			a0, a1, b0, b1 := t[4*h], t[4*h+1], t[4*h+2], t[4*h+3]
+			for i := range 4 {
+				u[4*h+i] = YMM()
+			}
+			VSHUFPS(Imm(0x44), b0, a0, u[4*h])
+			VSHUFPS(Imm(0xEE), b0, a0, u[4*h+1])
+			VSHUFPS(Imm(0x44), b1, a1, u[4*h+2])
+			VSHUFPS(Imm(0xEE), b1, a1, u[4*h+3])
+		}
+		for d := 0; d < 8; d++ {
+			c := YMM()
+			if d < 4 {
+				VPERM2F128(Imm(0x20), u[4+d], u[d], c)
+			} else {
+				VPERM2F128(Imm(0x31), u[d], u[d-4], c)
+			}
+			bx := YMM()
+			VBROADCASTSS(Mem{Base: x, Disp: 4 * (8*q + d)}, bx)
+			VMULPS(c, bx, bx)
+			VADDPS(bx, acc, acc)
+		}
+	}
+	ADDQ(U32(128), x)
+	ADDQ(Imm(32), w)
+	INCQ(s)
+	DECQ(nb)
+	JNZ(LabelRef(name + "_block"))
+	Label(name + "_done")
+	o := Load(Param("out"), GP64())
+	VMOVUPS(acc, Mem{Base: o})
+	rr := GP32()
+	VPMOVMSKB(flag, rr)
+	Store(rr, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// qkF64AVX2 emits qkF64AVX2x<g>: the float64 dots of 4g heads' queries with
+// one key row, the heads in vector lanes: out[h] = Σ_i fl64(q_h[i]·k[i])
+// summed sequentially in i from +0 (VMULPD then VADDPD; the products of
+// two f32 are exact in float64), bit-identical to the scalar loop.
+// qT is the queries transposed, qT[i*ldq+h].
+func qkF64AVX2(g int) {
+	name := fmt.Sprintf("qkF64AVX2x%d", g)
+	TEXT(name, NOSPLIT, "func(qT *float64, ldq int, k *float32, n int, out *float64)")
+	Doc(fmt.Sprintf("%s sets out[h] = Σ_i qT[i*ldq+h]·k[i] (sequential float64 sums) for h < %d.", name, 4*g))
+	q := Load(Param("qT"), GP64())
+	ldq := Load(Param("ldq"), GP64())
+	k := Load(Param("k"), GP64())
+	n := Load(Param("n"), GP64())
+	SHLQ(Imm(3), ldq)
+	acc := make([]reg.VecVirtual, g)
+	for i := range acc {
+		acc[i] = YMM()
+		VXORPD(acc[i], acc[i], acc[i])
+	}
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	kx := XMM()
+	VCVTSS2SD(Mem{Base: k}, kx, kx)
+	kb := YMM()
+	VBROADCASTSD(kx, kb)
+	for i := range acc {
+		t := YMM()
+		VMULPD(Mem{Base: q, Disp: 32 * i}, kb, t)
+		VADDPD(t, acc[i], acc[i])
+	}
+	ADDQ(ldq, q)
+	ADDQ(Imm(4), k)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	o := Load(Param("out"), GP64())
+	for i := range acc {
+		VMOVUPD(acc[i], Mem{Base: o, Disp: 32 * i})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// axpyF64AVX2 emits axpy2F64AVX2: pv[i] = (pv[i] + fl64(pa·ka[i])) +
+// fl64(pb·kb[i]) for i < n (a multiple of 4), the products exact, in the
+// scalar order.
+func axpyF64AVX2() {
+	name := "axpy2F64AVX2"
+	TEXT(name, NOSPLIT, "func(pv *float64, pa, pb float64, ka, kb *float32, n int)")
+	Doc(name + " sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64 for i < n (a multiple of 4).")
+	pv := Load(Param("pv"), GP64())
+	ka := Load(Param("ka"), GP64())
+	kb := Load(Param("kb"), GP64())
+	n := Load(Param("n"), GP64())
+	pa, pb := YMM(), YMM()
+	VBROADCASTSD(NewParamAddr("pa", 8), pa)
+	VBROADCASTSD(NewParamAddr("pb", 16), pb)
+	SHRQ(Imm(2), n)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	x, y, v := YMM(), YMM(), YMM()
+	VCVTPS2PD(Mem{Base: ka}, x)
+	VMULPD(pa, x, x)
+	VCVTPS2PD(Mem{Base: kb}, y)
+	VMULPD(pb, y, y)
+	VADDPD(Mem{Base: pv}, x, v)
+	VADDPD(y, v, v)
+	VMOVUPD(v, Mem{Base: pv})
+	ADDQ(Imm(32), pv)
+	ADDQ(Imm(16), ka)
+	ADDQ(Imm(16), kb)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// transpose8 transposes the 8×8 f32 matrix whose rows are r (in place of
+// nothing: it returns the 8 columns).
+func transpose8(r []reg.VecVirtual) []reg.VecVirtual {
+	t := make([]reg.VecVirtual, 8)
+	for i := 0; i < 4; i++ {
+		t[2*i], t[2*i+1] = YMM(), YMM()
+		VUNPCKLPS(r[2*i+1], r[2*i], t[2*i])
+		VUNPCKHPS(r[2*i+1], r[2*i], t[2*i+1])
+	}
+	u := make([]reg.VecVirtual, 8)
+	for h := 0; h < 2; h++ {
+		a0, a1, b0, b1 := t[4*h], t[4*h+1], t[4*h+2], t[4*h+3]
+		for i := range 4 {
+			u[4*h+i] = YMM()
+		}
+		VSHUFPS(Imm(0x44), b0, a0, u[4*h])
+		VSHUFPS(Imm(0xEE), b0, a0, u[4*h+1])
+		VSHUFPS(Imm(0x44), b1, a1, u[4*h+2])
+		VSHUFPS(Imm(0xEE), b1, a1, u[4*h+3])
+	}
+	c := make([]reg.VecVirtual, 8)
+	for d := 0; d < 8; d++ {
+		c[d] = YMM()
+		if d < 4 {
+			VPERM2F128(Imm(0x20), u[4+d], u[d], c[d])
+		} else {
+			VPERM2F128(Imm(0x31), u[d], u[d-4], c[d])
+		}
+	}
+	return c
+}
+
+// pack8AVX2 emits pack<kind>x8AVX2: it dequantises 8 weight rows (row l at
+// w + l*ldw bytes) over nb 32-blocks (kinds FP8, FP4: block scales folded
+// in, exact) or nb 8-groups (BF16, F32) and stores them transposed: the 8
+// values of k index c at dst[c*ldd : c*ldd+8]. FP8 rows share the scale
+// bytes s (one per block, each in 0..134 and no NaN code); FP4 row l has its
+// scale bytes at s[l*lds:] (looked up in the f32 table sc; c points to the
+// e2m1 magnitude table).
+func pack8AVX2(kind string) {
+	name := "pack" + kind + "x8AVX2"
+	TEXT(name, NOSPLIT, "func(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)")
+	Doc(name + " dequantises 8 weight rows and stores them transposed (see asmgen).")
+	dst := Load(Param("dst"), GP64())
+	ldd := Load(Param("ldd"), GP64())
+	w := Load(Param("w"), GP64())
+	ldw := Load(Param("ldw"), GP64())
+	nb := Load(Param("nb"), GP64())
+	SHLQ(Imm(2), ldd)
+	ld3, ld5, ld7 := GP64(), GP64(), GP64()
+	LEAQ(Mem{Base: ldw, Index: ldw, Scale: 2}, ld3)
+	LEAQ(Mem{Base: ldw, Index: ldw, Scale: 4}, ld5)
+	LEAQ(Mem{Base: ld3, Index: ldw, Scale: 4}, ld7)
+	rowMem := func(l, disp int) Mem {
+		switch l {
+		case 0:
+			return Mem{Base: w, Disp: disp}
+		case 1:
+			return Mem{Base: w, Index: ldw, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: w, Index: ldw, Scale: 2, Disp: disp}
+		case 3:
+			return Mem{Base: w, Index: ld3, Scale: 1, Disp: disp}
+		case 4:
+			return Mem{Base: w, Index: ldw, Scale: 4, Disp: disp}
+		case 5:
+			return Mem{Base: w, Index: ld5, Scale: 1, Disp: disp}
+		case 6:
+			return Mem{Base: w, Index: ld3, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: w, Index: ld7, Scale: 1, Disp: disp}
+	}
+	local := AllocLocal(256)
+	groups, wstep := 1, 0 // 8-groups per loop iteration, bytes of w per iteration
+	var s, lds, sc, mask, tab, shifts, sign reg.Register
+	switch kind {
+	case "FP8":
+		groups, wstep = 4, 32
+		s = Load(Param("s"), GP64())
+		mask = constVec(0x87F00000, false)
+	case "FP4":
+		groups, wstep = 4, 16
+		s = Load(Param("s"), GP64())
+		lds = Load(Param("lds"), GP64())
+		sc = Load(Param("sc"), GP64())
+		cp := Load(Param("c"), GP64())
+		tab = YMM()
+		VMOVUPS(Mem{Base: cp}, tab)
+		shifts = YMM()
+		VMOVDQU(Mem{Base: cp, Disp: 32}, shifts)
+		sign = constVec(0x80000000, false)
+	case "BF16":
+		wstep = 16
+	case "F32":
+		wstep = 32
+	}
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	var f reg.VecVirtual
+	switch kind {
+	case "FP8":
+		f = YMM()
+		scaleFactor(s, 120, f, false)
+	case "FP4":
+		// per-row factors of the block, s[l*lds], kept on the stack
+		sl := GP64()
+		MOVQ(s, sl)
+		for l := 0; l < 8; l++ {
+			fl := YMM()
+			e := GP64()
+			MOVBQZX(Mem{Base: sl}, e)
+			VBROADCASTSS(Mem{Base: sc, Index: e, Scale: 4}, fl)
+			VMOVUPS(fl, local.Offset(32*l))
+			if l < 7 {
+				ADDQ(lds, sl)
+			}
+		}
+	}
+	for q := 0; q < groups; q++ {
+		r := make([]reg.VecVirtual, 8)
+		for l := range r {
+			r[l] = YMM()
+			switch kind {
+			case "FP8":
+				VPMOVSXBD(rowMem(l, 8*q), r[l])
+				VPSLLD(Imm(20), r[l], r[l])
+				VPAND(mask, r[l], r[l])
+				VMULPS(f, r[l], r[l])
+			case "FP4":
+				x, sg := YMM(), YMM()
+				VPBROADCASTD(rowMem(l, 4*q), x)
+				VPSRLVD(shifts, x, x)
+				VPERMPS(tab, x, r[l])
+				VPSLLD(Imm(28), x, sg)
+				VPAND(sign, sg, sg)
+				VXORPS(sg, r[l], r[l])
+				VMULPS(local.Offset(32*l), r[l], r[l])
+			case "BF16":
+				VPMOVZXWD(rowMem(l, 0), r[l])
+				VPSLLD(Imm(16), r[l], r[l])
+			case "F32":
+				VMOVUPS(rowMem(l, 0), r[l])
+			}
+		}
+		cols := transpose8(r)
+		for d := range cols {
+			VMOVUPS(cols[d], Mem{Base: dst})
+			ADDQ(ldd, dst)
+		}
+	}
+	ADDQ(U32(wstep), w)
+	switch kind {
+	case "FP8", "FP4":
+		INCQ(s)
+	}
+	DECQ(nb)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }

@@ -1,0 +1,143 @@
+package fast
+
+import (
+	"math"
+
+	"github.com/ds4go/ds4/backends/cpu/kernels"
+	"github.com/ds4go/ds4/internal/numfmt"
+)
+
+// SparseAttn is kernels.SparseAttn, bit for bit, restructured for speed:
+// a work unit is one query position (b, m) with all its heads, so that the
+// key rows of an index block are dotted with every head's query at once
+// (heads in vector lanes, each logit the reference's sequential float64
+// sum), and P·V accumulates four head-dim elements per vector (each pv[d]
+// receives its terms in the reference order). Every per-head value goes
+// through the reference's operations in the reference's order.
+func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []float32, idx []int32, t int, scale float32) {
+	ks := current()
+	if ks.qkF64 == nil || d%4 != 0 || h < 4 {
+		kernels.SparseAttn(out, q, b, m, h, d, kv, n, sink, idx, t, scale)
+		return
+	}
+	if len(q) < b*m*h*d || len(out) < b*m*h*d || len(kv) < b*n*d || len(sink) < h || len(idx) < b*m*t {
+		panic("kernels.SparseAttn: buffer too small")
+	}
+	const blkN = kernels.SparseAttnBlock
+	negInf := float32(math.Inf(-1))
+	h4 := h &^ 3
+	parallel(b*m, func(u int) {
+		bi, mi := u/m, u%m
+		kvb := kv[bi*n*d : (bi+1)*n*d]
+		row := idx[(bi*m+mi)*t : (bi*m+mi+1)*t]
+		qs := q[(bi*m+mi)*h*d : (bi*m+mi+1)*h*d]
+		qT := make([]float64, d*h4)
+		for hh := range h4 {
+			for i, v := range qs[hh*d : (hh+1)*d] {
+				qT[i*h4+hh] = float64(v)
+			}
+		}
+		s := make([]float32, h*blkN) // s[hh*blkN+j]
+		pb := make([]float32, blkN)
+		acc := make([]float32, h*d)
+		pv := make([]float64, d)
+		dots := make([]float64, 16)
+		valid := make([]int, blkN)
+		use := make([]int, blkN)
+		mu := make([]float32, h)
+		l := make([]float32, h)
+		for hh := range mu {
+			mu[hh] = float32(-1e30) // attentionInitMax
+		}
+		for t0 := 0; t0 < t; t0 += blkN {
+			blk := row[t0:min(t0+blkN, t)]
+			nv := 0
+			for j, ix := range blk {
+				if ix < 0 {
+					for hh := range h {
+						s[hh*blkN+j] = negInf
+					}
+					continue
+				}
+				if int(ix) >= n {
+					panic("kernels.SparseAttn: index out of range")
+				}
+				valid[nv] = j
+				nv++
+			}
+			for _, j := range valid[:nv] {
+				krow := kvb[int(blk[j])*d : int(blk[j]+1)*d]
+				hh := 0
+				for ; hh+16 <= h4; hh += 16 {
+					ks.qkF64(qT[hh:], h4, krow, d, dots, 4)
+					for x := range 16 {
+						s[(hh+x)*blkN+j] = float32(dots[x]) * scale
+					}
+				}
+				for ; hh < h4; hh += 4 {
+					ks.qkF64(qT[hh:], h4, krow, d, dots, 1)
+					for x := range 4 {
+						s[(hh+x)*blkN+j] = float32(dots[x]) * scale
+					}
+				}
+				for ; hh < h; hh++ {
+					var sum float64
+					for i, v := range qs[hh*d : (hh+1)*d] {
+						sum += float64(float64(v) * float64(krow[i]))
+					}
+					s[hh*blkN+j] = float32(sum) * scale
+				}
+			}
+			for hh := range h {
+				sh := s[hh*blkN : hh*blkN+len(blk)]
+				bmax := negInf
+				for _, j := range valid[:nv] {
+					bmax = max(bmax, sh[j])
+				}
+				newMu := max(mu[hh], bmax)
+				alpha := float32(math.Exp(float64(mu[hh] - newMu)))
+				var psum float64
+				clear(pv)
+				nu := 0
+				for j, ix := range blk {
+					p := float32(math.Exp(float64(sh[j] - newMu)))
+					psum += float64(p)
+					pb[j] = numfmt.BF16Round(p)
+					if ix < 0 || pb[j] == 0 {
+						continue
+					}
+					use[nu] = j
+					nu++
+				}
+				x := 0
+				for ; x+2 <= nu; x += 2 {
+					ja, jb := use[x], use[x+1]
+					ka := kvb[int(blk[ja])*d : int(blk[ja]+1)*d]
+					kb := kvb[int(blk[jb])*d : int(blk[jb]+1)*d]
+					ks.axpy2F64(pv, float64(pb[ja]), float64(pb[jb]), ka, kb)
+				}
+				if x < nu {
+					j := use[x]
+					pj := float64(pb[j])
+					for di, kvv := range kvb[int(blk[j])*d : int(blk[j]+1)*d] {
+						pv[di] += float64(pj * float64(kvv))
+					}
+				}
+				lh := float32(l[hh]*alpha) + float32(psum)
+				l[hh] = lh
+				ah := acc[hh*d : (hh+1)*d]
+				for di := range ah {
+					ah[di] = float32(ah[di]*alpha) + float32(pv[di])
+				}
+				mu[hh] = newMu
+			}
+		}
+		for hh := range h {
+			lh := l[hh] + float32(math.Exp(float64(sink[hh]-mu[hh])))
+			o := out[((bi*m+mi)*h+hh)*d : ((bi*m+mi)*h+hh+1)*d]
+			for di := range o {
+				o[di] = numfmt.BF16Round(acc[hh*d+di] / lh)
+			}
+		}
+	})
+}

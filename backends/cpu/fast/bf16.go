@@ -1,0 +1,229 @@
+package fast
+
+import (
+	"bytes"
+	"math"
+
+	"github.com/ds4go/ds4/internal/numfmt"
+)
+
+// This file holds the kernels of weights kept as stored in bf16 (raw
+// little-endian bytes, 2 per value) and of the fp8 wo_a of the grouped
+// output LoRA: they widen or dequantise on the fly and are bit-identical to
+// the f32 kernels on the widened (dequantised) weights.
+
+// bf16At returns the f32 value of the bf16 stored at b[2i:2i+2].
+func bf16At(b []byte, i int) float32 {
+	return math.Float32frombits(uint32(b[2*i])<<16 | uint32(b[2*i+1])<<24)
+}
+
+// WidenBF16 writes the f32 values of the raw bf16 bytes src (2 per value)
+// to dst.
+func WidenBF16(dst []float32, src []byte) {
+	check("WidenBF16", len(src), 2*len(dst))
+	src = src[:2*len(dst)]
+	for i := range dst {
+		dst[i] = math.Float32frombits(uint32(src[2*i])<<16 | uint32(src[2*i+1])<<24)
+	}
+}
+
+// dotGoBF16 is dotGo with b as raw bf16 (same order).
+func dotGoBF16(a []float32, b []byte) float32 {
+	b = b[:2*len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * bf16At(b, i)
+		s1 += a[i+1] * bf16At(b, i+1)
+		s2 += a[i+2] * bf16At(b, i+2)
+		s3 += a[i+3] * bf16At(b, i+3)
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * bf16At(b, i)
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// dotBF16 returns ks.dot(a, widen(b)) bit for bit.
+func (ks *kernelSet) dotBF16(a []float32, b []byte) float32 {
+	if ks.dotW16 != nil {
+		return ks.dotW16(a, b)
+	}
+	pb := getBuf(len(a))
+	WidenBF16(*pb, b)
+	v := ks.dot(a, *pb)
+	putBuf(pb)
+	return v
+}
+
+// MatmulF32W16 is MatmulF32 with w [n,k] given as raw bf16 bytes; the
+// result is bit-identical to MatmulF32 on the widened weights.
+func MatmulF32W16(out, a []float32, w []byte, m, k, n int) {
+	check("MatmulF32W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
+	matmul(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, false)
+}
+
+// MatmulBF16W16 is MatmulBF16 with w [n,k] given as raw bf16 bytes
+// (bit-identical to MatmulBF16 on the widened weights).
+func MatmulBF16W16(out, a []float32, w []byte, m, k, n int) {
+	check("MatmulBF16W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
+	matmul(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, true)
+}
+
+// GroupedLoRA is kernels.GroupedLoRA, bit for bit:
+//
+//	out[i, g*rank+r] = bf16( Σ_d o[i, g*dg+d] · woA[g*rank+r, d] )
+//
+// summed sequentially in ascending d from +0 with every product rounded to
+// fp32. The weights are either f32 (woA [groups*rank, dg]) or, when woA is
+// nil, e4m3 codes [groups*rank, dg] with e8m0 block scales
+// [ceil(groups*rank/32), ceil(dg/32)], dequantised on the fly as
+// bf16(e4m3·e8m0) (the binder's former dequantisation). 32 outputs of a
+// group are computed at once in vector lanes, each in the sequential order.
+func GroupedLoRA(out, o []float32, m, groups, dg int, woA []float32, codes, scales []byte, rank int) {
+	rows := groups * rank
+	check("GroupedLoRA", len(out), m*rows, len(o), m*groups*dg)
+	kbs := ceilDiv(dg, block)
+	if woA != nil {
+		check("GroupedLoRA", len(woA), rows*dg)
+	} else {
+		check("GroupedLoRA", len(codes), rows*dg, len(scales), ceilDiv(rows, block)*kbs)
+	}
+	if m == 0 || rows == 0 {
+		return
+	}
+	const lw = 32
+	chunks := ceilDiv(rank, lw)
+	ks := current()
+	if codes != nil && ks.loraFP8x8 != nil && m <= loraDirectMaxM && rank%8 == 0 && dg%block == 0 && loraExact(scales) {
+		// few tokens: dequantise and transpose 8×8 tiles in registers
+		// instead of building panels
+		parallel(groups*chunks, func(it int) {
+			g, r0 := it/chunks, (it%chunks)*lw
+			nr := min(lw, rank-r0)
+			var acc [8]float32
+			for r := r0; r < r0+nr; r += 8 {
+				row := g*rank + r
+				srow := scales[(row/block)*kbs : (row/block+1)*kbs]
+				for i := range m {
+					x := o[(i*groups+g)*dg : (i*groups+g+1)*dg]
+					dst := out[i*rows+row : i*rows+row+8]
+					if ks.loraFP8x8(x, codes[row*dg:], dg, srow, dg/block, acc[:]) {
+						// a NaN code: the reference arithmetic, in Go
+						for l := range dst {
+							crow := codes[(row+l)*dg : (row+l+1)*dg]
+							var sum float32
+							for d, v := range x {
+								wv := numfmt.BF16Round(lutE4M3[crow[d]] * lutE8M0[srow[d/block]])
+								sum += float32(v * wv)
+							}
+							dst[l] = numfmt.BF16Round(sum)
+						}
+						continue
+					}
+					for l := range dst {
+						dst[l] = numfmt.BF16Round(acc[l])
+					}
+				}
+			}
+		})
+		return
+	}
+	parallel(groups*chunks, func(it int) {
+		g, r0 := it/chunks, (it%chunks)*lw
+		nr := min(lw, rank-r0)
+		pb := getBuf(dg * lw)
+		p := *pb
+		if nr < lw {
+			clear(p)
+		}
+		// panel p[d*lw+l] = weight of output row g*rank+r0+l at d.
+		for l := range nr {
+			row := g*rank + r0 + l
+			if woA != nil {
+				for d, v := range woA[row*dg : (row+1)*dg] {
+					p[d*lw+l] = v
+				}
+				continue
+			}
+			srow := scales[(row/block)*kbs : (row/block+1)*kbs]
+			crow := codes[row*dg : (row+1)*dg]
+			for b, e := range srow {
+				cb := crow[b*block : min(dg, (b+1)*block)]
+				pb := p[b*block*lw:]
+				sc := lutE8M0[e]
+				if e < 10 || e > 246 {
+					// products may leave the normal range: round as stored
+					for d, q := range cb {
+						pb[d*lw+l] = numfmt.BF16Round(lutE4M3[q] * sc)
+					}
+					continue
+				}
+				// every product is a normal f32 with ≤ 4 significant bits:
+				// exact in bf16 (NaN codes give NaN either way)
+				for d, q := range cb {
+					v := lutE4M3[q] * sc
+					if q&0x7F == 0x7F {
+						v = numfmt.BF16Round(v)
+					}
+					pb[d*lw+l] = v
+				}
+			}
+		}
+		var acc [lw]float32
+		for i := range m {
+			x := o[(i*groups+g)*dg : (i*groups+g+1)*dg]
+			if ks.lanes32 != nil && dg > 0 {
+				ks.lanes32(x, p, dg, acc[:])
+			} else {
+				lanes32Go(x, p, dg, acc[:])
+			}
+			dst := out[i*rows+g*rank+r0 : i*rows+g*rank+r0+nr]
+			for l := range dst {
+				dst[l] = numfmt.BF16Round(acc[l])
+			}
+		}
+		putBuf(pb)
+	})
+}
+
+// loraDirectMaxM is the most tokens for which GroupedLoRA dequantises e4m3
+// tiles in registers per token rather than once into panels.
+const loraDirectMaxM = 8
+
+// loraExact reports whether every dequantised weight bf16(e4m3·e8m0) of a
+// non-NaN code is the normal f32 that loraFP8x8AVX2 computes: scale bytes
+// in 10..134.
+func loraExact(scales []byte) bool {
+	for _, e := range scales {
+		if e < 10 || e > maxFP8Scale {
+			return false
+		}
+	}
+	return true
+}
+
+// fp8Exact reports whether the bit-placing dequantisation of the e4m3
+// codes with the scale bytes s (e4m3·2^-120 times 2^(s−7)) equals
+// e4m3·e8m0 everywhere: scale bytes ≤ maxFP8Scale and no NaN code.
+func fp8Exact(codes, s []byte) bool {
+	for _, e := range s {
+		if e > maxFP8Scale {
+			return false
+		}
+	}
+	return bytes.IndexByte(codes, 0x7F) < 0 && bytes.IndexByte(codes, 0xFF) < 0
+}
+
+// lanes32Go is lanes32AVX2 in Go.
+func lanes32Go(x, p []float32, n int, out []float32) {
+	var acc [32]float32
+	for d := range n {
+		xd := x[d]
+		row := p[d*32 : d*32+32 : d*32+32]
+		for l := range acc {
+			acc[l] += float32(xd * row[l])
+		}
+	}
+	copy(out, acc[:])
+}

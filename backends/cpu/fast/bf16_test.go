@@ -1,0 +1,170 @@
+package fast
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ds4go/ds4/backends/cpu/kernels"
+	"github.com/ds4go/ds4/internal/numfmt"
+)
+
+func rawBF16(v []float32) []byte {
+	b := make([]byte, 2*len(v))
+	for i, x := range v {
+		u := math.Float32bits(x) >> 16
+		b[2*i], b[2*i+1] = byte(u), byte(u>>8)
+	}
+	return b
+}
+
+// TestMatmulW16 checks that the raw-bf16 matmuls are bit-identical to the
+// f32 ones on the widened weights, at every level and on both paths.
+func TestMatmulW16(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, l := range levels() {
+		for _, sh := range [][3]int{{1, 64, 40}, {2, 100, 33}, {4, 37, 9}, {7, 300, 70}, {33, 256, 65}} {
+			m, k, n := sh[0], sh[1], sh[2]
+			a := randF32(r, m*k, false)
+			w := randF32(r, n*k, true)
+			raw := rawBF16(w)
+			for _, round := range []bool{false, true} {
+				want, got := make([]float32, m*n), make([]float32, m*n)
+				withLevel(l, func() {
+					if round {
+						MatmulBF16(want, a, w, m, k, n)
+						MatmulBF16W16(got, a, raw, m, k, n)
+					} else {
+						MatmulF32(want, a, w, m, k, n)
+						MatmulF32W16(got, a, raw, m, k, n)
+					}
+				})
+				for i := range want {
+					if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+						t.Fatalf("%v %v round=%v: [%d] = %g, want %g", l, sh, round, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGroupedLoRA checks bit-identity with kernels.GroupedLoRA, for f32
+// and for fp8 weights dequantised as the binder did.
+func TestGroupedLoRA(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, l := range levels() {
+		for _, sh := range [][4]int{{1, 2, 64, 32}, {3, 4, 96, 40}, {5, 1, 33, 7}, {2, 8, 128, 64}, {2, 3, 64, 24}, {6, 2, 256, 16}} {
+			m, groups, dg, rank := sh[0], sh[1], sh[2], sh[3]
+			rows := groups * rank
+			o := randActs(r, m, groups*dg)
+			codes, scales := randFP8(r, rows, dg)
+			if m%2 == 1 {
+				// every scale byte (products leaving the normal range) and NaN codes
+				for i := range scales {
+					scales[i] = byte(r.IntN(255))
+				}
+				codes[3], codes[len(codes)-1] = 0x7F, 0xFF
+			}
+			kbs := ceilDiv(dg, 32)
+			w := make([]float32, rows*dg)
+			for i := range rows {
+				for d := range dg {
+					w[i*dg+d] = numfmt.BF16Round(numfmt.E4M3ToF32(codes[i*dg+d]) * numfmt.E8M0ToF32(scales[(i/32)*kbs+d/32]))
+				}
+			}
+			if l == AVX2 && m%2 == 0 && !loraExact(scales) {
+				t.Errorf("%v: the direct fp8 path is not exercised", sh)
+			}
+			want := make([]float32, m*rows)
+			kernels.GroupedLoRA(want, o, m, groups, dg, w, rank)
+			for _, fp8 := range []bool{false, true} {
+				got := make([]float32, m*rows)
+				withLevel(l, func() {
+					if fp8 {
+						GroupedLoRA(got, o, m, groups, dg, nil, codes, scales, rank)
+					} else {
+						GroupedLoRA(got, o, m, groups, dg, w, nil, nil, rank)
+					}
+				})
+				for i := range want {
+					if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
+						t.Fatal(fmt.Sprintf("%v %v fp8=%v: [%d] = %g, want %g", l, sh, fp8, i, got[i], want[i]))
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestSparseAttn checks bit-identity with kernels.SparseAttn.
+func TestSparseAttn(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	for _, l := range levels() {
+		for _, sh := range [][6]int{{1, 3, 16, 64, 40, 150}, {2, 2, 6, 32, 9, 70}, {1, 1, 20, 36, 300, 64}, {1, 2, 3, 16, 10, 20}} {
+			b, m, h, d, n, tt := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]
+			q := randF32(r, b*m*h*d, true)
+			kv := randF32(r, b*n*d, true)
+			for i := range q {
+				q[i] *= 4
+			}
+			sink := randF32(r, h, false)
+			idx := make([]int32, b*m*tt)
+			for i := range idx {
+				idx[i] = int32(r.IntN(n+n/4)) - int32(n/4) // some -1.. slots
+				if idx[i] < 0 {
+					idx[i] = -1
+				}
+			}
+			want, got := make([]float32, b*m*h*d), make([]float32, b*m*h*d)
+			kernels.SparseAttn(want, q, b, m, h, d, kv, n, sink, idx, tt, 0.125)
+			withLevel(l, func() { SparseAttn(got, q, b, m, h, d, kv, n, sink, idx, tt, 0.125) })
+			for i := range want {
+				if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("%v %v: [%d] = %g, want %g", l, sh, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestPackB checks the vector panel packing against the Go one, bit for bit.
+func TestPackB(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 6))
+	for _, l := range levels() {
+		for _, k := range []int{32, 96, 256} {
+			n := 48
+			w8, s8 := randFP8(r, n, k)
+			w4, s4 := randFP4(r, n, k)
+			for i := range s4 {
+				if i%7 == 0 {
+					s4[i] = byte(r.IntN(256))
+				}
+			}
+			raw := rawBF16(randF32(r, n*k, true))
+			kb := ceilDiv(k, 32)
+			for _, w := range []*weights{
+				{kind: kindFP8, n: n, k: k, q: w8, s: s8, kb: kb},
+				{kind: kindFP4, n: n, k: k, q: w4, s: s4, kb: kb},
+				{kind: kindBF16, n: n, k: k, q: raw, kb: kb},
+			} {
+				for _, cols := range []int{16, 8, 5} {
+					for _, j0 := range []int{0, 16, 32} {
+						want, got := make([]float32, k*16), make([]float32, k*16)
+						for i := range got {
+							got[i], want[i] = -1, -1
+						}
+						packBGo(want, w, j0, cols, 16)
+						withLevel(l, func() { packB(got, w, j0, cols, 16) })
+						for i := range want {
+							if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
+								t.Fatalf("%v kind %d k=%d cols=%d j0=%d: [%d] = %g, want %g", l, w.kind, k, cols, j0, i, got[i], want[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
