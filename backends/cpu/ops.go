@@ -441,7 +441,9 @@ func kTopkIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 }
 
 // UseFast routes the matmul ops through the optimised kernels of
-// backends/cpu/fast; false runs the reference kernels.
+// backends/cpu/fast; false runs the reference kernels. The environment
+// variable DS4_REFKERNELS=1 turns it off, for users checking a run against
+// the reference kernels.
 var UseFast = os.Getenv("DS4_REFKERNELS") == ""
 
 func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
