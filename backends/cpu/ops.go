@@ -776,7 +776,11 @@ func kIndexScore(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 	B, S, H, Di := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
 	nc := k.Shape[1]
 	out := r.newF(ir.BF16, B, S, nc)
-	kernels.IndexScore(out.F32, q.F32, B, S, H, Di, k.F32, nc, w.F32)
+	if UseFast {
+		fast.IndexScore(out.F32, q.F32, B, S, H, Di, k.F32, nc, w.F32) // bit-identical
+	} else {
+		kernels.IndexScore(out.F32, q.F32, B, S, H, Di, k.F32, nc, w.F32)
+	}
 	return out, nil
 }
 
@@ -874,7 +878,11 @@ func kHCMix(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	tokens := h.NumElements() / (hc * D)
 	mix := fn.Shape[0]
 	out := r.newF(ir.F32, append(cloneShape(s[:len(s)-2]), mix)...)
-	kernels.HCMixes(out.F32, h.F32, tokens, hc, D, fn.F32, float32(n.Attrs.Float("eps", 0)))
+	if UseFast {
+		fast.HCMixes(out.F32, h.F32, tokens, hc, D, fn.F32, float32(n.Attrs.Float("eps", 0))) // bit-identical
+	} else {
+		kernels.HCMixes(out.F32, h.F32, tokens, hc, D, fn.F32, float32(n.Attrs.Float("eps", 0)))
+	}
 	return out, nil
 }
 

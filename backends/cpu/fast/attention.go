@@ -110,6 +110,16 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 					nu++
 				}
 				x := 0
+				var p4 [4]float64
+				for ; x+4 <= nu; x += 4 {
+					var kr [4][]float32
+					for y := range 4 {
+						jy := use[x+y]
+						p4[y] = float64(pb[jy])
+						kr[y] = kvb[int(blk[jy])*d : int(blk[jy]+1)*d]
+					}
+					ks.axpy4F64(pv, &p4, kr[0], kr[1], kr[2], kr[3])
+				}
 				for ; x+2 <= nu; x += 2 {
 					ja, jb := use[x], use[x+1]
 					ka := kvb[int(blk[ja])*d : int(blk[ja]+1)*d]
@@ -137,6 +147,69 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 			o := out[((bi*m+mi)*h+hh)*d : ((bi*m+mi)*h+hh+1)*d]
 			for di := range o {
 				o[di] = numfmt.BF16Round(acc[hh*d+di] / lh)
+			}
+		}
+	})
+}
+
+// IndexScore is kernels.IndexScore, bit for bit: the float64 dots of a key
+// with every head's query run with the heads in vector lanes (each the
+// reference's sequential sum); the per-head bf16 steps are the reference's.
+func IndexScore(out []float32, q []float32, b, s, h, di int, k []float32, nc int, w []float32) {
+	ks := current()
+	if ks.qkF64 == nil || h < 4 {
+		kernels.IndexScore(out, q, b, s, h, di, k, nc, w)
+		return
+	}
+	if len(out) < b*s*nc || len(q) < b*s*h*di || len(k) < b*nc*di || len(w) < b*s*h {
+		panic("kernels.IndexScore: buffer too small")
+	}
+	h4 := h &^ 3
+	const rowsPer = 4 // query rows per task
+	parallel(ceilDiv(b*s, rowsPer), func(c int) {
+		qT := make([]float64, di*h4)
+		dots := make([]float64, 16)
+		e := make([]float32, h)
+		for row := c * rowsPer; row < min(b*s, (c+1)*rowsPer); row++ {
+			bi := row / s
+			qs := q[row*h*di : (row+1)*h*di]
+			for hh := range h4 {
+				for i, v := range qs[hh*di : (hh+1)*di] {
+					qT[i*h4+hh] = float64(v)
+				}
+			}
+			wr := w[row*h : (row+1)*h]
+			for j := range nc {
+				kv := k[(bi*nc+j)*di : (bi*nc+j+1)*di]
+				hh := 0
+				for ; hh+16 <= h4; hh += 16 {
+					ks.qkF64(qT[hh:], h4, kv, di, dots, 4)
+					for x := range 16 {
+						e[hh+x] = float32(dots[x])
+					}
+				}
+				for ; hh < h4; hh += 4 {
+					ks.qkF64(qT[hh:], h4, kv, di, dots, 1)
+					for x := range 4 {
+						e[hh+x] = float32(dots[x])
+					}
+				}
+				for ; hh < h; hh++ {
+					var dot float64
+					for d, x := range qs[hh*di : (hh+1)*di] {
+						dot += float64(float64(x) * float64(kv[d]))
+					}
+					e[hh] = float32(dot)
+				}
+				var sum float32
+				for hi, ev := range e {
+					ev = numfmt.BF16Round(ev)
+					if ev <= 0 {
+						ev = 0
+					}
+					sum += numfmt.BF16Round(ev * wr[hi])
+				}
+				out[row*nc+j] = numfmt.BF16Round(sum)
 			}
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 
+	"github.com/ds4go/ds4/backends/cpu/kernels"
 	"github.com/ds4go/ds4/internal/numfmt"
 )
 
@@ -101,14 +102,19 @@ func GroupedLoRA(out, o []float32, m, groups, dg int, woA []float32, codes, scal
 		parallel(groups*chunks, func(it int) {
 			g, r0 := it/chunks, (it%chunks)*lw
 			nr := min(lw, rank-r0)
-			var acc [8]float32
-			for r := r0; r < r0+nr; r += 8 {
+			var acc [16]float32
+			for r := r0; r < r0+nr; {
 				row := g*rank + r
+				nw := 8 // rows per call: 16 when they stay in the 32-row scale group
+				if r+16 <= r0+nr && row%block <= block-16 {
+					nw = 16
+				}
+				r += nw
 				srow := scales[(row/block)*kbs : (row/block+1)*kbs]
 				for i := range m {
 					x := o[(i*groups+g)*dg : (i*groups+g+1)*dg]
-					dst := out[i*rows+row : i*rows+row+8]
-					if ks.loraFP8x8(x, codes[row*dg:], dg, srow, dg/block, acc[:]) {
+					dst := out[i*rows+row : i*rows+row+nw]
+					if ks.loraFP8x8(x, codes[row*dg:], dg, srow, dg/block, acc[:nw]) {
 						// a NaN code: the reference arithmetic, in Go
 						for l := range dst {
 							crow := codes[(row+l)*dg : (row+l+1)*dg]
@@ -226,4 +232,44 @@ func lanes32Go(x, p []float32, n int, out []float32) {
 		}
 	}
 	copy(out, acc[:])
+}
+
+// hcLanesMinTokens is the fewest tokens for which HCMixes builds the
+// transposed panel of fn (once per call) and runs the lane kernel.
+const hcLanesMinTokens = 8
+
+// HCMixes is kernels.HCMixes, bit for bit: the mix dots of a token (each
+// the reference's sequential fp32 sum) run in vector lanes against fn
+// transposed once per call; the norm factor is the reference's.
+func HCMixes(out []float32, h []float32, tokens, hc, dim int, fn []float32, eps float32) {
+	mix, n := (2+hc)*hc, hc*dim
+	ks := current()
+	if tokens < hcLanesMinTokens || ks.lanes32 == nil || mix > 32 || n == 0 {
+		kernels.HCMixes(out, h, tokens, hc, dim, fn, eps)
+		return
+	}
+	check("HCMixes", len(out), tokens*mix, len(h), tokens*n, len(fn), mix*n)
+	pb := getBuf(n * 32)
+	defer putBuf(pb)
+	p := *pb
+	clear(p)
+	for i := range mix {
+		for c, v := range fn[i*n : (i+1)*n] {
+			p[c*32+i] = v
+		}
+	}
+	parallel(ceilDiv(tokens, 4), func(c int) {
+		var acc [32]float32
+		ms, rho := make([]float32, 1), make([]float32, 1)
+		for t := c * 4; t < min(tokens, c*4+4); t++ {
+			x := h[t*n : (t+1)*n]
+			kernels.MeanSquare(ms, x, 1, n)
+			ms[0] += eps
+			kernels.Rsqrt(rho, ms)
+			ks.lanes32(x, p, n, acc[:])
+			for i := range mix {
+				out[t*mix+i] = acc[i] * rho[0]
+			}
+		}
+	})
 }

@@ -1,7 +1,6 @@
 package fast
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -90,7 +89,7 @@ func TestGroupedLoRA(t *testing.T) {
 				})
 				for i := range want {
 					if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
-						t.Fatal(fmt.Sprintf("%v %v fp8=%v: [%d] = %g, want %g", l, sh, fp8, i, got[i], want[i]))
+						t.Fatalf("%v %v fp8=%v: [%d] = %g, want %g", l, sh, fp8, i, got[i], want[i])
 					}
 				}
 			}
@@ -163,6 +162,48 @@ func TestPackB(t *testing.T) {
 							}
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestIndexScore checks bit-identity with kernels.IndexScore.
+func TestIndexScore(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, l := range levels() {
+		for _, sh := range [][5]int{{1, 5, 16, 128, 37}, {2, 3, 6, 32, 10}, {1, 2, 3, 16, 5}, {1, 9, 20, 64, 70}} {
+			b, s, h, di, nc := sh[0], sh[1], sh[2], sh[3], sh[4]
+			q := randF32(r, b*s*h*di, true)
+			k := randF32(r, b*nc*di, true)
+			w := randF32(r, b*s*h, true)
+			want, got := make([]float32, b*s*nc), make([]float32, b*s*nc)
+			kernels.IndexScore(want, q, b, s, h, di, k, nc, w)
+			withLevel(l, func() { IndexScore(got, q, b, s, h, di, k, nc, w) })
+			for i := range want {
+				if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("%v %v: [%d] = %g, want %g", l, sh, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestHCMixes checks bit-identity with kernels.HCMixes.
+func TestHCMixes(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	for _, l := range levels() {
+		for _, sh := range [][3]int{{9, 4, 64}, {20, 4, 100}, {3, 4, 32}, {12, 2, 48}} {
+			tokens, hc, dim := sh[0], sh[1], sh[2]
+			mix := (2 + hc) * hc
+			h := randF32(r, tokens*hc*dim, true)
+			fn := randF32(r, mix*hc*dim, false)
+			want, got := make([]float32, tokens*mix), make([]float32, tokens*mix)
+			kernels.HCMixes(want, h, tokens, hc, dim, fn, 1e-6)
+			withLevel(l, func() { HCMixes(got, h, tokens, hc, dim, fn, 1e-6) })
+			for i := range want {
+				if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("%v %v: [%d] = %g, want %g", l, sh, i, got[i], want[i])
 				}
 			}
 		}

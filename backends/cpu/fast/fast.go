@@ -9,9 +9,15 @@
 //   - Weights are read as stored; nothing dequantises a whole matrix.
 //   - Decode shape (m ≤ decodeMaxM): every weight row is streamed once; its
 //     32-wide blocks are dequantised in registers (e4m3 by bit placement and
-//     one multiply by 2^(e−7), e2m1 by a VPERMPS table lookup) and FMA'd
-//     against the activations (one row of weights stays in L1 while the m
-//     activation rows use it).
+//     one multiply by 2^(e−7); e2m1 on AVX2 by VPSHUFB nibble → bf16-byte
+//     tables, on AVX-512 by a VPERMPS table lookup) and, on AVX2, FMA'd
+//     against up to 4 activation rows at once (gemvFP4/gemvFP8: one
+//     dequantisation per block for all rows, 32 weight rows per call).
+//   - Weights kept as stored in bf16 (MatmulF32W16, MatmulBF16W16) are
+//     widened on the fly, bit-identically to the f32 kernels on the widened
+//     values; GroupedLoRA, SparseAttn, IndexScore and HCMixes are
+//     bit-identical vector versions of the reference kernels (independent
+//     outputs in vector lanes, each summed in the reference order).
 //   - Prefill shape: for a chunk of N columns the weights are dequantised with
 //     the block scale folded in (exact: the scales are powers of two) into a
 //     packed f32 panel [K][NR], the activations are packed once into

@@ -33,9 +33,10 @@ type kernelSet struct {
 	// dotW16, when set, is dot with b as raw bf16 (bit-identical to dot on
 	// the widened values).
 	dotW16 func(a []float32, b []byte) float32
-	// loraFP8x8, when set, computes 8 grouped-LoRA outputs of e4m3 rows
-	// (see loraFP8x8AVX2; scale bytes in 10..134); it reports whether a NaN
-	// code was met (the outputs are then wrong).
+	// loraFP8x8, when set, computes len(out) = 8 or 16 grouped-LoRA outputs
+	// of e4m3 rows in one 32-row group (see loraFP8x8AVX2; scale bytes in
+	// 10..134); it reports whether a NaN code was met (the outputs are then
+	// wrong).
 	loraFP8x8 func(x []float32, w []byte, ldw int, s []byte, nb int, out []float32) bool
 	// qkF64, when set, sets out[x] = Σ_i qT[i*ldq+x]·k[i] (sequential
 	// float64 sums) for x < 4g, g = 1 or 4.
@@ -43,8 +44,10 @@ type kernelSet struct {
 	// axpy2F64 sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64, in
 	// the scalar order.
 	axpy2F64 func(pv []float64, pa, pb float64, ka, kb []float32)
+	// axpy4F64 is axpy2F64 with four rows, added in order.
+	axpy4F64 func(pv []float64, p *[4]float64, k0, k1, k2, k3 []float32)
 	// pack8, when set, dequantises 8 weight rows (at w + l*ldw bytes) of
-	// kind over nb 32-blocks (fp8, fp4) or 8-groups (f32, bf16) into
+	// kind over nb 32-blocks (fp8, fp4) or 8-groups (bf16) into
 	// dst[c*ldd+l] (scales folded in exactly; fp8 rows share the scale
 	// bytes s, each ≤ maxFP8Scale, and have no NaN code; fp4 row l has its
 	// scales at s[l*lds:]).

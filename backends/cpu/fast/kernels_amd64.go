@@ -35,6 +35,9 @@ func lanes32AVX2(x *float32, p *float32, n int, out *float32)
 // loraFP8x8AVX2 sets out[l] = Σ_d fl(x[d]·w_l[d]) (sequential in d) for the 8 e4m3 rows w_l = w[l*ldw:] of nb 32-blocks sharing the scale bytes s; nan ≠ 0 when a NaN code was met.
 func loraFP8x8AVX2(x *float32, w *byte, ldw int, s *byte, nb int, out *float32) (nan uint32)
 
+// loraFP8x16AVX2 sets out[l] = Σ_d fl(x[d]·w_l[d]) (sequential in d) for the 16 e4m3 rows w_l = w[l*ldw:] of nb 32-blocks sharing the scale bytes s; nan ≠ 0 when a NaN code was met.
+func loraFP8x16AVX2(x *float32, w *byte, ldw int, s *byte, nb int, out *float32) (nan uint32)
+
 // qkF64AVX2x1 sets out[h] = Σ_i qT[i*ldq+h]·k[i] (sequential float64 sums) for h < 4.
 func qkF64AVX2x1(qT *float64, ldq int, k *float32, n int, out *float64)
 
@@ -47,14 +50,14 @@ func packFP4x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb
 // packBF16x8AVX2 dequantises 8 weight rows and stores them transposed (see asmgen).
 func packBF16x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
 
-// packF32x8AVX2 dequantises 8 weight rows and stores them transposed (see asmgen).
-func packF32x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
-
 // qkF64AVX2x4 sets out[h] = Σ_i qT[i*ldq+h]·k[i] (sequential float64 sums) for h < 16.
 func qkF64AVX2x4(qT *float64, ldq int, k *float32, n int, out *float64)
 
 // axpy2F64AVX2 sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64 for i < n (a multiple of 4).
 func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
+
+// axpy4F64AVX2 sets pv[i] = (((pv[i] + p0·k0[i]) + p1·k1[i]) + p2·k2[i]) + p3·k3[i] in float64 for i < n (a multiple of 4).
+func axpy4F64AVX2(pv *float64, p *float64, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)
 
 // gemvFP4AVX2x1 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 1 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
 func gemvFP4AVX2x1(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)

@@ -94,6 +94,10 @@ var avx2Set = &kernelSet{
 		return s + dotGoBF16(a[n:], b[2*n:2*len(a)])
 	},
 	loraFP8x8: func(x []float32, w []byte, ldw int, s []byte, nb int, out []float32) bool {
+		if len(out) >= 16 {
+			_, _, _, _ = x[nb*32-1], w[15*ldw+nb*32-1], s[nb-1], out[15]
+			return loraFP8x16AVX2(&x[0], &w[0], ldw, &s[0], nb, &out[0]) != 0
+		}
 		_, _, _, _ = x[nb*32-1], w[7*ldw+nb*32-1], s[nb-1], out[7]
 		return loraFP8x8AVX2(&x[0], &w[0], ldw, &s[0], nb, &out[0]) != 0
 	},
@@ -134,6 +138,19 @@ var avx2Set = &kernelSet{
 		case kindBF16:
 			_, _ = dst[(nb*8-1)*ldd+7], w[7*ldw+nb*16-1]
 			packBF16x8AVX2(&dst[0], ldd, &w[0], ldw, nil, 0, nb, nil, nil)
+		}
+	},
+	axpy4F64: func(pv []float64, p *[4]float64, k0, k1, k2, k3 []float32) {
+		n := len(k0) &^ 3
+		if n > 0 {
+			_, _, _, _, _ = pv[n-1], k0[n-1], k1[n-1], k2[n-1], k3[n-1]
+			axpy4F64AVX2(&pv[0], &p[0], &k0[0], &k1[0], &k2[0], &k3[0], n)
+		}
+		for i := n; i < len(k0); i++ {
+			x := pv[i] + float64(p[0]*float64(k0[i]))
+			x += float64(p[1] * float64(k1[i]))
+			x += float64(p[2] * float64(k2[i]))
+			pv[i] = x + float64(p[3]*float64(k3[i]))
 		}
 	},
 	lanes32: func(x, p []float32, n int, out []float32) {
@@ -194,4 +211,18 @@ func init() {
 	for i := range 8 {
 		pack4Consts[8+i] = math.Float32frombits(uint32(4 * i))
 	}
+}
+
+// The AVX2 kernels whose results do not depend on the level's dot order
+// (bit-identical to the reference kernels, or their own summation order)
+// serve the AVX-512 level too.
+func init() {
+	avx512Set.gemvFP4 = avx2Set.gemvFP4
+	avx512Set.gemvFP8 = avx2Set.gemvFP8
+	avx512Set.pack8 = avx2Set.pack8
+	avx512Set.lanes32 = avx2Set.lanes32
+	avx512Set.loraFP8x8 = avx2Set.loraFP8x8
+	avx512Set.qkF64 = avx2Set.qkF64
+	avx512Set.axpy2F64 = avx2Set.axpy2F64
+	avx512Set.axpy4F64 = avx2Set.axpy4F64
 }

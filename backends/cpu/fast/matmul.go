@@ -108,8 +108,12 @@ const decodeRows = 32
 func decode(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 	k, n, kb := w.k, w.n, w.kb
 	nb := k / block // full blocks handled by the fused kernels
-	fs := fusedSet(ks, w)
-	gemv := (w.kind == kindFP4 && ks.gemvFP4 != nil) || (w.kind == kindFP8 && fs.gemvFP8 != nil)
+	fs := ks
+	gemv := w.kind == kindFP4 && ks.gemvFP4 != nil // any scale byte: no scan of the scales
+	if !gemv {
+		fs = fusedSet(ks, w)
+		gemv = w.kind == kindFP8 && fs.gemvFP8 != nil
+	}
 	nbv := nb // blocks of the vector kernel; the rest is done in Go on unpermuted activations
 	act := a
 	if w.kind == kindFP4 && (gemv || fs.fp4Group > 2) {

@@ -53,3 +53,6 @@ func BenchmarkPrefill8(b *testing.B)  { benchStream(b, 8, false) }
 func BenchmarkStream16(b *testing.B)  { benchStream(b, 16, true) }
 func BenchmarkPrefill16(b *testing.B) { benchStream(b, 16, false) }
 func BenchmarkPrefill32(b *testing.B) { benchStream(b, 32, false) }
+func BenchmarkStream24(b *testing.B)  { benchStream(b, 24, true) }
+func BenchmarkPrefill24(b *testing.B) { benchStream(b, 24, false) }
+func BenchmarkStream32(b *testing.B)  { benchStream(b, 32, true) }

@@ -18,6 +18,14 @@
 //	    nb 32-blocks of packed e2m1 (16 bytes each) with e8m0 scale bytes s
 //	    (1..254); a is permuted so that each vector-pair of activations holds
 //	    the even elements first, then the odd ones
+//	gemvFP4AVX2x{1..4}, gemvFP8AVX2x{1..4}
+//	    AVX2 GEMV of up to 4 activation rows against consecutive weight rows
+//	    (one dequantisation per block for all rows)
+//	dotBF16AVX2, pack{FP8,FP4,BF16}x8AVX2
+//	    bf16 weights as stored; panel packing with 8×8 register transposes
+//	lanes32AVX2, loraFP8x{8,16}AVX2, qkF64AVX2x{1,4}, axpy{2,4}F64AVX2
+//	    independent outputs in vector lanes, each summed in the scalar
+//	    reference order (bit-identical kernels of package kernels)
 package main
 
 import (
@@ -39,13 +47,15 @@ func main() {
 	dotFP4AVX2()
 	dotBF16AVX2()
 	lanes32AVX2()
-	loraFP8x8AVX2()
+	loraFP8AVX2(1)
+	loraFP8AVX2(2)
 	qkF64AVX2(1)
-	for _, kind := range []string{"FP8", "FP4", "BF16", "F32"} {
+	for _, kind := range []string{"FP8", "FP4", "BF16"} {
 		pack8AVX2(kind)
 	}
 	qkF64AVX2(4)
 	axpyF64AVX2()
+	axpy4F64AVX2()
 	for r := 1; r <= 4; r++ {
 		gemvFP4AVX2(r)
 		gemvFP8AVX2(r)
@@ -856,15 +866,16 @@ func lanes32AVX2() {
 	RET()
 }
 
-// loraFP8x8AVX2 emits loraFP8x8AVX2: 8 outputs of the grouped LoRA with e4m3
-// weights, each summed sequentially (VMULPS then VADDPS, from +0) in its
-// lane: every 8×8 tile of weights is dequantised exactly (the scale bytes
-// must lie in 10..134 and no code may be NaN, so that every value is a
-// normal f32 equal to bf16(e4m3·e8m0)) and transposed in registers.
-func loraFP8x8AVX2() {
-	name := "loraFP8x8AVX2"
+// loraFP8AVX2 emits loraFP8x<8g>AVX2: 8g outputs of the grouped LoRA with
+// e4m3 weights, each summed sequentially (VMULPS then VADDPS, from +0) in
+// its lane: every 8×8 tile of weights is dequantised exactly (the scale
+// bytes must lie in 10..134 so that every non-NaN value is a normal f32
+// equal to bf16(e4m3·e8m0); NaN codes are reported) and transposed in
+// registers; g groups of 8 rows give g independent addition chains.
+func loraFP8AVX2(g int) {
+	name := fmt.Sprintf("loraFP8x%dAVX2", 8*g)
 	TEXT(name, NOSPLIT, "func(x *float32, w *byte, ldw int, s *byte, nb int, out *float32) (nan uint32)")
-	Doc(name + " sets out[l] = Σ_d fl(x[d]·w_l[d]) (sequential in d) for the 8 e4m3 rows w_l = w[l*ldw:] of nb 32-blocks sharing the scale bytes s; nan ≠ 0 when a NaN code was met.")
+	Doc(fmt.Sprintf("%s sets out[l] = Σ_d fl(x[d]·w_l[d]) (sequential in d) for the %d e4m3 rows w_l = w[l*ldw:] of nb 32-blocks sharing the scale bytes s; nan ≠ 0 when a NaN code was met.", name, 8*g))
 	x := Load(Param("x"), GP64())
 	w := Load(Param("w"), GP64())
 	ldw := Load(Param("ldw"), GP64())
@@ -874,109 +885,83 @@ func loraFP8x8AVX2() {
 	LEAQ(Mem{Base: ldw, Index: ldw, Scale: 2}, ld3)
 	LEAQ(Mem{Base: ldw, Index: ldw, Scale: 4}, ld5)
 	LEAQ(Mem{Base: ld3, Index: ldw, Scale: 4}, ld7)
+	bases := []reg.Register{w}
+	if g == 2 {
+		w8 := GP64()
+		LEAQ(Mem{Base: w, Index: ldw, Scale: 8}, w8)
+		bases = append(bases, w8)
+	}
+	rowMem := func(base reg.Register, l, disp int) Mem {
+		switch l {
+		case 0:
+			return Mem{Base: base, Disp: disp}
+		case 1:
+			return Mem{Base: base, Index: ldw, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: base, Index: ldw, Scale: 2, Disp: disp}
+		case 3:
+			return Mem{Base: base, Index: ld3, Scale: 1, Disp: disp}
+		case 4:
+			return Mem{Base: base, Index: ldw, Scale: 4, Disp: disp}
+		case 5:
+			return Mem{Base: base, Index: ld5, Scale: 1, Disp: disp}
+		case 6:
+			return Mem{Base: base, Index: ld3, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: base, Index: ld7, Scale: 1, Disp: disp}
+	}
 	mask := constVec(0x87F00000, false)
 	b7f := constVec(0x7F7F7F7F, false)
 	flag := YMM()
 	VPXOR(flag, flag, flag)
-	acc := YMM()
-	VXORPS(acc, acc, acc)
+	acc := make([]reg.VecVirtual, g)
+	for i := range acc {
+		acc[i] = YMM()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
 	Label(name + "_block")
 	f := YMM()
 	scaleFactor(s, 120, f, false)
-	for l := 0; l < 8; l++ {
-		var m Mem
-		switch l {
-		case 0:
-			m = Mem{Base: w}
-		case 1:
-			m = Mem{Base: w, Index: ldw, Scale: 1}
-		case 2:
-			m = Mem{Base: w, Index: ldw, Scale: 2}
-		case 3:
-			m = Mem{Base: w, Index: ld3, Scale: 1}
-		case 4:
-			m = Mem{Base: w, Index: ldw, Scale: 4}
-		case 5:
-			m = Mem{Base: w, Index: ld5, Scale: 1}
-		case 6:
-			m = Mem{Base: w, Index: ld3, Scale: 2}
-		default:
-			m = Mem{Base: w, Index: ld7, Scale: 1}
+	for _, base := range bases {
+		for l := 0; l < 8; l++ {
+			nt := YMM()
+			VPAND(rowMem(base, l, 0), b7f, nt)
+			VPCMPEQB(b7f, nt, nt)
+			VPOR(nt, flag, flag)
 		}
-		nt := YMM()
-		VPAND(m, b7f, nt)
-		VPCMPEQB(b7f, nt, nt)
-		VPOR(nt, flag, flag)
 	}
 	for q := 0; q < 4; q++ {
-		rowMem := func(l int) Mem {
-			d := 8 * q
-			switch l {
-			case 0:
-				return Mem{Base: w, Disp: d}
-			case 1:
-				return Mem{Base: w, Index: ldw, Scale: 1, Disp: d}
-			case 2:
-				return Mem{Base: w, Index: ldw, Scale: 2, Disp: d}
-			case 3:
-				return Mem{Base: w, Index: ld3, Scale: 1, Disp: d}
-			case 4:
-				return Mem{Base: w, Index: ldw, Scale: 4, Disp: d}
-			case 5:
-				return Mem{Base: w, Index: ld5, Scale: 1, Disp: d}
-			case 6:
-				return Mem{Base: w, Index: ld3, Scale: 2, Disp: d}
+		for gi, base := range bases {
+			r := make([]reg.VecVirtual, 8)
+			for l := range r {
+				r[l] = YMM()
+				VPMOVSXBD(rowMem(base, l, 8*q), r[l])
+				VPSLLD(Imm(20), r[l], r[l])
+				VPAND(mask, r[l], r[l])
+				VMULPS(f, r[l], r[l])
 			}
-			return Mem{Base: w, Index: ld7, Scale: 1, Disp: d}
-		}
-		r := make([]reg.VecVirtual, 8)
-		for l := range r {
-			r[l] = YMM()
-			VPMOVSXBD(rowMem(l), r[l])
-			VPSLLD(Imm(20), r[l], r[l])
-			VPAND(mask, r[l], r[l])
-			VMULPS(f, r[l], r[l])
-		}
-		t := make([]reg.VecVirtual, 8)
-		for i := 0; i < 4; i++ {
-			t[2*i], t[2*i+1] = YMM(), YMM()
-			VUNPCKLPS(r[2*i+1], r[2*i], t[2*i])
-			VUNPCKHPS(r[2*i+1], r[2*i], t[2*i+1])
-		}
-		u := make([]reg.VecVirtual, 8)
-		for h := 0; h < 2; h++ {
-			a0, a1, b0, b1 := t[4*h], t[4*h+1], t[4*h+2], t[4*h+3]
-			for i := range 4 {
-				u[4*h+i] = YMM()
-			}
-			VSHUFPS(Imm(0x44), b0, a0, u[4*h])
-			VSHUFPS(Imm(0xEE), b0, a0, u[4*h+1])
-			VSHUFPS(Imm(0x44), b1, a1, u[4*h+2])
-			VSHUFPS(Imm(0xEE), b1, a1, u[4*h+3])
-		}
-		for d := 0; d < 8; d++ {
-			c := YMM()
-			if d < 4 {
-				VPERM2F128(Imm(0x20), u[4+d], u[d], c)
-			} else {
-				VPERM2F128(Imm(0x31), u[d], u[d-4], c)
-			}
-			bx := YMM()
-			VBROADCASTSS(Mem{Base: x, Disp: 4 * (8*q + d)}, bx)
-			VMULPS(c, bx, bx)
-			VADDPS(bx, acc, acc)
+			transpose8(r, func(d int, c reg.VecVirtual) {
+				bx := YMM()
+				VBROADCASTSS(Mem{Base: x, Disp: 4 * (8*q + d)}, bx)
+				VMULPS(c, bx, bx)
+				VADDPS(bx, acc[gi], acc[gi])
+			})
 		}
 	}
 	ADDQ(U32(128), x)
-	ADDQ(Imm(32), w)
+	for _, base := range bases {
+		ADDQ(Imm(32), base)
+	}
 	INCQ(s)
 	DECQ(nb)
 	JNZ(LabelRef(name + "_block"))
 	Label(name + "_done")
 	o := Load(Param("out"), GP64())
-	VMOVUPS(acc, Mem{Base: o})
+	for i := range acc {
+		VMOVUPS(acc[i], Mem{Base: o, Disp: 32 * i})
+	}
 	rr := GP32()
 	VPMOVMSKB(flag, rr)
 	Store(rr, ReturnIndex(0))
@@ -1064,9 +1049,9 @@ func axpyF64AVX2() {
 	RET()
 }
 
-// transpose8 transposes the 8×8 f32 matrix whose rows are r (in place of
-// nothing: it returns the 8 columns).
-func transpose8(r []reg.VecVirtual) []reg.VecVirtual {
+// transpose8 transposes the 8×8 f32 matrix whose rows are r, passing each
+// column d to use as soon as it is formed.
+func transpose8(r []reg.VecVirtual, use func(d int, c reg.VecVirtual)) {
 	t := make([]reg.VecVirtual, 8)
 	for i := 0; i < 4; i++ {
 		t[2*i], t[2*i+1] = YMM(), YMM()
@@ -1084,21 +1069,20 @@ func transpose8(r []reg.VecVirtual) []reg.VecVirtual {
 		VSHUFPS(Imm(0x44), b1, a1, u[4*h+2])
 		VSHUFPS(Imm(0xEE), b1, a1, u[4*h+3])
 	}
-	c := make([]reg.VecVirtual, 8)
 	for d := 0; d < 8; d++ {
-		c[d] = YMM()
+		c := YMM()
 		if d < 4 {
-			VPERM2F128(Imm(0x20), u[4+d], u[d], c[d])
+			VPERM2F128(Imm(0x20), u[4+d], u[d], c)
 		} else {
-			VPERM2F128(Imm(0x31), u[d], u[d-4], c[d])
+			VPERM2F128(Imm(0x31), u[d], u[d-4], c)
 		}
+		use(d, c)
 	}
-	return c
 }
 
 // pack8AVX2 emits pack<kind>x8AVX2: it dequantises 8 weight rows (row l at
 // w + l*ldw bytes) over nb 32-blocks (kinds FP8, FP4: block scales folded
-// in, exact) or nb 8-groups (BF16, F32) and stores them transposed: the 8
+// in, exact) or nb 8-groups (BF16) and stores them transposed: the 8
 // values of k index c at dst[c*ldd : c*ldd+8]. FP8 rows share the scale
 // bytes s (one per block, each in 0..134 and no NaN code); FP4 row l has its
 // scale bytes at s[l*lds:] (looked up in the f32 table sc; c points to the
@@ -1157,8 +1141,6 @@ func pack8AVX2(kind string) {
 		sign = constVec(0x80000000, false)
 	case "BF16":
 		wstep = 16
-	case "F32":
-		wstep = 32
 	}
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
@@ -1205,15 +1187,12 @@ func pack8AVX2(kind string) {
 			case "BF16":
 				VPMOVZXWD(rowMem(l, 0), r[l])
 				VPSLLD(Imm(16), r[l], r[l])
-			case "F32":
-				VMOVUPS(rowMem(l, 0), r[l])
 			}
 		}
-		cols := transpose8(r)
-		for d := range cols {
-			VMOVUPS(cols[d], Mem{Base: dst})
+		transpose8(r, func(_ int, c reg.VecVirtual) {
+			VMOVUPS(c, Mem{Base: dst})
 			ADDQ(ldd, dst)
-		}
+		})
 	}
 	ADDQ(U32(wstep), w)
 	switch kind {
@@ -1221,6 +1200,44 @@ func pack8AVX2(kind string) {
 		INCQ(s)
 	}
 	DECQ(nb)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// axpy4F64AVX2 emits axpy4F64AVX2: pv[i] = (((pv[i] + p0·k0[i]) + p1·k1[i])
+// + p2·k2[i]) + p3·k3[i] in float64 for i < n (a multiple of 4), the
+// products exact, in the scalar order; p holds p0..p3, k the 4 row pointers.
+func axpy4F64AVX2() {
+	name := "axpy4F64AVX2"
+	TEXT(name, NOSPLIT, "func(pv *float64, p *float64, k0, k1, k2, k3 *float32, n int)")
+	Doc(name + " sets pv[i] = (((pv[i] + p0·k0[i]) + p1·k1[i]) + p2·k2[i]) + p3·k3[i] in float64 for i < n (a multiple of 4).")
+	pv := Load(Param("pv"), GP64())
+	pp := Load(Param("p"), GP64())
+	ks := []reg.Register{Load(Param("k0"), GP64()), Load(Param("k1"), GP64()), Load(Param("k2"), GP64()), Load(Param("k3"), GP64())}
+	n := Load(Param("n"), GP64())
+	ps := make([]reg.VecVirtual, 4)
+	for i := range ps {
+		ps[i] = YMM()
+		VBROADCASTSD(Mem{Base: pp, Disp: 8 * i}, ps[i])
+	}
+	SHRQ(Imm(2), n)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	v := YMM()
+	VMOVUPD(Mem{Base: pv}, v)
+	for i := range ks {
+		x := YMM()
+		VCVTPS2PD(Mem{Base: ks[i]}, x)
+		VMULPD(ps[i], x, x)
+		VADDPD(x, v, v)
+		ADDQ(Imm(16), ks[i])
+	}
+	VMOVUPD(v, Mem{Base: pv})
+	ADDQ(Imm(32), pv)
+	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
 	VZEROUPPER()
