@@ -111,7 +111,7 @@ func OpenDir(dir string) (*Set, error) {
 	}
 	shards := make([]string, 0, len(shardNames))
 	for sh := range shardNames {
-		if sh == "" || filepath.IsAbs(sh) || filepath.Base(sh) != sh {
+		if sh == "" || sh == "." || sh == ".." || filepath.IsAbs(sh) || filepath.Base(sh) != sh {
 			return nil, fmt.Errorf("safetensors: %s: invalid shard name %q", idxPath, sh)
 		}
 		shards = append(shards, sh)
