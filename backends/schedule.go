@@ -60,6 +60,17 @@ func Schedule(g *ir.Graph, primary, fallback Backend) (Program, *Placement, erro
 	return prog, pl, nil
 }
 
+// KernelPanic is a panic inside a kernel, recovered by the scheduler: a bug
+// of the backend, not bad input.
+type KernelPanic struct {
+	Node  string // "%12 (matmul)"
+	Value any
+}
+
+func (e *KernelPanic) Error() string {
+	return fmt.Sprintf("internal error in %s: %v; please report it", e.Node, e.Value)
+}
+
 type scheduled struct {
 	g       *ir.Graph
 	kernels []KernelFunc
@@ -83,7 +94,7 @@ func (p *scheduled) Run(env *Env) (err error) {
 	var cur *ir.Node
 	defer func() {
 		if e := recover(); e != nil {
-			err = fmt.Errorf("internal error in %%%d (%s): %v; please report it", cur.ID, cur.Op, e)
+			err = &KernelPanic{Node: fmt.Sprintf("%%%d (%s)", cur.ID, cur.Op), Value: e}
 		}
 	}()
 	args := make([]*Tensor, 0, 8)

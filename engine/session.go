@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -283,7 +284,8 @@ func (s *Session) call(prog backends.Program, tokens [][]int64, prefix string) (
 		env.Probe = s.observe
 	}
 	if err := prog.Run(env); err != nil {
-		if strings.HasPrefix(err.Error(), "internal error") { // a panic the backend recovered
+		var kp *backends.KernelPanic
+		if errors.As(err, &kp) || strings.HasPrefix(err.Error(), "internal error") { // a panic the backend recovered
 			return nil, &InternalError{Where: "the " + strings.TrimSuffix(prefix, ".") + " call", Err: err}
 		}
 		return nil, err
