@@ -53,6 +53,7 @@ func Open(m *ir.Module, dir, backend string) (md *Model, err error) {
 	if err != nil {
 		return nil, err
 	}
+	w.stored16 = backend == "cpu"
 	md = &Model{Module: m, pg: pg, dg: dg, w: w}
 	prog := newLoadProgress(w, pg, dg) // stderr progress (engine/progress.go)
 	defer prog.done()

@@ -24,6 +24,10 @@ type binder struct {
 	tmap   *safetensors.File
 	mu     sync.Mutex
 	loaded map[string]*backends.Tensor
+	// stored16 drops the F32 copy of bf16 matrices declared F32: set when
+	// every op runs on the CPU backend, whose kernels read the bf16 view
+	// (and widen it themselves where they need F32).
+	stored16 bool
 }
 
 func openCheckpoint(dir string) (*binder, error) {
@@ -239,7 +243,9 @@ func (b *binder) one(name, format string, dt ir.DType, shape []int) (*backends.T
 // converting first. Declared BF16, it has no F32 copy (the values are
 // exact); declared F32 (head, gate, compressor, Engram weights), it keeps
 // the F32 copy too, for backends and ops that read F32, while the CPU
-// matmul reads the half-size bf16 view.
+// matmul reads the half-size bf16 view; with stored16 (every op on the CPU
+// backend) it has none either: the CPU ops that need F32 widen it
+// (backends/cpu/ops.go widenStored).
 func (b *binder) bf16Matrix(t *safetensors.Tensor, dt ir.DType, shape []int) (*backends.Tensor, error) {
 	raw := t.Data
 	for i := 1; i < len(raw); i += 2 {
@@ -249,7 +255,7 @@ func (b *binder) bf16Matrix(t *safetensors.Tensor, dt ir.DType, shape []int) (*b
 		}
 	}
 	out := &backends.Tensor{DType: dt, Shape: shape, U8: raw}
-	if dt != ir.BF16 {
+	if dt != ir.BF16 && !b.stored16 {
 		v := make([]float32, len(raw)/2)
 		for i := range v {
 			v[i] = math.Float32frombits(uint32(raw[2*i])<<16 | uint32(raw[2*i+1])<<24)

@@ -9,6 +9,7 @@ import (
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cpu/fast"
 	"github.com/ds4go/ds4/backends/cpu/kernels"
+	"github.com/ds4go/ds4/backends/cpu/workpool"
 	"github.com/ds4go/ds4/internal/numfmt"
 	"github.com/ds4go/ds4/ir"
 )
@@ -229,7 +230,16 @@ func kMaskFill(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	out := r.newF(ir.BF16, cloneShape(a[0].Shape)...)
 	copy(out.F32, a[0].F32)
-	numfmt.ActQuantInplace(out.F32, int(n.Attrs.Int("block", 32)))
+	block := int(n.Attrs.Int("block", 32))
+	// blocks are independent: chunks of whole blocks on the worker pool
+	if per := block * max(1, 2048/max(block, 1)); block > 0 && len(out.F32)%block == 0 && len(out.F32) >= 2*per {
+		x := out.F32
+		workpool.Run((len(x)+per-1)/per, func(c int) {
+			numfmt.ActQuantInplace(x[c*per:min(len(x), (c+1)*per)], block)
+		})
+		return out, nil
+	}
+	numfmt.ActQuantInplace(out.F32, block)
 	return out, nil
 }
 

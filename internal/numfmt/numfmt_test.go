@@ -331,3 +331,49 @@ func TestBadBlockPanics(t *testing.T) {
 		}()
 	}
 }
+
+// TestActQuantFastBits checks the fast in-place block of ActQuant against
+// the reference element loop, bit for bit, on random, tiny, huge, tie and
+// special values.
+func TestActQuantFastBits(t *testing.T) {
+	ref := func(x []float32, block int) {
+		const inv = float32(1.0 / 448)
+		for bi := 0; bi*block < len(x); bi++ {
+			xb := x[bi*block : (bi+1)*block]
+			s := ceilPow2(max(absMax(xb), float32(1e-4)) * inv)
+			for i, v := range xb {
+				xb[i] = BF16Round(E4M3ToF32(F32ToE4M3(clamp(v/s, -E4M3Max, E4M3Max))) * s)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	specials := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+		math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, 1e-38, 1e-4, 448, 464, 480, -1.0 / 64, 1.0 / 128}
+	for iter := range 4000 {
+		x := make([]float32, 64)
+		scale := math.Ldexp(1, r.IntN(200)-100)
+		for i := range x {
+			switch r.IntN(10) {
+			case 0:
+				x[i] = specials[r.IntN(len(specials))]
+			case 1:
+				// a tie of the e4m3 grid relative to a power of two
+				x[i] = float32(math.Ldexp(float64(17+2*r.IntN(8)), r.IntN(40)-30))
+			default:
+				x[i] = float32(r.NormFloat64() * scale)
+			}
+			if iter%3 == 0 && r.IntN(4) == 0 {
+				x[i] *= 1e-3
+			}
+			x[i] = BF16Round(x[i])
+		}
+		want := append([]float32(nil), x...)
+		ref(want, 32)
+		ActQuantInplace(x, 32)
+		for i := range x {
+			if math.Float32bits(x[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("iter %d elem %d: got %08x want %08x", iter, i, math.Float32bits(x[i]), math.Float32bits(want[i]))
+			}
+		}
+	}
+}

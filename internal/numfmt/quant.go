@@ -58,6 +58,9 @@ func ActQuant(x []float32, block int, codes []byte, scales []float32) {
 		if scales != nil {
 			scales[bi] = s
 		}
+		if codes == nil && actQuantBlockFast(xb, s) {
+			continue
+		}
 		for i, v := range xb {
 			c := F32ToE4M3(clamp(v/s, -E4M3Max, E4M3Max))
 			if codes != nil {
@@ -138,4 +141,42 @@ func FP4ActQuantE4M3(x []float32, block int, packed []byte, scales []float32) {
 		}
 		fp4Block(xb, s, pb)
 	}
+}
+
+// actQuantBlockFast is the in-place body of ActQuant for one block with a
+// finite scale s (a power of two in [2^-22, 2^120]) and finite elements; it
+// reports false, leaving xb untouched, otherwise. It gives the reference's
+// bits: x/s = x·(1/s) exactly (powers of two in the normal range), the e4m3
+// round to nearest even is done on the float32 bits (3 mantissa bits from
+// 2^-6 on, the 2^-9 quantum below by adding 2^14), and q·s, a value of at
+// most 4 significant bits in the normal range, is already a bf16 value.
+func actQuantBlockFast(xb []float32, s float32) bool {
+	sb := math.Float32bits(s)
+	if sb&0x7fffff != 0 || sb>>23 < 127-22 || sb>>23 > 127+120 {
+		return false
+	}
+	for _, v := range xb {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 { // Inf or NaN
+			return false
+		}
+	}
+	r := 1 / s
+	for i, v := range xb {
+		u := math.Float32bits(v * r)
+		sign := u & 0x80000000
+		a := math.Float32frombits(u &^ 0x80000000)
+		var q float32
+		switch {
+		case a >= E4M3Max:
+			q = E4M3Max
+		case a < 1.0/64:
+			q = (a + 16384) - 16384
+		default:
+			b := math.Float32bits(a)
+			b += 0x7ffff + (b>>20)&1
+			q = math.Float32frombits(b &^ 0xfffff)
+		}
+		xb[i] = math.Float32frombits(math.Float32bits(q*s) | sign)
+	}
+	return true
 }

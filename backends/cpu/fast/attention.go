@@ -2,6 +2,7 @@ package fast
 
 import (
 	"math"
+	"runtime"
 
 	"github.com/ds4go/ds4/backends/cpu/kernels"
 	"github.com/ds4go/ds4/internal/numfmt"
@@ -23,6 +24,31 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 	if len(q) < b*m*h*d || len(out) < b*m*h*d || len(kv) < b*n*d || len(sink) < h || len(idx) < b*m*t {
 		panic("kernels.SparseAttn: buffer too small")
 	}
+	if p := runtime.GOMAXPROCS(0); b*m == 1 && p > 1 && h >= 8 {
+		// one query position (decode): split the heads (independent, each
+		// with the same operations) into groups of a multiple of 4; q, out
+		// and sink of a head range are contiguous
+		hg := ceilDiv(ceilDiv(h, 4), p) * 4
+		parallel(ceilDiv(h, hg), func(g int) {
+			h0, h1 := g*hg, min(h, (g+1)*hg)
+			sparseAttn1(ks, out[h0*d:h1*d], q[h0*d:h1*d], h1-h0, d, kv, n, sink[h0:h1], idx, t, scale)
+		})
+		return
+	}
+	sparseAttnUnits(ks, out, q, b, m, h, d, kv, n, sink, idx, t, scale)
+}
+
+// sparseAttn1 is SparseAttn of one query position on the caller.
+func sparseAttn1(ks *kernelSet, out, q []float32, h, d int, kv []float32, n int, sink []float32, idx []int32, t int, scale float32) {
+	if h < 4 {
+		kernels.SparseAttn(out, q, 1, 1, h, d, kv, n, sink, idx, t, scale)
+		return
+	}
+	sparseAttnUnits(ks, out, q, 1, 1, h, d, kv, n, sink, idx, t, scale)
+}
+
+// sparseAttnUnits runs SparseAttn's work units (one query position each).
+func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float32, n int, sink []float32, idx []int32, t int, scale float32) {
 	const blkN = kernels.SparseAttnBlock
 	negInf := float32(math.Inf(-1))
 	h4 := h &^ 3

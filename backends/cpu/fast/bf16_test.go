@@ -101,7 +101,7 @@ func TestGroupedLoRA(t *testing.T) {
 func TestSparseAttn(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
 	for _, l := range levels() {
-		for _, sh := range [][6]int{{1, 3, 16, 64, 40, 150}, {2, 2, 6, 32, 9, 70}, {1, 1, 20, 36, 300, 64}, {1, 2, 3, 16, 10, 20}} {
+		for _, sh := range [][6]int{{1, 3, 16, 64, 40, 150}, {2, 2, 6, 32, 9, 70}, {1, 1, 20, 36, 300, 64}, {1, 2, 3, 16, 10, 20}, {1, 1, 16, 64, 200, 150}, {1, 1, 10, 32, 50, 40}} {
 			b, m, h, d, n, tt := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]
 			q := randF32(r, b*m*h*d, true)
 			kv := randF32(r, b*n*d, true)

@@ -40,9 +40,10 @@ package fast
 
 import (
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ds4go/ds4/backends/cpu/workpool"
 )
 
 // Level is an instruction-set level of the kernels.
@@ -115,36 +116,8 @@ func check(op string, lens ...int) {
 }
 
 // parallel runs fn(i) for i in [0, n) on up to GOMAXPROCS goroutines (the
-// caller's included) that pull indices from a shared counter.
-func parallel(n int, fn func(i int)) {
-	p := min(runtime.GOMAXPROCS(0), n)
-	if p <= 1 {
-		for i := range n {
-			fn(i)
-		}
-		return
-	}
-	var next atomic.Int64
-	work := func() {
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= n {
-				return
-			}
-			fn(i)
-		}
-	}
-	var wg sync.WaitGroup
-	for range p - 1 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
-	}
-	work()
-	wg.Wait()
-}
+// caller's included; workpool.Run).
+func parallel(n int, fn func(i int)) { workpool.Run(n, fn) }
 
 // bufPool recycles the f32 scratch buffers (packed panels, permuted
 // activations).

@@ -659,7 +659,7 @@ dotFP4AVX2_done:
 	RET
 
 // func dotBF16AVX2(a *float32, b *byte, n int) float32
-// Requires: AVX, AVX2, FMA3, SSE
+// Requires: AVX, AVX2, FMA3, MMX+, SSE
 TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-28
 	MOVQ   a+0(FP), AX
 	MOVQ   b+8(FP), CX
@@ -672,6 +672,7 @@ TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-28
 	JL     dotBF16AVX2_one
 
 dotBF16AVX2_four:
+	PREFETCHT0  2048(CX)
 	VPMOVZXWD   (CX), Y4
 	VPSLLD      $0x10, Y4, Y4
 	VFMADD231PS (AX), Y4, Y0
@@ -2894,7 +2895,7 @@ gemvFP4AVX2x1_row:
 	JZ     gemvFP4AVX2x1_done
 
 gemvFP4AVX2x1_loop:
-	PREFETCHT0   512(DX)
+	PREFETCHT0   2048(DX)
 	VMOVDQU      (DX), Y6
 	VPAND        64(R9), Y6, Y5
 	VPSHUFB      Y5, Y0, Y4
@@ -2985,7 +2986,7 @@ gemvFP8AVX2x1_row:
 	JZ     gemvFP8AVX2x1_done
 
 gemvFP8AVX2x1_loop:
-	PREFETCHT0   512(DX)
+	PREFETCHT0   2048(DX)
 	MOVBLZX      (DI), R9
 	ADDL         $0x78, R9
 	SHLL         $0x17, R9
@@ -3099,7 +3100,7 @@ gemvFP4AVX2x2_row:
 	JZ     gemvFP4AVX2x2_done
 
 gemvFP4AVX2x2_loop:
-	PREFETCHT0   512(DX)
+	PREFETCHT0   2048(DX)
 	VMOVDQU      (DX), Y10
 	VPAND        64(R9), Y10, Y7
 	VPSHUFB      Y7, Y0, Y6
@@ -3211,7 +3212,7 @@ gemvFP8AVX2x2_row:
 	JZ     gemvFP8AVX2x2_done
 
 gemvFP8AVX2x2_loop:
-	PREFETCHT0   512(DX)
+	PREFETCHT0   2048(DX)
 	MOVBLZX      (R8), R10
 	ADDL         $0x78, R10
 	SHLL         $0x17, R10
@@ -3346,7 +3347,7 @@ gemvFP4AVX2x3_row:
 	JZ     gemvFP4AVX2x3_done
 
 gemvFP4AVX2x3_loop:
-	PREFETCHT0   512(DX)
+	PREFETCHT0   2048(DX)
 	VMOVDQU      (DX), Y8
 	VPAND        64(R9), Y8, Y6
 	VPSHUFB      Y6, Y0, Y5
@@ -3471,7 +3472,7 @@ gemvFP8AVX2x3_row:
 	JZ     gemvFP8AVX2x3_done
 
 gemvFP8AVX2x3_loop:
-	PREFETCHT0   512(DX)
+	PREFETCHT0   2048(DX)
 	MOVBLZX      (R8), R10
 	ADDL         $0x78, R10
 	SHLL         $0x17, R10
@@ -3579,7 +3580,7 @@ gemvFP4AVX2x4_row:
 	JZ     gemvFP4AVX2x4_done
 
 gemvFP4AVX2x4_loop:
-	PREFETCHT0   512(DX)
+	PREFETCHT0   2048(DX)
 	VMOVDQU      (DX), Y10
 	VPAND        64(R9), Y10, Y7
 	VPSHUFB      Y7, Y0, Y6
@@ -3722,7 +3723,7 @@ gemvFP8AVX2x4_row:
 	JZ     gemvFP8AVX2x4_done
 
 gemvFP8AVX2x4_loop:
-	PREFETCHT0   512(DX)
+	PREFETCHT0   2048(DX)
 	MOVBLZX      (R9), R11
 	ADDL         $0x78, R11
 	SHLL         $0x17, R11

@@ -106,6 +106,16 @@ const decodeRows = 32
 // rows (the row stays in L1 between them; the gemv kernels dequantise each
 // block once for up to gemvRows rows).
 func decode(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
+	task, chunks, release := decodeTasks(ks, out, a, m, w, round)
+	parallel(chunks, task)
+	release()
+}
+
+// decodeTasks prepares decode (the permuted activations) and returns its
+// per-chunk task, the number of chunks and the function that releases the
+// scratch once every chunk has run.
+func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool) (task func(c int), chunks int, release func()) {
+	release = func() {}
 	k, n, kb := w.k, w.n, w.kb
 	nb := k / block // full blocks handled by the fused kernels
 	fs := ks
@@ -118,7 +128,7 @@ func decode(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 	act := a
 	if w.kind == kindFP4 && (gemv || fs.fp4Group > 2) {
 		pb := getBuf(m * k)
-		defer putBuf(pb)
+		release = func() { putBuf(pb) }
 		act = *pb
 		if gemv {
 			nbv = nb &^ 1
@@ -134,12 +144,20 @@ func decode(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 			}
 		}
 	}
-	parallel(ceilDiv(n, decodeRows), func(c int) {
+	chunks = ceilDiv(n, decodeRows)
+	var tmps []float32 // per-chunk partials of the gemv kernels (a local array would escape)
+	if gemv {
+		tb := getBuf(chunks * gemvRows * decodeRows)
+		tmps = *tb
+		prev := release
+		release = func() { prev(); putBuf(tb) }
+	}
+	task = func(c int) {
 		j0, j1 := c*decodeRows, min(n, (c+1)*decodeRows)
 		if gemv {
 			// one call per group of activation rows covers the chunk's weight
 			// rows when they are contiguous with no Go tail; else a call per row
-			var tmp [gemvRows * decodeRows]float32
+			tmp := tmps[c*gemvRows*decodeRows : (c+1)*gemvRows*decodeRows]
 			whole := nbv == kb
 			for i0 := 0; i0 < m; i0 += gemvRows {
 				r := min(gemvRows, m-i0)
@@ -210,7 +228,8 @@ func decode(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 				out[i*n+j] = v
 			}
 		}
-	})
+	}
+	return task, chunks, release
 }
 
 // tailFP8 returns the dot of the columns from block nb on (a partial block).

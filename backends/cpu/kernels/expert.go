@@ -26,8 +26,12 @@ func SwiGLUClamp(out, g, u []float32, rows, inter int, limit float32, routeWeigh
 	if routeWeight != nil {
 		gemmCheck("SwiGLUClamp", len(routeWeight), rows)
 	}
-	for r := range rows {
-		for j := r * inter; j < (r+1)*inter; j++ {
+	if inter == 0 {
+		return
+	}
+	// elements are independent: split the flat range (an exp each)
+	parallelRange(rows*inter, 256, rows*inter*16, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
 			gv, uv := g[j], u[j]
 			if limit > 0 {
 				uv = min(max(uv, -limit), limit)
@@ -35,11 +39,11 @@ func SwiGLUClamp(out, g, u []float32, rows, inter int, limit float32, routeWeigh
 			}
 			a := float32(elemSiLU(gv) * uv)
 			if routeWeight != nil {
-				a = float32(routeWeight[r] * a)
+				a = float32(routeWeight[j/inter] * a)
 			}
 			out[j] = numfmt.BF16Round(a)
 		}
-	}
+	})
 }
 
 // expertMatmul is a quantised GEMM with the weights bound: out [m, n] from

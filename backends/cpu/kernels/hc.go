@@ -27,6 +27,35 @@ func hcMix(hc int) int { return (2 + hc) * hc }
 func HCMixes(out []float32, h []float32, tokens, hc, dim int, fn []float32, eps float32) {
 	mix, n := hcMix(hc), hc*dim
 	gemmCheck("HCMixes", len(out), tokens*mix, len(h), tokens*n, len(fn), mix*n)
+	if tokens < 4 {
+		// few tokens (decode): the norm factors first, then the mixes in
+		// groups of 4 (the same gemmDot4 calls) spread over the threads
+		rho := make([]float32, tokens)
+		ms := make([]float32, 1)
+		for t := range tokens {
+			MeanSquare(ms, h[t*n:(t+1)*n], 1, n)
+			rho[t] = elemRsqrt(ms[0] + eps)
+		}
+		groups := (mix + 3) / 4
+		parallelRange(tokens*groups, 1, tokens*mix*n, func(u0, u1 int) {
+			for u := u0; u < u1; u++ {
+				t, i := u/groups, (u%groups)*4
+				x := h[t*n : (t+1)*n]
+				if i+4 <= mix {
+					s0, s1, s2, s3 := gemmDot4(x, fn[i*n:(i+1)*n], fn[(i+1)*n:(i+2)*n], fn[(i+2)*n:(i+3)*n], fn[(i+3)*n:(i+4)*n])
+					out[t*mix+i] = s0 * rho[t]
+					out[t*mix+i+1] = s1 * rho[t]
+					out[t*mix+i+2] = s2 * rho[t]
+					out[t*mix+i+3] = s3 * rho[t]
+					continue
+				}
+				for ; i < mix; i++ {
+					out[t*mix+i] = gemmDot(x, fn[i*n:(i+1)*n]) * rho[t]
+				}
+			}
+		})
+		return
+	}
 	parallelRange(tokens, 1, tokens*mix*n, func(t0, t1 int) {
 		ms := make([]float32, 1)
 		for t := t0; t < t1; t++ {
@@ -170,9 +199,10 @@ func HCPre(out, h, pre []float32, tokens, hc, dim int) {
 func HCPost(out, y, res, post, comb []float32, tokens, hc, dim int) {
 	gemmCheck("HCPost", len(out), tokens*hc*dim, len(y), tokens*dim, len(res), tokens*hc*dim,
 		len(post), tokens*hc, len(comb), tokens*hc*hc)
-	parallelRange(tokens, 1, tokens*hc*hc*dim, func(t0, t1 int) {
-		for t := t0; t < t1; t++ {
-			for j := range hc {
+	parallelRange(tokens*hc, 1, tokens*hc*hc*dim, func(u0, u1 int) {
+		for u := u0; u < u1; u++ {
+			t := u / hc
+			for j := u % hc; j < u%hc+1; j++ {
 				p := post[t*hc+j]
 				for d := range dim {
 					var s float32

@@ -2,8 +2,8 @@ package kernels
 
 import (
 	"runtime"
-	"sync"
-	"sync/atomic"
+
+	"github.com/ds4go/ds4/backends/cpu/workpool"
 )
 
 // Threading: the kernels split their work over independent output rows,
@@ -36,26 +36,7 @@ func parallelRange(n, grain int, work int, fn func(lo, hi int)) {
 		fn(0, n)
 		return
 	}
-	var next atomic.Int64
-	run := func() {
-		for {
-			c := int(next.Add(1) - 1)
-			if c >= chunks {
-				return
-			}
-			fn(c*size, min(n, (c+1)*size))
-		}
-	}
-	var wg sync.WaitGroup
-	for range min(p, chunks) - 1 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run()
-		}()
-	}
-	run()
-	wg.Wait()
+	workpool.Run(chunks, func(c int) { fn(c*size, min(n, (c+1)*size)) })
 }
 
 // gemmDot4 returns gemmDot(a, w0) … gemmDot(a, w3), computed together for

@@ -120,6 +120,25 @@ func TestThreadedKernelsBitIdentical(t *testing.T) {
 	y, post, comb := randBF16(r, 300*64), randBF16(r, 300*4), randBF16(r, 300*16)
 	v = big(func(out []float32) { HCPost(out, y, hh, post, comb, 300, 4, 64) }, 300*4*64)
 	sameBits(t, "HCPost", v[0], v[1])
+	v = big(func(out []float32) { HCPost(out, y[:64], hh[:4*64], post[:4], comb[:16], 1, 4, 64) }, 4*64)
+	sameBits(t, "HCPost one token", v[0], v[1])
+	g, u, rw := randBF16(r, 6*1536), randBF16(r, 6*1536), randBF16(r, 6)
+	for i := range g {
+		g[i] *= 8
+		u[i] *= 8
+	}
+	v = big(func(out []float32) { SwiGLUClamp(out, g, u, 6, 1536, 10, rw) }, 6*1536)
+	sameBits(t, "SwiGLUClamp", v[0], v[1])
+	v = big(func(out []float32) { SwiGLUClamp(out, g, u, 6, 1536, 0, nil) }, 6*1536)
+	sameBits(t, "SwiGLUClamp no limit", v[0], v[1])
+	for _, hc := range []int{4, 3} { // mix 24 (groups of 4) and 15 (a tail)
+		mh, mfn := randBF16(r, hc*1024), randBF16(r, hcMix(hc)*hc*1024)
+		want := make([]float32, hcMix(hc))
+		hcMixesSerial(want, mh, 1, hc, 1024, mfn, 1e-20)
+		v = big(func(out []float32) { HCMixes(out, mh, 1, hc, 1024, mfn, 1e-20) }, hcMix(hc))
+		sameBits(t, "HCMixes one token", want, v[0])
+		sameBits(t, "HCMixes one token", want, v[1])
+	}
 }
 
 // sparseAttnSerial is the single-threaded SparseAttn before the threading.

@@ -549,7 +549,7 @@ func gemvFP4AVX2(r int) {
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
 	Label(name + "_loop")
-	PREFETCHT0(Mem{Base: w, Disp: 512})
+	PREFETCHT0(Mem{Base: w, Disp: 2048})
 	p := make([][]reg.VecVirtual, r)
 	for i := range p {
 		for range chains {
@@ -707,7 +707,7 @@ func gemvFP8AVX2(r int) {
 	Label(name + "_loop")
 	for blk := 0; blk < chains; blk++ {
 		if blk == 0 {
-			PREFETCHT0(Mem{Base: w, Disp: 512})
+			PREFETCHT0(Mem{Base: w, Disp: 2048})
 		}
 		f := YMM()
 		scaleFactor(s, 120, f, false)
@@ -800,6 +800,7 @@ func dotBF16AVX2() {
 	CMPQ(n, U32(32))
 	JL(LabelRef(name + "_one"))
 	Label(name + "_four")
+	PREFETCHT0(Mem{Base: b, Disp: 2048}) // weight rows are streamed from DRAM
 	for i := range acc {
 		x := widen(16 * i)
 		VFMADD231PS(Mem{Base: a, Disp: 32 * i}, x, acc[i])

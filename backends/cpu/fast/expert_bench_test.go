@@ -1,0 +1,71 @@
+package fast
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkExpertDecode is one decode token through the w1 of 6 routed
+// experts of 64 (1536×2048 fp4, 100 MB in all: the experts come from DRAM),
+// a different choice of experts each call.
+func BenchmarkExpertDecode(b *testing.B) {
+	const E, K, O, k = 64, 2048, 1536, 6
+	r := rand.New(rand.NewPCG(1, 1))
+	ws := make([]Expert, E)
+	for e := range ws {
+		q, s := randFP4(r, O, K)
+		ws[e] = Expert{FP4: true, Codes: q, Scales: s}
+	}
+	x := randActs(r, 1, K)
+	out := make([]float32, k*O)
+	idx := make([]int64, k)
+	get := func(e int) (Expert, bool) { return ws[e], true }
+	call := 0
+	b.SetBytes(int64(k * (O*K/2 + O*K/32)))
+	for b.Loop() {
+		for j := range idx {
+			idx[j] = int64((call*k + j) * 7 % E)
+		}
+		call++
+		if err := ExpertMatmul(out, x, 1, k, K, O, false, idx, get); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFP8GEMVDRAM is one decode token through 1024→8192 fp8
+// projections (wq_b of the mini model), a different one of 16 (128 MiB)
+// each call, so the weights come from DRAM.
+func BenchmarkFP8GEMVDRAM(b *testing.B) {
+	const M, K, N = 16, 1024, 8192
+	r := rand.New(rand.NewPCG(1, 1))
+	qs, ss := make([][]byte, M), make([][]byte, M)
+	for i := range qs {
+		qs[i], ss[i] = randFP8(r, N, K)
+	}
+	a := randActs(r, 1, K)
+	out := make([]float32, N)
+	b.SetBytes(int64(N * K))
+	i := 0
+	for b.Loop() {
+		MatmulFP8(out, a, 1, K, qs[i%M], ss[i%M], N)
+		i++
+	}
+}
+
+func BenchmarkFP4GEMVDRAM(b *testing.B) {
+	const M, K, N = 32, 2048, 8192
+	r := rand.New(rand.NewPCG(1, 1))
+	qs, ss := make([][]byte, M), make([][]byte, M)
+	for i := range qs {
+		qs[i], ss[i] = randFP4(r, N, K)
+	}
+	a := randActs(r, 1, K)
+	out := make([]float32, N)
+	b.SetBytes(int64(N * K / 2))
+	i := 0
+	for b.Loop() {
+		MatmulFP4(out, a, 1, K, qs[i%M], ss[i%M], N)
+		i++
+	}
+}

@@ -1,0 +1,48 @@
+package workpool
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestRun checks that every index runs exactly once, for sequential,
+// concurrent and nested calls, with the helpers spinning or parked.
+func TestRun(t *testing.T) {
+	check := func(n int, nested bool) {
+		hits := make([]atomic.Int32, n)
+		Run(n, func(i int) {
+			hits[i].Add(1)
+			if nested && i%7 == 0 {
+				var c atomic.Int32
+				Run(5, func(int) { c.Add(1) })
+				if c.Load() != 5 {
+					t.Errorf("nested run: %d of 5", c.Load())
+				}
+			}
+		})
+		for i := range hits {
+			if h := hits[i].Load(); h != 1 {
+				t.Fatalf("n=%d: index %d ran %d times", n, i, h)
+			}
+		}
+	}
+	for n := range 40 {
+		check(n, false)
+	}
+	time.Sleep(2 * poolSpin) // helpers park
+	check(100, false)
+	check(100, true)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 200 {
+				check(n%50, n%3 == 0)
+			}
+		}()
+	}
+	wg.Wait()
+}
