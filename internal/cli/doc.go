@@ -1,0 +1,6 @@
+// Package cli gives the commands one way to end: a one-line error on stderr
+// and exit status 2 for bad input, 1 for an internal error (a recovered
+// panic, reported with a request to file it), never a Go panic trace.
+//
+//	func main() { cli.Main("compile", run) }
+package cli
