@@ -2,6 +2,7 @@ package ir
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 )
 
@@ -102,7 +103,9 @@ func NewGraph(name string) *Graph { return &Graph{Name: name} }
 // it. It panics on a rule violation: graph builders are programs, and a
 // wrong graph is a bug in the builder. Use AddTyped/Verify for untrusted text.
 func (g *Graph) Add(op string, attrs Attrs, args ...*Node) *Node {
-	n := &Node{Op: op, Args: args, Attrs: attrs}
+	// Each node owns its attribute map: callers may pass one map to
+	// several nodes, and passes write attributes of single nodes.
+	n := &Node{Op: op, Args: append([]*Node(nil), args...), Attrs: maps.Clone(attrs)}
 	if n.Attrs == nil {
 		n.Attrs = Attrs{}
 	}
@@ -120,7 +123,7 @@ func (g *Graph) Add(op string, attrs Attrs, args ...*Node) *Node {
 
 // Source appends a source node (input, weight, const, state) of a declared type.
 func (g *Graph) Source(op string, t Type, attrs Attrs) *Node {
-	n := &Node{Op: op, Attrs: attrs, Type: t}
+	n := &Node{Op: op, Attrs: maps.Clone(attrs), Type: t}
 	if n.Attrs == nil {
 		n.Attrs = Attrs{}
 	}
