@@ -342,15 +342,14 @@ func kConcat(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 		shape[ax] += t.Shape[ax]
 	}
 	outer, inner := splitAxis(shape, ax)
-	out := &backends.Tensor{DType: a[0].DType, Shape: shape}
-	total := out.NumElements()
+	var out *backends.Tensor // in the node's arena slot
 	switch {
 	case a[0].DType.IsFloat():
-		out.F32 = make([]float32, total)
+		out = r.newF(a[0].DType, shape...)
 	case a[0].DType == ir.I32:
-		out.I32 = make([]int32, total)
+		out = r.newI32(shape...)
 	default:
-		out.I64 = make([]int64, total)
+		out = r.newI64(shape...)
 	}
 	off := 0
 	for _, t := range a {
