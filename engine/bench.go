@@ -147,7 +147,7 @@ func (m *Model) Bench(opt BenchOptions) (*BenchReport, error) {
 			return nil, fmt.Errorf("prefill length %d: must be > 0", S)
 		}
 		fig := PrefillFigure{Tokens: S, Batch: opt.Batch}
-		env := dimEnv{B: int64(opt.Batch), S: int64(S), M: int64(S), P: 0}
+		env := ir.Bindings{B: int64(opt.Batch), S: int64(S), M: int64(S), P: 0}
 		fig.FLOPs, fig.WeightFLOPs = graphFLOPs(m.pg, env)
 		for r := 0; r < opt.Repeats; r++ {
 			s, err := m.NewSession(Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, MaxMemory: opt.MaxMemory})
@@ -233,10 +233,10 @@ func (m *Model) benchDecode(opt BenchOptions, rep *BenchReport, p [][]int64) err
 	tokens := float64(opt.DecodeSteps * opt.Batch)
 	rep.DecodeTokensPerS = tokens / rep.DecodeSeconds
 	pos := int64(opt.DecodeContext + opt.DecodeWarmup + opt.DecodeSteps/2)
-	fl, _ := graphFLOPs(m.dg, dimEnv{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
+	fl, _ := graphFLOPs(m.dg, ir.Bindings{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
 	rep.DecodeFLOPs = fl / float64(opt.Batch)
 
-	wb := m.decodeWeightBytes(dimEnv{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
+	wb := m.decodeWeightBytes(ir.Bindings{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
 	var experts float64
 	for l, n := range chosen {
 		experts += float64(n)
@@ -284,7 +284,7 @@ var rowGatherOps = map[string]bool{"embed": true, "engram_lookup": true, "token_
 // decodeWeightBytes sums the weights the decode graph reads in one step:
 // whole matrices, per-row tables only for the rows looked up, and routed
 // experts per expert (the caller multiplies by the experts chosen).
-func (m *Model) decodeWeightBytes(env dimEnv) weightBytes {
+func (m *Model) decodeWeightBytes(env ir.Bindings) weightBytes {
 	wb := weightBytes{expertStored: map[int]int64{}, expertHeld: map[int]int64{}}
 	uses := m.dg.Uses()
 	seen := map[string]bool{}
@@ -398,15 +398,12 @@ func (b *binder) checkpointBytes() int64 {
 }
 
 // shapeOf evaluates a type's dimensions under env (an unknown one counts as M).
-func shapeOf(t ir.Type, env dimEnv) []int64 {
+func shapeOf(t ir.Type, env ir.Bindings) []int64 {
 	out := make([]int64, len(t.Shape))
 	for i, d := range t.Shape {
-		v := d.N
-		if !d.IsConst() {
-			var ok bool
-			if v, ok = evalDim(d.Sym, env); !ok || v < 0 {
-				v = env.M
-			}
+		v, err := env.Dim(d)
+		if err != nil || v < 0 {
+			v = env.M
 		}
 		out[i] = v
 	}
@@ -423,7 +420,7 @@ func prod(v []int64) float64 {
 
 // graphFLOPs counts 2·M·N·K over the matmul-like nodes of g for one call
 // under env, and the part of it that multiplies weights.
-func graphFLOPs(g *ir.Graph, env dimEnv) (total, weights float64) {
+func graphFLOPs(g *ir.Graph, env ir.Bindings) (total, weights float64) {
 	for _, n := range g.Nodes {
 		var f float64
 		isWeight := true

@@ -24,25 +24,7 @@ type MemoryNeed struct {
 }
 
 // Total is the sum of the parts (saturating).
-func (n MemoryNeed) Total() int64 { return satAdd(satAdd(n.Caches, n.Ropes), n.Activations) }
-
-// satMul and satAdd saturate at math.MaxInt64 (operands are ≥ 0).
-func satMul(a, b int64) int64 {
-	if a == 0 || b == 0 {
-		return 0
-	}
-	if a > math.MaxInt64/b {
-		return math.MaxInt64
-	}
-	return a * b
-}
-
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
+func (n MemoryNeed) Total() int64 { return ir.SatAdd(ir.SatAdd(n.Caches, n.Ropes), n.Activations) }
 
 // hostBytes is the size of one element as the CPU backend holds it: float
 // values of every float dtype live in float32.
@@ -64,31 +46,24 @@ func hostBytes(dt ir.DType) int64 {
 	return 1
 }
 
-// dimEnv binds the run-time symbols of a shape.
-type dimEnv struct{ B, S, M, P int64 }
-
-// typeBytes is the host size of a value of type t under env (saturating). A
+// typeBytes is the host size of a value of type t under b (saturating). A
 // dimension it cannot evaluate counts as M, the largest run-time size.
-func typeBytes(t ir.Type, env dimEnv) int64 {
+func typeBytes(t ir.Type, b ir.Bindings) int64 {
 	n := hostBytes(t.DType)
 	for _, d := range t.Shape {
-		v := d.N
-		if !d.IsConst() {
-			var ok bool
-			if v, ok = evalDim(d.Sym, env); !ok || v < 0 {
-				v = env.M
-			}
+		v, err := b.Dim(d)
+		if err != nil || v < 0 {
+			v = b.M
 		}
-		n = satMul(n, v)
+		n = ir.SatMul(n, v)
 	}
 	return n
 }
 
 // SessionMemory estimates the bytes a session of opt needs: the state
-// tensors (B × M sized caches), the RoPE tables and the peak of the live
-// values of one prefill of opt.PrefillLen tokens (MaxLen if 0) or one decode
-// step, simulated in the order the CPU backend runs the nodes and frees
-// values after their last use.
+// tensors (B × M sized caches), the RoPE tables and the activation buffers
+// of one prefill of opt.PrefillLen tokens (MaxLen if 0) plus those of one
+// decode step (the session keeps an arena per graph).
 func (m *Model) SessionMemory(opt Options) MemoryNeed {
 	B, M := int64(max(opt.Batch, 0)), int64(max(opt.MaxLen, 0))
 	S := int64(opt.PrefillLen)
@@ -97,31 +72,66 @@ func (m *Model) SessionMemory(opt Options) MemoryNeed {
 	}
 	var need MemoryNeed
 	ropes := map[string]bool{}
+	all := ir.Bindings{B: B, S: S, M: M}
 	for _, n := range m.pg.Nodes {
 		switch n.Op {
 		case "state":
-			need.Caches = satAdd(need.Caches, typeBytes(n.Type, dimEnv{B: B, S: S, M: M}))
+			need.Caches = ir.SatAdd(need.Caches, typeBytes(n.Type, all))
 		case "rope_table":
 			if key := fmt.Sprint(n.Attrs); !ropes[key] {
 				ropes[key] = true
-				need.Ropes = satAdd(need.Ropes, typeBytes(n.Type, dimEnv{B: B, S: S, M: M}))
+				need.Ropes = ir.SatAdd(need.Ropes, typeBytes(n.Type, all))
 			}
 		}
 	}
-	pre := peakLive(m.pg, dimEnv{B: B, S: S, M: M, P: 0})
-	dec := peakLive(m.dg, dimEnv{B: B, S: 1, M: M, P: max(M-1, 0)})
-	need.Activations = max(pre, dec)
+	pre := activationBytes(m.pg, ir.Bindings{B: B, S: S, M: M, P: 0})
+	dec := activationBytes(m.dg, ir.Bindings{B: B, S: 1, M: M, P: max(M-1, 0)})
+	need.Activations = ir.SatAdd(pre, dec)
 	return need
 }
 
-// peakLive simulates one call of g: every node's value is allocated when it
-// runs and freed after its last use; sources that the session or the
-// checkpoint already hold (weights, state, RoPE tables) and state updates
-// (done in place) take no new memory.
-func peakLive(g *ir.Graph, env dimEnv) int64 {
+// activationBytes is the memory the values of one call of g take. With the
+// plan's buffer slots (attribute buf) it is the sum over slots of the
+// largest value placed in each, plus the values without a slot (outputs);
+// without slots (a graph that skipped assign-buffers) every value is freed
+// after its last use, so it is the peak of the live values. Sources,
+// state updates (in place) and views (reshape, probe) take no new memory.
+func activationBytes(g *ir.Graph, b ir.Bindings) int64 {
 	if g == nil {
 		return 0
 	}
+	own := func(n *ir.Node) bool {
+		info := n.Info()
+		return info != nil && !info.Has(ir.Source) && !info.Has(ir.StateUpdate) && n.Op != "reshape" && n.Op != "probe"
+	}
+	slots := map[int64]int64{}
+	var unslotted int64
+	planned := false
+	for _, n := range g.Nodes {
+		if !own(n) {
+			continue
+		}
+		sz := typeBytes(n.Type, b)
+		if k, ok := n.Attrs["buf"].(int64); ok {
+			planned = true
+			slots[k] = max(slots[k], sz)
+		} else {
+			unslotted = ir.SatAdd(unslotted, sz)
+		}
+	}
+	if planned {
+		total := unslotted
+		for _, sz := range slots {
+			total = ir.SatAdd(total, sz)
+		}
+		return total
+	}
+	return peakLive(g, b, own)
+}
+
+// peakLive simulates one call of g in which every value is allocated when
+// its node runs and freed after its last use.
+func peakLive(g *ir.Graph, b ir.Bindings, own func(*ir.Node) bool) int64 {
 	uses := map[*ir.Node]int{}
 	for _, n := range g.Nodes {
 		for _, a := range n.Args {
@@ -134,15 +144,10 @@ func peakLive(g *ir.Graph, env dimEnv) int64 {
 	size := map[*ir.Node]int64{}
 	var live, peak int64
 	for _, n := range g.Nodes {
-		var b int64
-		switch {
-		case n.Op == "weight" || n.Op == "state" || n.Op == "rope_table":
-		case n.Info() != nil && n.Info().Flags&ir.StateUpdate != 0:
-		default:
-			b = typeBytes(n.Type, env)
+		if own(n) {
+			size[n] = typeBytes(n.Type, b)
 		}
-		size[n] = b
-		live = satAdd(live, b)
+		live = ir.SatAdd(live, size[n])
 		peak = max(peak, live)
 		for _, a := range n.Args {
 			if uses[a]--; uses[a] == 0 {
@@ -174,7 +179,7 @@ func AvailableMemory() (int64, error) {
 		if err != nil {
 			break
 		}
-		return satMul(kb, 1024), nil
+		return ir.SatMul(kb, 1024), nil
 	}
 	return 0, fmt.Errorf("/proc/meminfo: no MemAvailable")
 }
@@ -241,114 +246,4 @@ func ParseBytes(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is too large", s)
 	}
 	return v * mult, nil
-}
-
-// evalDim evaluates a symbolic dimension: integers, B, S, M, P, + - * /
-// (integer division), parentheses, min(a,b) and max(a,b).
-func evalDim(s string, env dimEnv) (int64, bool) {
-	p := &dimParser{s: strings.ReplaceAll(s, " ", ""), env: env}
-	v, ok := p.sum()
-	if !ok || p.i != len(p.s) {
-		return 0, false
-	}
-	return v, true
-}
-
-type dimParser struct {
-	s   string
-	i   int
-	env dimEnv
-}
-
-func (p *dimParser) peek() byte {
-	if p.i < len(p.s) {
-		return p.s[p.i]
-	}
-	return 0
-}
-
-func (p *dimParser) sum() (int64, bool) {
-	v, ok := p.product()
-	for ok && (p.peek() == '+' || p.peek() == '-') {
-		op := p.peek()
-		p.i++
-		var w int64
-		if w, ok = p.product(); ok {
-			if op == '+' {
-				v = satAdd(max(v, 0), max(w, 0))
-			} else {
-				v -= w
-			}
-		}
-	}
-	return v, ok
-}
-
-func (p *dimParser) product() (int64, bool) {
-	v, ok := p.atom()
-	for ok && (p.peek() == '*' || p.peek() == '/') {
-		op := p.peek()
-		p.i++
-		var w int64
-		if w, ok = p.atom(); ok {
-			if op == '*' {
-				v = satMul(max(v, 0), max(w, 0))
-			} else if w == 0 {
-				return 0, false
-			} else {
-				v /= w
-			}
-		}
-	}
-	return v, ok
-}
-
-func (p *dimParser) atom() (int64, bool) {
-	c := p.peek()
-	switch {
-	case c == '(':
-		p.i++
-		v, ok := p.sum()
-		if !ok || p.peek() != ')' {
-			return 0, false
-		}
-		p.i++
-		return v, true
-	case c >= '0' && c <= '9':
-		j := p.i
-		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-			p.i++
-		}
-		v, err := strconv.ParseInt(p.s[j:p.i], 10, 64)
-		return v, err == nil
-	case strings.HasPrefix(p.s[p.i:], "min(") || strings.HasPrefix(p.s[p.i:], "max("):
-		isMin := p.s[p.i:p.i+3] == "min"
-		p.i += 4
-		a, ok := p.sum()
-		if !ok || p.peek() != ',' {
-			return 0, false
-		}
-		p.i++
-		b, ok := p.sum()
-		if !ok || p.peek() != ')' {
-			return 0, false
-		}
-		p.i++
-		if isMin {
-			return min(a, b), true
-		}
-		return max(a, b), true
-	}
-	p.i++
-	switch c {
-	case 'B':
-		return p.env.B, true
-	case 'S':
-		return p.env.S, true
-	case 'M':
-		return p.env.M, true
-	case 'P':
-		return p.env.P, true
-	}
-	return 0, false
 }

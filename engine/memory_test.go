@@ -11,29 +11,8 @@ import (
 	_ "github.com/ds4go/ds4/backends/cpu"
 	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/passes"
 )
-
-func TestEvalDim(t *testing.T) {
-	env := dimEnv{B: 2, S: 5, M: 64, P: 7}
-	for s, want := range map[string]int64{
-		"B": 2, "S": 5, "M": 64, "P": 7, "M/2": 32, "B*S": 10, "(P+S)/2": 6, "(P+1)/2-P/2": 1,
-		"min(S,128)": 5, "max(S,128)": 128, "min(4,(P+1)/2)+8": 12, "S+(P+S)/2": 11, "12": 12,
-	} {
-		got, ok := evalDim(s, env)
-		if !ok || got != want {
-			t.Errorf("evalDim(%q) = %d, %v; want %d", s, got, ok, want)
-		}
-	}
-	for _, s := range []string{"", "Q", "M/0", "min(S)", "(S", "S)", "B S"} {
-		if v, ok := evalDim(s, env); ok && s != "B S" {
-			t.Errorf("evalDim(%q) = %d, want failure", s, v)
-		}
-	}
-	// Saturation instead of overflow.
-	if v, _ := evalDim("M*M*M", dimEnv{M: math.MaxInt64 / 2}); v != math.MaxInt64 {
-		t.Errorf("M*M*M = %d, want saturation", v)
-	}
-}
 
 func TestParseFormatBytes(t *testing.T) {
 	for s, want := range map[string]int64{"123": 123, "10K": 10240, "512M": 512 << 20, "2G": 2 << 30, "1GiB": 1 << 30, "3 MB": 3 << 20, "7B": 7} {
@@ -148,5 +127,52 @@ func TestOpenRefusesNonMatrixFP4(t *testing.T) {
 	var ie *InternalError
 	if err == nil || errors.As(err, &ie) || !strings.Contains(err.Error(), "not a matrix") {
 		t.Errorf("Open: %v", err)
+	}
+}
+
+// TestActivationEstimateBoundsArena: with the plan's buffer slots, the
+// activation estimate is an upper bound of what the session's arenas hold
+// after a prefill and decode steps up to the maximum length.
+func TestActivationEstimateBoundsArena(t *testing.T) {
+	dir := filepath.Join("..", "testdata", "tiny")
+	c, err := deepseekv4.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := deepseekv4.BuildModule(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := passes.Run(m, passes.ParseNames("none"), passes.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := Open(m, dir, "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	const prompt, maxLen = 12, 20
+	opt := Options{Batch: 2, MaxLen: maxLen, PrefillLen: prompt, MaxMemory: -1}
+	need := md.SessionMemory(opt)
+	s, err := md.NewSession(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := [][]int64{make([]int64, prompt), make([]int64, prompt)}
+	for i := range rows[0] {
+		rows[0][i], rows[1][i] = int64(i+3), int64(2*i+5)
+	}
+	if _, err := s.Prefill(rows); err != nil {
+		t.Fatal(err)
+	}
+	for s.Pos < maxLen {
+		if _, err := s.Decode([]int64{7, 9}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := s.ArenaBytes()
+	t.Logf("arenas hold %d bytes, estimate %d", got, need.Activations)
+	if got == 0 || got > need.Activations {
+		t.Errorf("arenas hold %d bytes, estimate %d must bound them", got, need.Activations)
 	}
 }

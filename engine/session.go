@@ -172,24 +172,13 @@ func (m *Model) NewSession(opt Options) (*Session, error) {
 }
 
 func stateShape(sh ir.Shape, opt Options) ([]int, error) {
-	out := make([]int, len(sh))
-	for i, d := range sh {
-		switch {
-		case d.IsConst():
-			out[i] = int(d.N)
-		case d.Sym == "B":
-			out[i] = opt.Batch
-		case d.Sym == "M":
-			out[i] = opt.MaxLen
-		case strings.HasPrefix(d.Sym, "M/"):
-			r, err := strconv.Atoi(d.Sym[2:])
-			if err != nil || r <= 0 {
-				return nil, fmt.Errorf("bad dimension %s", d.Sym)
-			}
-			out[i] = opt.MaxLen / r
-		default:
-			return nil, fmt.Errorf("unknown dimension %s", d.Sym)
-		}
+	dims, err := ir.Bindings{B: int64(opt.Batch), M: int64(opt.MaxLen)}.Dims(sh)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(dims))
+	for i, v := range dims {
+		out[i] = int(v)
 	}
 	return out, nil
 }

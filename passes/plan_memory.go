@@ -3,7 +3,6 @@ package passes
 import (
 	"fmt"
 	"sort"
-	"strconv"
 
 	"github.com/ds4go/ds4/ir"
 )
@@ -14,7 +13,7 @@ const arenaAlign = 64
 // Bindings give the symbolic dims their values for a planned call: B rows,
 // S tokens per row, M the maximum length of the caches, P the start
 // position (0 for prefill; for decode the planner's upper bound is M-S).
-type Bindings struct{ B, S, M, P int64 }
+type Bindings = ir.Bindings
 
 // MemPlan is the result of memory planning one graph.
 type MemPlan struct {
@@ -157,157 +156,17 @@ func removeSpan(live []span, n *ir.Node) []span {
 
 // byteSize is the storage size of a value of type t under bindings b.
 func byteSize(t ir.Type, b Bindings) (int64, error) {
+	dims, err := b.Dims(t.Shape)
+	if err != nil {
+		return 0, err
+	}
 	elems := int64(1)
-	for _, d := range t.Shape {
-		v := d.N
-		if !d.IsConst() {
-			var err error
-			if v, err = EvalDim(d.Sym, b); err != nil {
-				return 0, err
-			}
-		}
-		if v < 0 {
-			v = 0
-		}
-		elems *= v
+	for _, v := range dims {
+		elems = ir.SatMul(elems, max(v, 0))
 	}
 	bits := int64(t.DType.Bits())
 	if bits == 0 {
 		return 0, fmt.Errorf("dtype %s has no size", t.DType)
 	}
 	return (elems*bits + 7) / 8, nil
-}
-
-// EvalDim evaluates a symbolic dimension: integers, B, S, M, P, + - * /
-// (integer division), parentheses, min(a,b) and max(a,b).
-func EvalDim(expr string, b Bindings) (int64, error) {
-	p := &dimParser{s: expr, b: b}
-	v, err := p.sum()
-	if err == nil && p.i != len(p.s) {
-		err = fmt.Errorf("unexpected %q", p.s[p.i:])
-	}
-	if err != nil {
-		return 0, fmt.Errorf("dimension %q: %v", expr, err)
-	}
-	return v, nil
-}
-
-type dimParser struct {
-	s string
-	i int
-	b Bindings
-}
-
-func (p *dimParser) peek() byte {
-	for p.i < len(p.s) && p.s[p.i] == ' ' {
-		p.i++
-	}
-	if p.i < len(p.s) {
-		return p.s[p.i]
-	}
-	return 0
-}
-
-func (p *dimParser) sum() (int64, error) {
-	v, err := p.product()
-	for err == nil {
-		c := p.peek()
-		if c != '+' && c != '-' {
-			break
-		}
-		p.i++
-		var w int64
-		if w, err = p.product(); c == '+' {
-			v += w
-		} else {
-			v -= w
-		}
-	}
-	return v, err
-}
-
-func (p *dimParser) product() (int64, error) {
-	v, err := p.atom()
-	for err == nil {
-		c := p.peek()
-		if c != '*' && c != '/' {
-			break
-		}
-		p.i++
-		var w int64
-		if w, err = p.atom(); err != nil {
-			break
-		}
-		if c == '*' {
-			v *= w
-		} else if w == 0 {
-			err = fmt.Errorf("division by zero")
-		} else {
-			v /= w
-		}
-	}
-	return v, err
-}
-
-func (p *dimParser) atom() (int64, error) {
-	c := p.peek()
-	switch {
-	case c == '(':
-		p.i++
-		v, err := p.sum()
-		if err == nil && p.peek() != ')' {
-			err = fmt.Errorf("missing )")
-		}
-		p.i++
-		return v, err
-	case c >= '0' && c <= '9':
-		j := p.i
-		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
-			p.i++
-		}
-		return strconv.ParseInt(p.s[j:p.i], 10, 64)
-	}
-	j := p.i
-	for p.i < len(p.s) && (p.s[p.i] == '_' || (p.s[p.i]|0x20 >= 'a' && p.s[p.i]|0x20 <= 'z')) {
-		p.i++
-	}
-	switch id := p.s[j:p.i]; id {
-	case "B":
-		return p.b.B, nil
-	case "S":
-		return p.b.S, nil
-	case "M":
-		return p.b.M, nil
-	case "P":
-		return p.b.P, nil
-	case "min", "max":
-		if p.peek() != '(' {
-			return 0, fmt.Errorf("%s needs arguments", id)
-		}
-		p.i++
-		x, err := p.sum()
-		if err != nil {
-			return 0, err
-		}
-		if p.peek() != ',' {
-			return 0, fmt.Errorf("%s needs two arguments", id)
-		}
-		p.i++
-		y, err := p.sum()
-		if err != nil {
-			return 0, err
-		}
-		if p.peek() != ')' {
-			return 0, fmt.Errorf("missing )")
-		}
-		p.i++
-		if id == "min" {
-			return min(x, y), nil
-		}
-		return max(x, y), nil
-	case "":
-		return 0, fmt.Errorf("unexpected %q", p.s[p.i:])
-	default:
-		return 0, fmt.Errorf("unknown symbol %q", id)
-	}
 }

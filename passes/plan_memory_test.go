@@ -7,24 +7,6 @@ import (
 	"github.com/ds4go/ds4/passes"
 )
 
-func TestEvalDim(t *testing.T) {
-	b := passes.Bindings{B: 2, S: 10, M: 64, P: 3}
-	for expr, want := range map[string]int64{
-		"B": 2, "B*S": 20, "M/4": 16, "(P+S)/2-P/2": 5, "min(S,8)": 8, "min(4,(P+S)/2)": 4,
-		"P+S": 13, "max(B,S)": 10, "(P+1)/2-P/2": 1,
-	} {
-		got, err := passes.EvalDim(expr, b)
-		if err != nil || got != want {
-			t.Errorf("%s = %d (%v), want %d", expr, got, err, want)
-		}
-	}
-	for _, bad := range []string{"Q", "min(S", "S/0", "(S"} {
-		if _, err := passes.EvalDim(bad, b); err == nil {
-			t.Errorf("%s: no error", bad)
-		}
-	}
-}
-
 // TestPlanMemoryChain: in a chain a→b→c→d each value dies at the next node,
 // so two buffers are enough; views share their buffer; sources take none.
 func TestPlanMemoryChain(t *testing.T) {

@@ -154,40 +154,25 @@ func bcastIndex(s, full []int) func(int) int {
 	}
 }
 
-// dimsOf resolves the text of a reshape target against the run's sizes; one
-// unknown dimension is inferred from the element count.
+// dimsOf evaluates the text of a reshape target with the call's sizes.
 func (r *run) dimsOf(shape string, numel int) ([]int, error) {
 	sh, err := ir.ParseShape(shape)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]int, len(sh))
-	known, unknown := 1, -1
-	for i, d := range sh {
-		switch {
-		case d.IsConst():
-			out[i] = int(d.N)
-		case d.Sym == "B":
-			out[i] = r.env.B
-		case d.Sym == "S":
-			out[i] = r.env.S
-		case d.Sym == "B*S":
-			out[i] = r.env.B * r.env.S
-		default:
-			if unknown >= 0 {
-				return nil, fmt.Errorf("reshape to %s: two unknown dims", shape)
-			}
-			unknown = i
-			continue
-		}
+	e := r.env
+	dims, err := ir.Bindings{B: int64(e.B), S: int64(e.S), M: int64(e.M), P: int64(e.StartPos)}.Dims(sh)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(dims))
+	known := 1
+	for i, v := range dims {
+		out[i] = int(v)
 		known *= out[i]
 	}
-	if unknown >= 0 {
-		out[unknown] = numel / max(known, 1)
-		known *= out[unknown]
-	}
 	if known != numel {
-		return nil, fmt.Errorf("reshape of %d elements to %s", numel, shape)
+		return nil, fmt.Errorf("reshape of %d elements to %s = %v", numel, shape, out)
 	}
 	return out, nil
 }
