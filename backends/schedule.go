@@ -38,7 +38,7 @@ func Schedule(g *ir.Graph, primary, fallback Backend) (Program, *Placement, erro
 	if fallback != nil {
 		pl.Fallback = fallback.Name()
 	}
-	prog := &scheduled{g: g, kernels: make([]KernelFunc, len(g.Nodes))}
+	prog := newScheduled(g)
 	for i, n := range g.Nodes {
 		be := primary
 		if !primary.Supports(n) {
@@ -71,25 +71,38 @@ func (e *KernelPanic) Error() string {
 	return fmt.Sprintf("internal error in %s: %v; please report it", e.Node, e.Value)
 }
 
+// scheduled runs a graph's nodes in order. What the run loop needs of the
+// graph's structure (argument positions, use counts, outputs) is derived
+// once here, not on every call.
 type scheduled struct {
 	g       *ir.Graph
 	kernels []KernelFunc
+	args    [][]int // positions of each node's arguments
+	uses    []int   // readers of each node's value (outputs count as one)
+	outputs []int   // positions of the graph outputs
 }
 
-// Run executes the nodes in order, freeing each value after its last use. A
-// panic inside a kernel is returned as an internal error naming the node.
-func (p *scheduled) Run(env *Env) (err error) {
-	index := make(map[*ir.Node]int, len(p.g.Nodes))
-	uses := make([]int, len(p.g.Nodes))
-	for i, n := range p.g.Nodes {
+func newScheduled(g *ir.Graph) *scheduled {
+	p := &scheduled{g: g, kernels: make([]KernelFunc, len(g.Nodes)), args: make([][]int, len(g.Nodes)), uses: make([]int, len(g.Nodes))}
+	index := make(map[*ir.Node]int, len(g.Nodes))
+	for i, n := range g.Nodes {
 		index[n] = i
 		for _, a := range n.Args {
-			uses[index[a]]++
+			p.args[i] = append(p.args[i], index[a])
+			p.uses[index[a]]++
 		}
 	}
-	for _, o := range p.g.Outputs {
-		uses[index[o.Node]]++
+	for _, o := range g.Outputs {
+		p.outputs = append(p.outputs, index[o.Node])
+		p.uses[index[o.Node]]++
 	}
+	return p
+}
+
+// Run executes the nodes in order, dropping each value after its last use.
+// A panic inside a kernel is returned as a KernelPanic naming the node.
+func (p *scheduled) Run(env *Env) (err error) {
+	uses := append([]int(nil), p.uses...)
 	vals := make([]*Tensor, len(p.g.Nodes))
 	var cur *ir.Node
 	defer func() {
@@ -101,24 +114,23 @@ func (p *scheduled) Run(env *Env) (err error) {
 	for i, n := range p.g.Nodes {
 		cur = n
 		args = args[:0]
-		for _, a := range n.Args {
-			args = append(args, vals[index[a]])
+		for _, j := range p.args[i] {
+			args = append(args, vals[j])
 		}
 		v, err := p.kernels[i](env, n, args)
 		if err != nil {
 			return fmt.Errorf("%%%d (%s): %w", n.ID, n.Op, err)
 		}
 		vals[i] = v
-		for _, a := range n.Args {
-			j := index[a]
+		for _, j := range p.args[i] {
 			if uses[j]--; uses[j] == 0 {
 				vals[j] = nil
 			}
 		}
 	}
 	env.Outputs = map[string]*Tensor{}
-	for _, o := range p.g.Outputs {
-		env.Outputs[o.Name] = vals[index[o.Node]]
+	for k, o := range p.g.Outputs {
+		env.Outputs[o.Name] = vals[p.outputs[k]]
 	}
 	return nil
 }
