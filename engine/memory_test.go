@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -99,7 +100,7 @@ func (p panicProgram) Run(env *backends.Env) error {
 // InternalError naming the call.
 func TestInternalErrorNamesTheCall(t *testing.T) {
 	md := openTiny(t)
-	for _, prog := range []backends.Program{panicProgram{}, panicProgram{err: errors.New("internal error in %12 (matmul): boom; please report it")}} {
+	for _, prog := range []backends.Program{panicProgram{}, panicProgram{err: fmt.Errorf("%%12 (matmul): %w", &backends.KernelPanic{Node: "%12 (matmul)", Value: "boom"})}} {
 		md2 := *md
 		md2.prefill = prog
 		s, err := md2.NewSession(Options{Batch: 1, MaxLen: 8})

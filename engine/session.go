@@ -275,7 +275,7 @@ func (s *Session) call(prog backends.Program, tokens [][]int64, prefix string) (
 	}
 	if err := prog.Run(env); err != nil {
 		var kp *backends.KernelPanic
-		if errors.As(err, &kp) || strings.HasPrefix(err.Error(), "internal error") { // a panic the backend recovered
+		if errors.As(err, &kp) { // a panic the backend recovered
 			return nil, &InternalError{Where: "the " + strings.TrimSuffix(prefix, ".") + " call", Err: err}
 		}
 		return nil, err
