@@ -4,7 +4,7 @@
 //
 //	import _ "github.com/ds4go/ds4/backends/cpu"
 //	be, _ := backends.Get("cpu")
-//	prog, _ := be.Prepare(graph)
+//	prog, _, _ := backends.Schedule(graph, be, nil)
 //	err := prog.Run(env)
 //
 // The kernels themselves live in package kernels; this package maps ops to

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -313,10 +312,4 @@ func sample(rows [][]float32, temp float64, rng *rand.Rand) []int64 {
 		out[b] = int64(bi)
 	}
 	return out
-}
-
-func init() {
-	// exec never writes into the model directory; traces and dumps are
-	// written atomically where the user asks.
-	_ = os.Getenv
 }
