@@ -1,10 +1,6 @@
 package passes
 
-import (
-	"maps"
-
-	"github.com/ds4go/ds4/ir"
-)
+import "github.com/ds4go/ds4/ir"
 
 // AssignBuffers gives every node that produces a new activation a buffer
 // slot (attribute buf), reusing slots whose values are dead: the static
@@ -26,11 +22,6 @@ func AssignBuffers(g *ir.Graph) error {
 	root := make([]int, len(g.Nodes)) // storage owner of each node, -1 if not arena storage
 	for i, n := range g.Nodes {
 		index[n] = i
-		// Attribute maps may be shared between nodes that passes copied.
-		n.Attrs = maps.Clone(n.Attrs)
-		if n.Attrs == nil {
-			n.Attrs = ir.Attrs{}
-		}
 		delete(n.Attrs, "buf")
 		switch info := n.Info(); {
 		case info.Has(ir.Source) || info.Has(ir.StateUpdate):

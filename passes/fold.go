@@ -51,12 +51,7 @@ func FoldConstants(g *ir.Graph) error {
 		s.replace(n, c)
 		orphans = append(orphans, n)
 	}
-	if len(s) == 0 {
-		return nil
-	}
-	s.apply(g)
-	schedule(g)
-	dropOrphans(g, orphans)
+	rewrite(g, s, orphans)
 	return nil
 }
 

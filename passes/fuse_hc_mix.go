@@ -44,12 +44,7 @@ func FuseHCMix(g *ir.Graph) error {
 		s.replace(n, fused)
 		orphans = append(orphans, n)
 	}
-	if len(s) == 0 {
-		return nil
-	}
-	s.apply(g)
-	schedule(g)
-	dropOrphans(g, orphans)
+	rewrite(g, s, orphans)
 	return nil
 }
 

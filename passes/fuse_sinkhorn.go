@@ -71,12 +71,7 @@ func FuseSinkhorn(g *ir.Graph) error {
 		s.replace(n, comb)
 		orphans = append(orphans, n)
 	}
-	if len(s) == 0 {
-		return nil
-	}
-	s.apply(g)
-	schedule(g)
-	dropOrphans(g, orphans)
+	rewrite(g, s, orphans)
 	return nil
 }
 

@@ -43,12 +43,7 @@ func FuseSwiGLU(g *ir.Graph) error {
 		s.replace(n, fused)
 		orphans = append(orphans, n)
 	}
-	if len(s) == 0 {
-		return nil
-	}
-	s.apply(g)
-	schedule(g)
-	dropOrphans(g, orphans)
+	rewrite(g, s, orphans)
 	return nil
 }
 

@@ -165,6 +165,18 @@ func scalarAttr(n *ir.Node, op string) (float64, bool) {
 
 func hasAttr(n *ir.Node, k string) bool { _, ok := n.Attrs[k]; return ok }
 
+// rewrite applies the substitutions a pattern pass collected, restores an
+// order in which every node follows its arguments, and removes the matched
+// nodes nothing reads any more. Nothing happens when s is empty.
+func rewrite(g *ir.Graph, s subst, orphans []*ir.Node) {
+	if len(s) == 0 {
+		return
+	}
+	s.apply(g)
+	schedule(g)
+	dropOrphans(g, orphans)
+}
+
 // dropOrphans removes the candidates that nothing uses any more and that
 // may be removed (pure, not an input or state declaration), then, in turn,
 // the arguments that only they used. It is the local form of sweep that a
