@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/ds4go/ds4/internal/atomicfile"
 	"github.com/ds4go/ds4/ir"
 )
 
@@ -66,35 +66,7 @@ func Write(path string, p *Plan) error {
 	if err != nil {
 		return err
 	}
-	return WriteAtomic(path, data)
-}
-
-// WriteAtomic writes data to path through a temporary file and a rename.
-func WriteAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Chmod(f.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return atomicfile.Write(path, data)
 }
 
 // Read loads and verifies a plan file.

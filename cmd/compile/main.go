@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ds4go/ds4/internal/atomicfile"
 	"github.com/ds4go/ds4/internal/cli"
 	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
@@ -125,5 +126,5 @@ func dump(o options, stage string, m *ir.Module) error {
 		return fmt.Errorf("-dump-dir: %v", err)
 	}
 	name := filepath.Join(o.dumpDir, strings.ReplaceAll(stage, "/", "_")+".ir")
-	return plan.WriteAtomic(name, []byte(ir.Format(m)))
+	return atomicfile.Write(name, []byte(ir.Format(m)))
 }

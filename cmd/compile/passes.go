@@ -6,11 +6,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ds4go/ds4/internal/atomicfile"
 	"github.com/ds4go/ds4/internal/cli"
 	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/passes"
-	"github.com/ds4go/ds4/plan"
 )
 
 // optimise runs the pass pipeline on m and returns the passes that ran.
@@ -41,7 +41,7 @@ func optimise(o options, cfg *deepseekv4.Config, m *ir.Module) ([]string, error)
 				return
 			}
 			name := filepath.Join(o.dumpDir, fmt.Sprintf("%02d-%s-%s.ir", step, pass, graph))
-			dumpErr = plan.WriteAtomic(name, []byte(text))
+			dumpErr = atomicfile.Write(name, []byte(text))
 		}
 	}
 	rep, err := passes.Run(m, names, opts)

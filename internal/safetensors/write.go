@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/ds4go/ds4/internal/atomicfile"
 	"github.com/ds4go/ds4/internal/numfmt"
 )
 
@@ -96,40 +95,13 @@ func Encode(ts []WriteTensor, metadata map[string]string) ([]byte, error) {
 // WriteFile writes ts and metadata to path atomically: the data goes to a
 // temporary file in the same directory which is synced and renamed over
 // path (the temporary file is removed on error).
-func WriteFile(path string, ts []WriteTensor, metadata map[string]string) (err error) {
+func WriteFile(path string, ts []WriteTensor, metadata map[string]string) error {
 	b, err := Encode(ts, metadata)
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	if err := atomicfile.Write(path, b); err != nil {
 		return fmt.Errorf("safetensors: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(b); err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	if d, derr := os.Open(dir); derr == nil { // best effort: persist the rename
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }
