@@ -23,22 +23,11 @@ import (
 
 // errsFixture holds the binaries and a good plan, built once per test run.
 type errsFixture struct {
-	bin      string // directory holding compile and exec
+	bin      string // directory holding compile and exec (built once by TestMain)
 	goodPlan string // compiled from a private copy of testdata/tiny
 	goodDir  string // that copy
 }
 
-// errsBuild builds the commands into dir.
-func errsBuild(t *testing.T, dir string) {
-	t.Helper()
-	for _, c := range []string{"compile", "exec"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, c), "./cmd/"+c)
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", c, err, out)
-		}
-	}
-}
 
 // errsCopyModel copies the tiny checkpoint (config, index, shards, token map)
 // into a new directory under parent.
@@ -511,12 +500,11 @@ var errsCases = []errsCase{
 
 // TestErrorCatalogue runs every entry of docs/errors.md (one subtest each).
 func TestErrorCatalogue(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the commands")
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
 	root := t.TempDir()
-	fx := &errsFixture{bin: filepath.Join(root, "bin")}
-	errsBuild(t, fx.bin)
+	fx := &errsFixture{bin: binDir}
 	fx.goodDir = errsCopyModel(t, root)
 	fx.goodPlan = filepath.Join(root, "good.plan")
 	if r := errsRun(t, fx, root, "compile", "-model", fx.goodDir, "-o", fx.goodPlan); r.code != 0 {
