@@ -1,29 +1,15 @@
 package passes_test
 
 import (
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/ds4go/ds4/internal/goldentest"
 	"github.com/ds4go/ds4/ir"
-	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/passes"
 )
 
-func buildTiny(t *testing.T) *ir.Module {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	c, err := deepseekv4.LoadConfig(filepath.Join(filepath.Dir(filepath.Dir(file)), "testdata", "tiny", "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := deepseekv4.BuildModule(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func buildTiny(t *testing.T) *ir.Module { return goldentest.BuildTiny(t) }
 
 // TestPipelineTiny runs the whole pipeline on the tiny model, verifying
 // after every pass, and checks that probes keep their names and order.

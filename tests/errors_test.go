@@ -28,7 +28,6 @@ type errsFixture struct {
 	goodDir  string // that copy
 }
 
-
 // errsCopyModel copies the tiny checkpoint (config, index, shards, token map)
 // into a new directory under parent.
 func errsCopyModel(t *testing.T, parent string) string {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ds4go/ds4/internal/goldentest"
 	"github.com/ds4go/ds4/internal/safetensors"
 	"github.com/ds4go/ds4/passes"
 )
@@ -64,7 +65,7 @@ func TestPassesEquivalence(t *testing.T) {
 			t.Errorf("%s: cannot compare (%v, %v, %d vs %d elements)", name, err1, err2, len(av), len(bv))
 			continue
 		}
-		rel := relL2(bv, av)
+		rel := goldentest.RelL2(bv, av)
 		tol := 1e-2
 		if strings.Contains(name, "logits") {
 			tol = 1e-3
@@ -78,7 +79,7 @@ func TestPassesEquivalence(t *testing.T) {
 	}
 	t.Logf("%d traced tensors compared; worst rel L2 %.3g (%s)", len(names), worst, worstAt)
 
-	tool := "/work/shared/tools/tracecmp"
+	tool := filepath.Join(repoRoot(), "..", "shared", "tools", "tracecmp") // where CI has ../shared
 	if _, err := os.Stat(tool); err != nil {
 		t.Skipf("tracecmp not available: %v", err)
 	}
@@ -88,17 +89,4 @@ func TestPassesEquivalence(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "block-local parity: holds") {
 		t.Errorf("tracecmp on the fused run: %v", err)
 	}
-}
-
-func relL2(got, want []float32) float64 {
-	var num, den float64
-	for i := range got {
-		d := float64(got[i]) - float64(want[i])
-		num += d * d
-		den += float64(want[i]) * float64(want[i])
-	}
-	if den == 0 {
-		return math.Sqrt(num)
-	}
-	return math.Sqrt(num / den)
 }

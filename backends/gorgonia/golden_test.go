@@ -4,112 +4,13 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/internal/goldentest"
 	"github.com/ds4go/ds4/internal/safetensors"
-	"github.com/ds4go/ds4/ir"
-	"github.com/ds4go/ds4/models/deepseekv4"
 )
-
-// The helpers below are copied from tests/golden_helpers_test.go, with the
-// backend as a parameter.
-
-func tinyDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "tiny")
-}
-
-func buildTiny(t testing.TB) *ir.Module {
-	t.Helper()
-	c, err := deepseekv4.LoadConfig(filepath.Join(tinyDir(), "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := deepseekv4.BuildModule(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func ids2(t testing.TB, f *safetensors.File, name string) [][]int64 {
-	t.Helper()
-	g, ok := f.Get(name)
-	if !ok {
-		t.Fatalf("golden has no %s", name)
-	}
-	v, err := g.Int64s()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := make([][]int64, g.Shape[0])
-	for i := range rows {
-		rows[i] = v[i*g.Shape[1] : (i+1)*g.Shape[1]]
-	}
-	return rows
-}
-
-// teacherRun runs the golden prompt and decode tokens on backend with block
-// inputs forced from the golden file, and returns the trace file and the
-// placement of the decode graph.
-func teacherRun(t testing.TB, m *ir.Module, dir, golden, backend string) (string, map[string]map[string]int) {
-	t.Helper()
-	gf, err := safetensors.Open(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gf.Close()
-	model, err := engine.Open(m, dir, backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer model.Close()
-	prompt := ids2(t, gf, "inputs.input_ids")
-	dec := ids2(t, gf, "inputs.decode_input_ids")
-	s, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Tracer = engine.NewTracer(true, gf)
-	if _, err := s.Prefill(prompt); err != nil {
-		t.Fatal(err)
-	}
-	for i := range dec[0] {
-		col := make([]int64, len(dec))
-		for b := range dec {
-			col[b] = dec[b][i]
-		}
-		if _, err := s.Decode(col); err != nil {
-			t.Fatalf("decode %d: %v", i, err)
-		}
-	}
-	out := filepath.Join(t.TempDir(), backend+".safetensors")
-	if err := s.Tracer.Write(out); err != nil {
-		t.Fatal(err)
-	}
-	var placed map[string]map[string]int
-	if model.Placement != nil {
-		placed = model.Placement.ByBackend
-	}
-	return out, placed
-}
-
-func relL2(got, want []float32) float64 {
-	var num, den float64
-	for i := range got {
-		d := float64(got[i]) - float64(want[i])
-		num += d * d
-		den += float64(want[i]) * float64(want[i])
-	}
-	if den == 0 {
-		return math.Sqrt(num)
-	}
-	return math.Sqrt(num / den)
-}
 
 var (
 	logitsName = regexp.MustCompile(`^(prefill\.logits_full|decode\d+\.logits)$`)
@@ -124,9 +25,9 @@ func TestGoldenTinyGorgonia(t *testing.T) {
 	if testing.Short() {
 		t.Skip("teacher-forced runs in -short mode")
 	}
-	golden := filepath.Join(tinyDir(), "golden.safetensors")
-	m := buildTiny(t)
-	gTrace, placed := teacherRun(t, m, tinyDir(), golden, "gorgonia")
+	golden := filepath.Join(goldentest.TinyDir(), "golden.safetensors")
+	m := goldentest.BuildTiny(t)
+	gTrace, placed := goldentest.TeacherRun(t, m, goldentest.TinyDir(), golden, "gorgonia")
 	for _, be := range []string{"gorgonia", "cpu"} {
 		total := 0
 		var ops []string
@@ -140,7 +41,7 @@ func TestGoldenTinyGorgonia(t *testing.T) {
 	if len(placed["gorgonia"]) == 0 {
 		t.Errorf("nothing ran on gorgonia")
 	}
-	cTrace, _ := teacherRun(t, buildTiny(t), tinyDir(), golden, "cpu")
+	cTrace, _ := goldentest.TeacherRun(t, goldentest.BuildTiny(t), goldentest.TinyDir(), golden, "cpu")
 
 	open := func(p string) *safetensors.File {
 		f, err := safetensors.Open(p)
@@ -187,7 +88,7 @@ func TestGoldenTinyGorgonia(t *testing.T) {
 	for _, name := range tr.Names() {
 		got := vals(tr, name)
 		if c := vals(cpu, name); c != nil && len(c) == len(got) {
-			if r := relL2(got, c); r > wAll || math.IsNaN(r) {
+			if r := goldentest.RelL2(got, c); r > wAll || math.IsNaN(r) {
 				wAll, wAllAt = r, name
 			}
 		}
@@ -207,7 +108,7 @@ func TestGoldenTinyGorgonia(t *testing.T) {
 			t.Errorf("%s: golden has no matching tensor", name)
 			continue
 		}
-		rel, relCPU := relL2(got, want), relL2(vals(cpu, name), want)
+		rel, relCPU := goldentest.RelL2(got, want), goldentest.RelL2(vals(cpu, name), want)
 		if rel > c.tol || math.IsNaN(rel) {
 			t.Errorf("%s: rel L2 vs golden %.3g > %.0e (cpu backend: %.3g)", name, rel, c.tol, relCPU)
 		}
