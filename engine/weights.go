@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -104,18 +105,6 @@ func (b *binder) get(name string) (*safetensors.Tensor, error) {
 	return t, nil
 }
 
-func sameShape(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func (b *binder) check(t *safetensors.Tensor, shape []int, dtypes ...string) error {
 	ok := false
 	for _, d := range dtypes {
@@ -124,7 +113,7 @@ func (b *binder) check(t *safetensors.Tensor, shape []int, dtypes ...string) err
 	if !ok {
 		return fmt.Errorf("%s: tensor %q has dtype %s, want %s", t.File, t.Name, t.DType, strings.Join(dtypes, " or "))
 	}
-	if !sameShape(t.Shape, shape) {
+	if !slices.Equal(t.Shape, shape) {
 		return fmt.Errorf("%s: tensor %q has shape %v, want %v", t.File, t.Name, t.Shape, shape)
 	}
 	return nil
@@ -278,7 +267,7 @@ func (b *binder) tokenMap(name string, shape []int) (*backends.Tensor, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: tensor %q is missing", b.tmap.Path, name)
 	}
-	if t.DType != "I64" || !sameShape(t.Shape, shape) {
+	if t.DType != "I64" || !slices.Equal(t.Shape, shape) {
 		return nil, fmt.Errorf("%s: tensor %q is %s%v, want I64%v", b.tmap.Path, name, t.DType, t.Shape, shape)
 	}
 	v, err := t.Int64s()

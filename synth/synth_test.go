@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	_ "github.com/ds4go/ds4/backends/cpu"
@@ -51,7 +52,7 @@ func TestTinyMatchesGoldenLayout(t *testing.T) {
 			t.Errorf("%s: not in the golden checkpoint", n)
 			continue
 		}
-		if g.DType != w.DType || !equalInts(g.Shape, w.Shape) {
+		if g.DType != w.DType || !slices.Equal(g.Shape, w.Shape) {
 			t.Errorf("%s: %s%v, golden %s%v", n, g.DType, g.Shape, w.DType, w.Shape)
 		}
 		if g.DType == "F8_E8M0" && bytes.IndexByte(g.Data, 0xff) >= 0 {
@@ -292,18 +293,6 @@ func TestErrors(t *testing.T) {
 }
 
 func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
 
 func mustGet(t *testing.T, f *safetensors.File, name string) *safetensors.Tensor {
 	t.Helper()
