@@ -336,7 +336,7 @@ func (L *attentionTestLayer) forward(x []float32, s, p int, sh *attentionTestSha
 				MatmulF32(cc, x, attentionTestF32(L.t, L.model, L.name("attn.compressor.wkv.weight")), m, c.dim, c.dh)
 				MatmulF32(zz, x, attentionTestF32(L.t, L.model, L.name("attn.compressor.wgate.weight")), m, c.dim, c.dh)
 				pooled := make([]float32, c.b*max(s/2, 1)*c.dh)
-				res.groups = CompressorPool2(pooled, cc, zz, c.b, s, c.dh, L.kvState, L.scoreState, p)
+				res.groups = CompressorPool(pooled, cc, zz, c.b, s, c.dh, 2, L.kvState, L.scoreState, p)
 				pooled = pooled[:c.b*res.groups*c.dh]
 				numfmt.BF16RoundSlice(pooled)
 				latent = L.norm(pooled, c.b*res.groups, c.dh, "attn.compressor.norm.weight")

@@ -2,45 +2,36 @@ package kernels
 
 import "math"
 
-// CompressorPool2 is the pooling step of the ratio-2 Compressor (spec §4.6,
-// layers with compress_ratio 2). c and z are the fp32 projections
-// c = wkv·x, z = wgate·x of this call, both [b, s, d]; kvState and
-// scoreState [≥b, 2, d] (fp32) hold the incomplete group across calls;
-// scoreState must be initialised to -inf by the caller (kvState to 0).
+// CompressorPool is the pooling step of the gated Compressor (spec §4.6,
+// layers with compress_ratio r ≥ 2; the released model uses r = 2). c and z
+// are the fp32 projections c = wkv·x, z = wgate·x of this call, both
+// [b, s, d]; kvState and scoreState [≥b, r, d] (fp32) hold the incomplete
+// group across calls; scoreState must be initialised to -inf by the caller
+// (kvState to 0).
 //
-// Prefill (startPos == 0): the complete groups g = 0..⌊s/2⌋−1 (tokens 2g,
-// 2g+1) are pooled into out [b, ⌊s/2⌋, d]; if s is odd the last token's
-// (c, z) is stored into state slot 0 (slot 1 is left untouched).
+// Prefill (startPos == 0): the complete groups g = 0..⌊s/r⌋−1 (tokens
+// r·g .. r·g+r−1) are pooled into out [b, ⌊s/r⌋, d]; the incomplete tail of
+// s mod r tokens is stored into state slots 0..(s mod r)−1.
 //
 // Decode (startPos > 0, s must be 1): the token's (c, z) is stored into slot
-// startPos mod 2; when (startPos+1) mod 2 == 0 the two slots are pooled into
+// startPos mod r; when (startPos+1) mod r == 0 the r slots are pooled into
 // out [b, 1, d]; otherwise nothing is written to out.
 //
 // Returns the number of groups written per batch row (0 when no group
 // completed: the reference Compressor returns None then).
 //
-// Pooling, per channel, over the two tokens (slots) a, b of a group, in fp32,
-// exactly as torch's CPU `(kv * score.softmax(dim)).sum(dim)` computes it
-// (softmax along a non-innermost axis, which divides by the sum):
+// Pooling, per channel, over the tokens (slots) of a group, in fp32, as
+// torch's CPU `(kv * score.softmax(dim)).sum(dim)` computes it (softmax along
+// a non-innermost axis, which divides by the sum), each sum in token order:
 //
-//	μ   = max(z_a, z_b)
-//	e_a = exp(z_a − μ), e_b = exp(z_b − μ)   (one of them is exp(0) = 1)
-//	σ   = e_a + e_b
-//	out = c_a·(e_a/σ) + c_b·(e_b/σ)           fp32 products and one fp32 add
+//	μ   = max_j z_j
+//	e_j = exp(z_j − μ)
+//	σ   = e_0 + e_1 + …
+//	out = c_0·(e_0/σ) + c_1·(e_1/σ) + …       fp32 products and adds
 //
 // exp is math.Exp rounded to float32 (torch uses Sleef expf_u10, so the
-// non-unit weight can differ by 1 fp32 ulp). The output is the fp32 pooled
+// non-unit weights can differ by 1 fp32 ulp). The output is the fp32 pooled
 // latent; the caller rounds it to bf16 and applies the compressor RMSNorm.
-func CompressorPool2(out []float32, c, z []float32, b, s, d int, kvState, scoreState []float32, startPos int) (groups int) {
-	return CompressorPool(out, c, z, b, s, d, 2, kvState, scoreState, startPos)
-}
-
-// CompressorPool is CompressorPool2 for any ratio r ≥ 2: groups of r
-// consecutive tokens, state [b, r, d], the incomplete prefill tail stored
-// in slots 0..(s mod r)−1, decode slot start_pos mod r, a latent when
-// (start_pos+1) mod r == 0. Per channel: μ = max_j z_j, e_j = exp(z_j − μ),
-// σ = Σ_j e_j (in token order), out = Σ_j c_j·(e_j/σ) (in token order), fp32;
-// for r = 2 this is exactly the pair formula above.
 func CompressorPool(out []float32, c, z []float32, b, s, d, ratio int, kvState, scoreState []float32, startPos int) (groups int) {
 	cs := make([][]float32, ratio)
 	zs := make([][]float32, ratio)
@@ -86,39 +77,27 @@ func CompressorPool(out []float32, c, z []float32, b, s, d, ratio int, kvState, 
 }
 
 // compressorPoolGroup pools the tokens of one group per channel with a
-// softmax over their gate scores (see CompressorPool for the order).
+// softmax over their gate scores (see CompressorPool for the order). Both
+// sums start from their first term, so that a −0 product is kept as the
+// reference's two-term sum keeps it.
 func compressorPoolGroup(out []float32, cs, zs [][]float32) {
-	if len(cs) == 2 {
-		compressorPoolPair(out, cs[0], zs[0], cs[1], zs[1])
-		return
-	}
 	e := make([]float32, len(cs))
 	for i := range out {
 		mu := zs[0][i]
 		for _, z := range zs[1:] {
 			mu = max(mu, z[i])
 		}
-		var sum float32
 		for j, z := range zs {
 			e[j] = float32(math.Exp(float64(z[i] - mu)))
-			sum += e[j]
 		}
-		var acc float32
-		for j, c := range cs {
-			acc += float32(c[i] * (e[j] / sum))
+		sum := e[0]
+		for _, v := range e[1:] {
+			sum += v
+		}
+		acc := float32(cs[0][i] * (e[0] / sum))
+		for j, c := range cs[1:] {
+			acc += float32(c[i] * (e[j+1] / sum))
 		}
 		out[i] = acc
-	}
-}
-
-// compressorPoolPair pools two tokens per channel with a softmax over their
-// gate scores (see CompressorPool2 for the exact operation order).
-func compressorPoolPair(out, ca, za, cb, zb []float32) {
-	for i := range out {
-		mu := max(za[i], zb[i])
-		ea := float32(math.Exp(float64(za[i] - mu)))
-		eb := float32(math.Exp(float64(zb[i] - mu)))
-		sum := ea + eb
-		out[i] = float32(ca[i]*(ea/sum)) + float32(cb[i]*(eb/sum))
 	}
 }
