@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ds4go/ds4/backends/cpu"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/internal/safetensors"
 )
@@ -480,6 +481,15 @@ type goldFreeRun struct {
 
 func goldRunFree(t *testing.T) *goldFreeRun {
 	t.Helper()
+	return goldRunFreeKernels(t, true)
+}
+
+// goldRunFreeKernels is goldRunFree with the CPU backend's fast kernels on
+// or off (off: the reference kernels).
+func goldRunFreeKernels(t *testing.T, fast bool) *goldFreeRun {
+	t.Helper()
+	defer func(old bool) { cpu.UseFast = old }(cpu.UseFast)
+	cpu.UseFast = fast
 	gf, err := safetensors.Open(goldenPath())
 	if err != nil {
 		t.Fatal(err)
@@ -570,7 +580,6 @@ func goldF64(v []float32) []float64 {
 func TestGoldenFreeRunningSanity(t *testing.T) {
 	g := golden(t)
 	fr := goldRunFree(t)
-	B, S, V := fr.B, fr.S, fr.V
 
 	t.Run("finite-and-std", func(t *testing.T) {
 		for _, name := range []string{"prefill.logits_full"} {
@@ -638,52 +647,75 @@ func TestGoldenFreeRunningSanity(t *testing.T) {
 	})
 
 	t.Run("decode-vs-one-call-prefill", func(t *testing.T) {
-		// Decode step i (position S+i, fed golden tokens, no teacher forcing)
-		// against the one-call prefill of prompt+fed tokens at that position.
-		N1 := S + len(fr.decode)
-		worst, worstAbs := 0.0, 0.0
-		worstAt, argEq := 0, 0
-		var rels []float64
-		for i, d := range fr.decode {
-			for b := 0; b < B; b++ {
-				full := fr.full[(b*N1+S+i)*V : (b*N1+S+i+1)*V]
-				dec := d[b*V : (b+1)*V]
-				r, mx := goldRelL2(goldF64(dec), goldF64(full))
-				rels = append(rels, r)
-				if r > worst {
-					worst, worstAt = r, i
-				}
-				worstAbs = math.Max(worstAbs, mx)
-				a1, _ := goldArgmaxGap(goldF64(dec))
-				a2, _ := goldArgmaxGap(goldF64(full))
-				if a1 == a2 {
-					argEq++
-				}
-			}
+		// With the reference kernels the executor is prefill/decode
+		// consistent exactly: decode step i (position S+i, fed the golden
+		// tokens, no teacher forcing) equals the one-call prefill of
+		// prompt+fed tokens at that position.
+		ref := goldDecodeVsPrefill(t, "reference kernels", goldRunFreeKernels(t, false))
+		if ref.worst > 1e-6 || ref.argEq != ref.n {
+			t.Errorf("reference kernels: decode vs one-call prefill worst rel %.2e, argmax equal %d/%d; want ≤ 1e-6 and all", ref.worst, ref.argEq, ref.n)
 		}
-		sort.Float64s(rels)
-		// The prompt part of the one-call prefill against our own prefill.
-		pr := fr.trace["prefill.logits_full"].f
-		var pa, pb []float64
-		for b := 0; b < B; b++ {
-			pa = append(pa, pr[b*S*V:(b+1)*S*V]...)
-			pb = append(pb, goldF64(fr.full[b*N1*V:(b*N1+S)*V])...)
-		}
-		prel, pabs := goldRelL2(pa, pb)
-		t.Logf("prompt positions: one-call prefill vs prefill: rel %.2e abs %.2e", prel, pabs)
-		t.Logf("decode vs one-call prefill: median rel %.2e, worst rel %.2e (step %d), worst abs %.2e, argmax equal %d/%d",
-			rels[len(rels)/2], worst, worstAt, worstAbs, argEq, len(rels))
-		// Causality: the first S positions of the one-call prefill see the
-		// same tokens as the prompt prefill.
-		if prel > 1e-5 {
-			t.Errorf("prompt positions of the one-call prefill differ from the prefill: rel %.2e", prel)
-		}
-		// The reference itself is not prefill/decode consistent (fp8/fp4
-		// activation quantisation of different call shapes; README:
-		// prefill-vs-decode free-running logits 1.7e-1 rel, 25/26 cliArgmax).
-		// Assert the measured level with margin, not 1e-3.
-		if worst > 0.35 {
-			t.Errorf("decode vs one-call prefill: worst rel %.2e > 0.35", worst)
+		// The fast kernels sum in another order for one row (decode) than
+		// for many (prefill); fp8/fp4 quantisation amplifies that over the
+		// layers like the reference's own chaos (README: prefill-vs-decode
+		// free-running logits 1.7e-1 rel on CPU), so only a sanity bound.
+		fast := goldDecodeVsPrefill(t, "fast kernels", fr)
+		if fast.worst > 0.35 {
+			t.Errorf("fast kernels: decode vs one-call prefill: worst rel %.2e > 0.35", fast.worst)
 		}
 	})
+}
+
+type goldConsistency struct {
+	worst    float64
+	argEq, n int
+}
+
+// goldDecodeVsPrefill compares the decode logits of a free run with its
+// one-call prefill at the same positions, and checks that the prompt
+// positions of the one-call prefill equal the prompt prefill.
+func goldDecodeVsPrefill(t *testing.T, what string, fr *goldFreeRun) goldConsistency {
+	t.Helper()
+	B, S, V := fr.B, fr.S, fr.V
+	// Decode step i (position S+i, fed golden tokens, no teacher forcing)
+	// against the one-call prefill of prompt+fed tokens at that position.
+	N1 := S + len(fr.decode)
+	worst, worstAbs := 0.0, 0.0
+	worstAt, argEq := 0, 0
+	var rels []float64
+	for i, d := range fr.decode {
+		for b := 0; b < B; b++ {
+			full := fr.full[(b*N1+S+i)*V : (b*N1+S+i+1)*V]
+			dec := d[b*V : (b+1)*V]
+			r, mx := goldRelL2(goldF64(dec), goldF64(full))
+			rels = append(rels, r)
+			if r > worst {
+				worst, worstAt = r, i
+			}
+			worstAbs = math.Max(worstAbs, mx)
+			a1, _ := goldArgmaxGap(goldF64(dec))
+			a2, _ := goldArgmaxGap(goldF64(full))
+			if a1 == a2 {
+				argEq++
+			}
+		}
+	}
+	sort.Float64s(rels)
+	// The prompt part of the one-call prefill against our own prefill.
+	pr := fr.trace["prefill.logits_full"].f
+	var pa, pb []float64
+	for b := 0; b < B; b++ {
+		pa = append(pa, pr[b*S*V:(b+1)*S*V]...)
+		pb = append(pb, goldF64(fr.full[b*N1*V:(b*N1+S)*V])...)
+	}
+	prel, pabs := goldRelL2(pa, pb)
+	t.Logf("%s: prompt positions: one-call prefill vs prefill: rel %.2e abs %.2e", what, prel, pabs)
+	t.Logf("%s: decode vs one-call prefill: median rel %.2e, worst rel %.2e (step %d), worst abs %.2e, argmax equal %d/%d", what,
+		rels[len(rels)/2], worst, worstAt, worstAbs, argEq, len(rels))
+	// Causality: the first S positions of the one-call prefill see the
+	// same tokens as the prompt prefill.
+	if prel > 1e-5 {
+		t.Errorf("prompt positions of the one-call prefill differ from the prefill: rel %.2e", prel)
+	}
+	return goldConsistency{worst: worst, argEq: argEq, n: len(rels)}
 }
