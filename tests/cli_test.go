@@ -335,11 +335,7 @@ func tinyPlan(t *testing.T) string {
 // cliBrokenCheckpoint copies testdata/tiny into a temp dir and lets edit break it.
 func cliBrokenCheckpoint(t *testing.T, edit func(dir string)) string {
 	t.Helper()
-	dir := t.TempDir()
-	for _, f := range []string{"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
-		"model-00002-of-00002.safetensors", "engram_token_map.safetensors"} {
-		cliCopyFile(t, filepath.Join(tinyDir(), f), filepath.Join(dir, f))
-	}
+	dir := copyTinyCheckpoint(t, t.TempDir())
 	edit(dir)
 	return dir
 }

@@ -28,9 +28,9 @@ type errsFixture struct {
 	goodDir  string // that copy
 }
 
-// errsCopyModel copies the tiny checkpoint (config, index, shards, token map)
+// copyTinyCheckpoint copies the tiny checkpoint (config, index, shards, token map)
 // into a new directory under parent.
-func errsCopyModel(t *testing.T, parent string) string {
+func copyTinyCheckpoint(t *testing.T, parent string) string {
 	t.Helper()
 	dir, err := os.MkdirTemp(parent, "model")
 	if err != nil {
@@ -253,7 +253,7 @@ func errsArg(args []string, flag string) string {
 // errsExecModel runs exec of the good plan against a broken model copy.
 func errsExecModel(edit func(t *testing.T, dir string)) func(t *testing.T, fx *errsFixture, in string) []string {
 	return func(t *testing.T, fx *errsFixture, in string) []string {
-		dir := errsCopyModel(t, in)
+		dir := copyTinyCheckpoint(t, in)
 		edit(t, dir)
 		return []string{"-plan", fx.goodPlan, "-model", dir, "-prompt-ids", "1,2,3", "-max-new-tokens", "2", "-dump", "out.safetensors", "-trace-out", "trace.safetensors"}
 	}
@@ -457,7 +457,7 @@ var errsCases = []errsCase{
 	{name: "config-checkpoint-mismatch", cmd: "exec", want: `tensor "embed.weight" has shape [512 128], want [512 256]`, setup: func(t *testing.T, fx *errsFixture, in string) []string {
 		// dim changed in config.json: the plan compiled from it wants
 		// other shapes than the checkpoint holds.
-		dir := errsCopyModel(t, in)
+		dir := copyTinyCheckpoint(t, in)
 		c := filepath.Join(dir, "config.json")
 		b, _ := os.ReadFile(c)
 		errsWrite(t, c, strings.Replace(string(b), `"dim": 128`, `"dim": 256`, 1))
@@ -504,7 +504,7 @@ func TestErrorCatalogue(t *testing.T) {
 	}
 	root := t.TempDir()
 	fx := &errsFixture{bin: binDir}
-	fx.goodDir = errsCopyModel(t, root)
+	fx.goodDir = copyTinyCheckpoint(t, root)
 	fx.goodPlan = filepath.Join(root, "good.plan")
 	if r := errsRun(t, fx, root, "compile", "-model", fx.goodDir, "-o", fx.goodPlan); r.code != 0 {
 		t.Fatalf("compile: %s", r.stderr)
