@@ -48,6 +48,15 @@ type Env struct {
 	Arena *Arena
 	// Rope computes a RoPE table for a rope_table node.
 	Rope func(n *ir.Node, maxLen int) (*Tensor, error)
+	// OpTimes, when not nil, accumulates the wall time of each node's
+	// kernel by op name (exec -bench -op-times).
+	OpTimes map[string]*OpTime
+}
+
+// OpTime is the wall time spent in the kernels of one op and their count.
+type OpTime struct {
+	Calls int
+	Nanos int64
 }
 
 // Program is a graph prepared for one backend.

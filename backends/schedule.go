@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ds4go/ds4/ir"
 )
@@ -117,7 +118,20 @@ func (p *scheduled) Run(env *Env) (err error) {
 		for _, j := range p.args[i] {
 			args = append(args, vals[j])
 		}
+		var t0 time.Time
+		if env.OpTimes != nil {
+			t0 = time.Now()
+		}
 		v, err := p.kernels[i](env, n, args)
+		if env.OpTimes != nil {
+			ot := env.OpTimes[n.Op]
+			if ot == nil {
+				ot = &OpTime{}
+				env.OpTimes[n.Op] = ot
+			}
+			ot.Calls++
+			ot.Nanos += time.Since(t0).Nanoseconds()
+		}
 		if err != nil {
 			return fmt.Errorf("%%%d (%s): %w", n.ID, n.Op, err)
 		}

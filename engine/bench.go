@@ -35,6 +35,7 @@ type BenchOptions struct {
 	ProbePasses   int   // probe passes, the best is kept (default 5)
 	Seed          uint64
 	MaxMemory     int64 // Options.MaxMemory of the sessions
+	OpTimes       bool  // time every kernel of the decode steps, by op (costs a clock read per node)
 	// Log, when set, receives one line per finished measurement.
 	Log func(format string, args ...any)
 }
@@ -119,10 +120,22 @@ type BenchReport struct {
 	// FloorTokensPerS is the bandwidth floor: ProbeBytesPerS / WeightBytesPerDecodeToken.
 	FloorTokensPerS float64 `json:"floor_tokens_per_s"`
 
+	// DecodeOpTimes (with BenchOptions.OpTimes) is the kernel wall time per
+	// decoded token by op, longest first.
+	DecodeOpTimes []OpTimeFigure `json:"decode_op_times,omitempty"`
+
 	RSS     int64 `json:"rss_bytes"`      // VmRSS after the decode steps
 	RSSAnon int64 `json:"rss_anon_bytes"` // RssAnon (heap: converted weights, caches, activations)
 	RSSFile int64 `json:"rss_file_bytes"` // RssFile (mapped checkpoint pages)
 	PeakRSS int64 `json:"peak_rss_bytes"` // VmHWM
+}
+
+// OpTimeFigure is the time one op's kernels took per decoded token.
+type OpTimeFigure struct {
+	Op            string  `json:"op"`
+	CallsPerToken float64 `json:"calls_per_token"`
+	MsPerToken    float64 `json:"ms_per_token"`
+	Share         float64 `json:"share"` // of the decode wall time
 }
 
 // Bench measures the model with random prompts (no output is checked).
@@ -221,6 +234,9 @@ func (m *Model) benchDecode(opt BenchOptions, rep *BenchReport, p [][]int64) err
 		next = argmaxRows(lg.Last())
 	}
 	counting = true
+	if opt.OpTimes {
+		s.OpTimes = map[string]*backends.OpTime{}
+	}
 	t0 := time.Now()
 	for range opt.DecodeSteps {
 		if lg, err = s.Decode(next); err != nil {
@@ -231,6 +247,11 @@ func (m *Model) benchDecode(opt BenchOptions, rep *BenchReport, p [][]int64) err
 	rep.DecodeSeconds = time.Since(t0).Seconds()
 	counting = false
 	tokens := float64(opt.DecodeSteps * opt.Batch)
+	for op, t := range s.OpTimes {
+		rep.DecodeOpTimes = append(rep.DecodeOpTimes, OpTimeFigure{Op: op, CallsPerToken: float64(t.Calls) / tokens,
+			MsPerToken: float64(t.Nanos) / 1e6 / tokens, Share: float64(t.Nanos) / 1e9 / rep.DecodeSeconds})
+	}
+	sort.Slice(rep.DecodeOpTimes, func(i, j int) bool { return rep.DecodeOpTimes[i].MsPerToken > rep.DecodeOpTimes[j].MsPerToken })
 	rep.DecodeTokensPerS = tokens / rep.DecodeSeconds
 	pos := int64(opt.DecodeContext + opt.DecodeWarmup + opt.DecodeSteps/2)
 	fl, _ := graphFLOPs(m.dg, ir.Bindings{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
@@ -570,6 +591,12 @@ func (r *BenchReport) Text() string {
 			100*r.BandwidthFraction, r.ProbeBytesPerS/1e9, FormatBytes(r.ProbeBytes), r.FloorTokensPerS)
 	}
 	b.WriteString("\n")
+	if len(r.DecodeOpTimes) > 0 {
+		b.WriteString("decode time per token by op:\n")
+		for _, t := range r.DecodeOpTimes {
+			fmt.Fprintf(&b, "  %-20s %8.3f ms %5.1f %% (%.0f calls)\n", t.Op, t.MsPerToken, 100*t.Share, t.CallsPerToken)
+		}
+	}
 	fmt.Fprintf(&b, "resident memory after decode: %s (anonymous %s, mapped file %s; peak %s)\n",
 		FormatBytes(r.RSS), FormatBytes(r.RSSAnon), FormatBytes(r.RSSFile), FormatBytes(r.PeakRSS))
 	return b.String()

@@ -52,6 +52,49 @@ func TestBenchTiny(t *testing.T) {
 	if !strings.Contains(rep.Text(), "of this machine's bandwidth") {
 		t.Errorf("text report lacks the bandwidth line:\n%s", rep.Text())
 	}
+	if len(rep.DecodeOpTimes) != 0 {
+		t.Errorf("op times reported without BenchOptions.OpTimes")
+	}
+}
+
+// TestBenchOpTimes checks the per-op decode times: every op of the decode
+// graph that runs a kernel is listed once, with the call count the graph
+// implies, and the times add up to no more than the timed decode.
+func TestBenchOpTimes(t *testing.T) {
+	md := openTiny(t)
+	const steps = 3
+	rep, err := md.Bench(BenchOptions{PrefillTokens: []int{}, DecodeContext: 4, DecodeSteps: steps, Repeats: 1, ProbeBytes: -1, OpTimes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perStep := map[string]int{}
+	for _, n := range md.dg.Nodes {
+		perStep[n.Op]++
+	}
+	var total float64
+	seen := map[string]bool{}
+	for _, f := range rep.DecodeOpTimes {
+		if seen[f.Op] {
+			t.Errorf("op %s listed twice", f.Op)
+		}
+		seen[f.Op] = true
+		if f.CallsPerToken != float64(perStep[f.Op]) {
+			t.Errorf("%s: %v calls per token, the decode graph has %d", f.Op, f.CallsPerToken, perStep[f.Op])
+		}
+		if f.MsPerToken < 0 {
+			t.Errorf("%s: %v ms", f.Op, f.MsPerToken)
+		}
+		total += f.MsPerToken * steps / 1e3
+	}
+	if len(seen) != len(perStep) {
+		t.Errorf("%d ops timed, the decode graph has %d", len(seen), len(perStep))
+	}
+	if total > rep.DecodeSeconds {
+		t.Errorf("op times add up to %v s, more than the decode's %v s", total, rep.DecodeSeconds)
+	}
+	if !strings.Contains(rep.Text(), "decode time per token by op:") {
+		t.Errorf("text report lacks the op times:\n%s", rep.Text())
+	}
 }
 
 // TestLoadProgress checks the progress line goes to ProgressOutput and ends

@@ -128,6 +128,9 @@ type Session struct {
 	arenas map[backends.Program]*backends.Arena
 	ratios map[string]int // compression ratio of each cache, from its M/r rows
 
+	// OpTimes, when not nil, accumulates each op's kernel wall time.
+	OpTimes map[string]*backends.OpTime
+
 	// observe, when set (and Tracer is nil), sees every probe (engine/bench.go).
 	observe func(name string, force bool, t *backends.Tensor) (*backends.Tensor, error)
 }
@@ -267,7 +270,7 @@ func (s *Session) call(prog backends.Program, tokens [][]int64, prefix string) (
 	}
 	env := &backends.Env{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
-		Weight: s.m.w.weight, State: s.state, Rope: s.rope, Arena: s.arena(prog)}
+		Weight: s.m.w.weight, State: s.state, Rope: s.rope, Arena: s.arena(prog), OpTimes: s.OpTimes}
 	if s.Tracer != nil {
 		env.Probe = s.Tracer.probe(prefix, B, S)
 	} else if s.observe != nil {

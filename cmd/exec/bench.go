@@ -14,7 +14,7 @@ import (
 
 // benchOptions are the flags of exec -bench.
 type benchOptions struct {
-	on, json             bool
+	on, json, opTimes    bool
 	prefill              string
 	context, steps, reps int
 	probeMB              int64
@@ -29,6 +29,7 @@ func (b *benchOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&b.steps, "bench-decode", 16, "with -bench: timed decode steps")
 	fs.IntVar(&b.reps, "bench-repeats", 2, "with -bench: runs of each prefill length (the best is reported)")
 	fs.Int64Var(&b.probeMB, "probe-mb", 1024, "with -bench: bandwidth probe buffer in MiB (0 = no probe)")
+	fs.BoolVar(&b.opTimes, "op-times", false, "with -bench: report the decode time per token of each op (adds a clock read per kernel)")
 	fs.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (or of the benchmark) to this file")
 }
 
@@ -65,7 +66,7 @@ func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64) 
 		return fmt.Errorf("-bench-context, -bench-decode and -bench-repeats must be > 0, -probe-mb ≥ 0")
 	}
 	opt := engine.BenchOptions{PrefillTokens: lens, Batch: batch, DecodeContext: b.context, DecodeSteps: b.steps,
-		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory}
+		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory, OpTimes: b.opTimes}
 	if b.probeMB == 0 {
 		opt.ProbeBytes = -1
 	}

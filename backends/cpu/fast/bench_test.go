@@ -63,3 +63,6 @@ func BenchmarkF32GEMM(b *testing.B) { benchF32(b, 1024, 2048, 2048) }
 // A medium batch (64 tokens, the DEPENDENCIES.md f32 shape).
 func BenchmarkFP8GEMM64(b *testing.B) { benchFP8(b, 64, 5120, 2304) }
 func BenchmarkF32GEMM64(b *testing.B) { benchF32(b, 64, 5120, 2304) }
+
+func BenchmarkFP4GEMVL2(b *testing.B) { benchFP4(b, 1, 2048, 256) }
+func BenchmarkFP8GEMVL2(b *testing.B) { benchFP8(b, 1, 2048, 128) }

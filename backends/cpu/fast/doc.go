@@ -9,10 +9,14 @@
 //   - Weights are read as stored; nothing dequantises a whole matrix.
 //   - Decode shape (m ≤ decodeMaxM): every weight row is streamed once; its
 //     32-wide blocks are dequantised in registers (e4m3 by bit placement and
-//     one multiply by 2^(e−7); e2m1 on AVX2 by VPSHUFB nibble → bf16-byte
-//     tables, on AVX-512 by a VPERMPS table lookup) and, on AVX2, FMA'd
-//     against up to 4 activation rows at once (gemvFP4/gemvFP8: one
-//     dequantisation per block for all rows, 32 weight rows per call).
+//     one multiply by 2^(e−7): on AVX2 two codes per 16-bit word, placed
+//     as bf16 by arithmetic shifts and split into f32 halves, which avoids
+//     a byte-to-dword widening per code; e2m1 on AVX2 by VPSHUFB nibble →
+//     bf16-byte tables, on AVX-512 by a VPERMPS table lookup) and, on AVX2,
+//     FMA'd against up to 4 activation rows at once (gemvFP4/gemvFP8: one
+//     dequantisation per block for all rows, 32 weight rows per call; the
+//     activations are permuted once per call into the order the
+//     dequantisation produces).
 //   - Weights kept as stored in bf16 (MatmulF32W16, MatmulBF16W16) are
 //     widened on the fly, bit-identically to the f32 kernels on the widened
 //     values; GroupedLoRA, SparseAttn, IndexScore and HCMixes are

@@ -26,10 +26,11 @@ type kernelSet struct {
 	// rows j < rows (consecutive in w and s, nb blocks each, nb even),
 	// dequantising every block once for all activation rows; any scale byte.
 	gemvFP4 func(a []float32, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int)
-	// gemvFP8 is gemvFP4 for e4m3 rows of one 32-row group (sharing the
-	// scale bytes s, each ≤ maxFP8Scale; activations not permuted, any nb);
-	// it reports whether a NaN code was met.
-	gemvFP8 func(a []float32, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int) bool
+	// gemvFP8 is gemvFP4 for e4m3 rows of one 32-row group sharing the
+	// block factors f (fp8Factor of scale bytes ≤ maxFP8Scale; activations
+	// permuted by permuteFP8x32, any nb); it reports whether a NaN code was
+	// met.
+	gemvFP8 func(a []float32, lda, r int, w []byte, f []float32, nb, rows int, out []float32, ldo int) bool
 	// dotW16, when set, is dot with b as raw bf16 (bit-identical to dot on
 	// the widened values).
 	dotW16 func(a []float32, b []byte) float32
@@ -205,6 +206,31 @@ func permuteFP4x64(dst, a []float32) {
 	}
 	copy(dst[n:len(a)], a[n:])
 }
+
+// fp8x32Offset is the element (within 4d+offset, d < 8) of a 32-block that
+// vector v of gemvFP8AVX2 holds in its lane d.
+var fp8x32Offset = [4]int{1, 3, 0, 2}
+
+// permuteFP8x32 writes each 32-element block of a to dst in the order in
+// which gemvFP8AVX2 produces the weights (see fp8x32Offset). Elements past
+// the last whole block are copied.
+func permuteFP8x32(dst, a []float32) {
+	n := len(a) &^ 31
+	for c := 0; c < n; c += 32 {
+		src := a[c : c+32 : c+32]
+		d := dst[c : c+32 : c+32]
+		for v, off := range fp8x32Offset {
+			for l := range 8 {
+				d[v*8+l] = src[4*l+off]
+			}
+		}
+	}
+	copy(dst[n:len(a)], a[n:])
+}
+
+// fp8Factor is the factor of gemvFP8 for an e8m0 scale byte s: 2^(s−7), the
+// scale 2^(s−127) times the 2^120 the bit placement of e4m3 codes drops.
+func fp8Factor(s byte) float32 { return math.Float32frombits((uint32(s) + 120) << 23) }
 
 // fp4Consts are the constants of gemvFP4AVX2: the low and the high byte of
 // the bf16 value of each e2m1 code (a 16-byte table per 128-bit lane), 0x0F

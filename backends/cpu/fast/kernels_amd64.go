@@ -62,23 +62,23 @@ func axpy4F64AVX2(pv *float64, p *float64, k0 *float32, k1 *float32, k2 *float32
 // gemvFP4AVX2x1 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 1 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
 func gemvFP4AVX2x1(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
 
-// gemvFP8AVX2x1 computes out[i*ldo+j] = Σ_blocks e8m0(s)·Σ a_i·e4m3(w_j) for 1 activation rows a_i = a[i*lda:] and rows weight rows.
-func gemvFP8AVX2x1(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// gemvFP8AVX2x1 computes out[i*ldo+j] = Σ_blocks f[b]·Σ a_i·e4m3(w_j)·2^-120 for 1 activation rows a_i = a[i*lda:] (permuted) and rows weight rows.
+func gemvFP8AVX2x1(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
 
 // gemvFP4AVX2x2 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 2 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
 func gemvFP4AVX2x2(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
 
-// gemvFP8AVX2x2 computes out[i*ldo+j] = Σ_blocks e8m0(s)·Σ a_i·e4m3(w_j) for 2 activation rows a_i = a[i*lda:] and rows weight rows.
-func gemvFP8AVX2x2(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// gemvFP8AVX2x2 computes out[i*ldo+j] = Σ_blocks f[b]·Σ a_i·e4m3(w_j)·2^-120 for 2 activation rows a_i = a[i*lda:] (permuted) and rows weight rows.
+func gemvFP8AVX2x2(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
 
 // gemvFP4AVX2x3 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 3 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
 func gemvFP4AVX2x3(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
 
-// gemvFP8AVX2x3 computes out[i*ldo+j] = Σ_blocks e8m0(s)·Σ a_i·e4m3(w_j) for 3 activation rows a_i = a[i*lda:] and rows weight rows.
-func gemvFP8AVX2x3(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// gemvFP8AVX2x3 computes out[i*ldo+j] = Σ_blocks f[b]·Σ a_i·e4m3(w_j)·2^-120 for 3 activation rows a_i = a[i*lda:] (permuted) and rows weight rows.
+func gemvFP8AVX2x3(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
 
 // gemvFP4AVX2x4 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 4 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
 func gemvFP4AVX2x4(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
 
-// gemvFP8AVX2x4 computes out[i*ldo+j] = Σ_blocks e8m0(s)·Σ a_i·e4m3(w_j) for 4 activation rows a_i = a[i*lda:] and rows weight rows.
-func gemvFP8AVX2x4(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// gemvFP8AVX2x4 computes out[i*ldo+j] = Σ_blocks f[b]·Σ a_i·e4m3(w_j)·2^-120 for 4 activation rows a_i = a[i*lda:] (permuted) and rows weight rows.
+func gemvFP8AVX2x4(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)

@@ -2957,7 +2957,7 @@ gemvFP4AVX2x1_end:
 	VZEROUPPER
 	RET
 
-// func gemvFP8AVX2x1(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// func gemvFP8AVX2x1(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·gemvFP8AVX2x1(SB), NOSPLIT, $0-68
 	MOVQ         a+0(FP), AX
@@ -2966,87 +2966,76 @@ TEXT ·gemvFP8AVX2x1(SB), NOSPLIT, $0-68
 	MOVQ         rows+40(FP), BX
 	MOVQ         out+48(FP), SI
 	SHLQ         $0x02, CX
-	MOVL         $0x87f00000, CX
+	MOVL         $0x87f087f0, CX
 	VMOVD        CX, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x7f7f7f7f, CX
+	MOVL         $0xffff0000, CX
 	VMOVD        CX, X1
 	VPBROADCASTD X1, Y1
-	VPXOR        Y2, Y2, Y2
+	MOVL         $0x7f7f7f7f, CX
+	VMOVD        CX, X2
+	VPBROADCASTD X2, Y2
+	VPXOR        Y3, Y3, Y3
 	TESTQ        BX, BX
 	JZ           gemvFP8AVX2x1_end
 
 gemvFP8AVX2x1_row:
 	MOVQ   AX, CX
-	MOVQ   s+24(FP), DI
+	MOVQ   f+24(FP), DI
 	MOVQ   nb+32(FP), R8
-	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
 	TESTQ  R8, R8
 	JZ     gemvFP8AVX2x1_done
 
 gemvFP8AVX2x1_loop:
 	PREFETCHT0   2048(DX)
-	MOVBLZX      (DI), R9
-	ADDL         $0x78, R9
-	SHLL         $0x17, R9
-	VMOVD        R9, X5
-	VPBROADCASTD X5, Y5
-	VPAND        (DX), Y1, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y6, Y2, Y2
-	VPMOVSXBD    (DX), Y6
-	VPSLLD       $0x14, Y6, Y6
-	VPAND        Y0, Y6, Y6
-	VMULPS       (CX), Y6, Y6
-	VPMOVSXBD    8(DX), Y7
-	VPSLLD       $0x14, Y7, Y7
+	VMOVDQU      (DX), Y6
+	VPAND        Y6, Y2, Y7
+	VPCMPEQB     Y2, Y7, Y7
+	VPOR         Y7, Y3, Y3
+	VPSRAW       $0x04, Y6, Y7
+	VPSLLW       $0x08, Y6, Y6
+	VPSRAW       $0x04, Y6, Y6
 	VPAND        Y0, Y7, Y7
-	VMULPS       32(CX), Y7, Y7
-	VPMOVSXBD    16(DX), Y8
-	VPSLLD       $0x14, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VFMADD231PS  64(CX), Y8, Y6
-	VPMOVSXBD    24(DX), Y8
-	VPSLLD       $0x14, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VFMADD231PS  96(CX), Y8, Y7
-	VADDPS       Y7, Y6, Y6
-	VFMADD231PS  Y5, Y6, Y3
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x10, Y7, Y8
+	VMULPS       (CX), Y8, Y8
+	VPAND        Y1, Y7, Y7
+	VFMADD231PS  32(CX), Y7, Y8
+	VPSLLD       $0x10, Y6, Y7
+	VFMADD231PS  64(CX), Y7, Y8
+	VPAND        Y1, Y6, Y6
+	VFMADD231PS  96(CX), Y6, Y8
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y6, Y8, Y4
 	ADDQ         $0x00000080, CX
 	ADDQ         $0x20, DX
-	INCQ         DI
+	ADDQ         $0x04, DI
 	DECQ         R8
 	JZ           gemvFP8AVX2x1_done
-	MOVBLZX      (DI), R9
-	ADDL         $0x78, R9
-	SHLL         $0x17, R9
-	VMOVD        R9, X5
-	VPBROADCASTD X5, Y5
-	VPAND        (DX), Y1, Y6
-	VPCMPEQB     Y1, Y6, Y6
-	VPOR         Y6, Y2, Y2
-	VPMOVSXBD    (DX), Y6
-	VPSLLD       $0x14, Y6, Y6
-	VPAND        Y0, Y6, Y6
-	VMULPS       (CX), Y6, Y6
-	VPMOVSXBD    8(DX), Y7
-	VPSLLD       $0x14, Y7, Y7
+	VMOVDQU      (DX), Y6
+	VPAND        Y6, Y2, Y7
+	VPCMPEQB     Y2, Y7, Y7
+	VPOR         Y7, Y3, Y3
+	VPSRAW       $0x04, Y6, Y7
+	VPSLLW       $0x08, Y6, Y6
+	VPSRAW       $0x04, Y6, Y6
 	VPAND        Y0, Y7, Y7
-	VMULPS       32(CX), Y7, Y7
-	VPMOVSXBD    16(DX), Y8
-	VPSLLD       $0x14, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VFMADD231PS  64(CX), Y8, Y6
-	VPMOVSXBD    24(DX), Y8
-	VPSLLD       $0x14, Y8, Y8
-	VPAND        Y0, Y8, Y8
-	VFMADD231PS  96(CX), Y8, Y7
-	VADDPS       Y7, Y6, Y6
-	VFMADD231PS  Y5, Y6, Y4
+	VPAND        Y0, Y6, Y6
+	VPSLLD       $0x10, Y7, Y8
+	VMULPS       (CX), Y8, Y8
+	VPAND        Y1, Y7, Y7
+	VFMADD231PS  32(CX), Y7, Y8
+	VPSLLD       $0x10, Y6, Y7
+	VFMADD231PS  64(CX), Y7, Y8
+	VPAND        Y1, Y6, Y6
+	VFMADD231PS  96(CX), Y6, Y8
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y6, Y8, Y5
 	ADDQ         $0x00000080, CX
 	ADDQ         $0x20, DX
-	INCQ         DI
+	ADDQ         $0x04, DI
 	DECQ         R8
 	JNZ          gemvFP8AVX2x1_loop
 
@@ -3054,20 +3043,20 @@ gemvFP8AVX2x1_done:
 	MOVQ         ldo+56(FP), CX
 	SHLQ         $0x02, CX
 	MOVQ         SI, CX
-	VADDPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X4
-	VADDPS       X3, X4, X4
-	VMOVHLPS     X4, X4, X3
-	VADDPS       X3, X4, X4
-	VMOVSHDUP    X4, X3
-	VADDSS       X3, X4, X4
-	VMOVSS       X4, (CX)
+	VADDPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VADDPS       X4, X5, X5
+	VMOVHLPS     X5, X5, X4
+	VADDPS       X4, X5, X5
+	VMOVSHDUP    X5, X4
+	VADDSS       X4, X5, X5
+	VMOVSS       X5, (CX)
 	ADDQ         $0x04, SI
 	DECQ         BX
 	JNZ          gemvFP8AVX2x1_row
 
 gemvFP8AVX2x1_end:
-	VPMOVMSKB Y2, AX
+	VPMOVMSKB Y3, AX
 	MOVL      AX, nan+64(FP)
 	VZEROUPPER
 	RET
@@ -3181,7 +3170,7 @@ gemvFP4AVX2x2_end:
 	VZEROUPPER
 	RET
 
-// func gemvFP8AVX2x2(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// func gemvFP8AVX2x2(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·gemvFP8AVX2x2(SB), NOSPLIT, $0-68
 	MOVQ         a+0(FP), AX
@@ -3190,101 +3179,88 @@ TEXT ·gemvFP8AVX2x2(SB), NOSPLIT, $0-68
 	MOVQ         rows+40(FP), BX
 	MOVQ         out+48(FP), SI
 	SHLQ         $0x02, CX
-	MOVL         $0x87f00000, DI
+	MOVL         $0x87f087f0, DI
 	VMOVD        DI, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x7f7f7f7f, DI
+	MOVL         $0xffff0000, DI
 	VMOVD        DI, X1
 	VPBROADCASTD X1, Y1
-	VPXOR        Y2, Y2, Y2
+	MOVL         $0x7f7f7f7f, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	VPXOR        Y3, Y3, Y3
 	TESTQ        BX, BX
 	JZ           gemvFP8AVX2x2_end
 
 gemvFP8AVX2x2_row:
 	MOVQ   AX, DI
-	MOVQ   s+24(FP), R8
+	MOVQ   f+24(FP), R8
 	MOVQ   nb+32(FP), R9
-	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
 	TESTQ  R9, R9
 	JZ     gemvFP8AVX2x2_done
 
 gemvFP8AVX2x2_loop:
 	PREFETCHT0   2048(DX)
-	MOVBLZX      (R8), R10
-	ADDL         $0x78, R10
-	SHLL         $0x17, R10
-	VMOVD        R10, X7
-	VPBROADCASTD X7, Y7
-	VPAND        (DX), Y1, Y8
-	VPCMPEQB     Y1, Y8, Y8
-	VPOR         Y8, Y2, Y2
-	VPMOVSXBD    (DX), Y9
-	VPSLLD       $0x14, Y9, Y9
+	VMOVDQU      (DX), Y8
+	VPAND        Y8, Y2, Y9
+	VPCMPEQB     Y2, Y9, Y9
+	VPOR         Y9, Y3, Y3
+	VPSRAW       $0x04, Y8, Y9
+	VPSLLW       $0x08, Y8, Y8
+	VPSRAW       $0x04, Y8, Y8
 	VPAND        Y0, Y9, Y9
-	VMULPS       (DI), Y9, Y8
-	VMULPS       (DI)(CX*1), Y9, Y10
-	VPMOVSXBD    8(DX), Y11
-	VPSLLD       $0x14, Y11, Y11
-	VPAND        Y0, Y11, Y11
-	VMULPS       32(DI), Y11, Y9
-	VMULPS       32(DI)(CX*1), Y11, Y11
-	VPMOVSXBD    16(DX), Y12
-	VPSLLD       $0x14, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VFMADD231PS  64(DI), Y12, Y8
-	VFMADD231PS  64(DI)(CX*1), Y12, Y10
-	VPMOVSXBD    24(DX), Y12
-	VPSLLD       $0x14, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VFMADD231PS  96(DI), Y12, Y9
-	VFMADD231PS  96(DI)(CX*1), Y12, Y11
-	VADDPS       Y9, Y8, Y8
-	VFMADD231PS  Y7, Y8, Y3
-	VADDPS       Y11, Y10, Y10
-	VFMADD231PS  Y7, Y10, Y5
+	VPAND        Y0, Y8, Y8
+	VPSLLD       $0x10, Y9, Y11
+	VMULPS       (DI), Y11, Y10
+	VMULPS       (DI)(CX*1), Y11, Y11
+	VPAND        Y1, Y9, Y9
+	VFMADD231PS  32(DI), Y9, Y10
+	VFMADD231PS  32(DI)(CX*1), Y9, Y11
+	VPSLLD       $0x10, Y8, Y9
+	VFMADD231PS  64(DI), Y9, Y10
+	VFMADD231PS  64(DI)(CX*1), Y9, Y11
+	VPAND        Y1, Y8, Y8
+	VFMADD231PS  96(DI), Y8, Y10
+	VFMADD231PS  96(DI)(CX*1), Y8, Y11
+	VBROADCASTSS (R8), Y8
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y8, Y11, Y6
 	ADDQ         $0x00000080, DI
 	ADDQ         $0x20, DX
-	INCQ         R8
+	ADDQ         $0x04, R8
 	DECQ         R9
 	JZ           gemvFP8AVX2x2_done
-	MOVBLZX      (R8), R10
-	ADDL         $0x78, R10
-	SHLL         $0x17, R10
-	VMOVD        R10, X7
-	VPBROADCASTD X7, Y7
-	VPAND        (DX), Y1, Y8
-	VPCMPEQB     Y1, Y8, Y8
-	VPOR         Y8, Y2, Y2
-	VPMOVSXBD    (DX), Y9
-	VPSLLD       $0x14, Y9, Y9
+	VMOVDQU      (DX), Y8
+	VPAND        Y8, Y2, Y9
+	VPCMPEQB     Y2, Y9, Y9
+	VPOR         Y9, Y3, Y3
+	VPSRAW       $0x04, Y8, Y9
+	VPSLLW       $0x08, Y8, Y8
+	VPSRAW       $0x04, Y8, Y8
 	VPAND        Y0, Y9, Y9
-	VMULPS       (DI), Y9, Y8
-	VMULPS       (DI)(CX*1), Y9, Y10
-	VPMOVSXBD    8(DX), Y11
-	VPSLLD       $0x14, Y11, Y11
-	VPAND        Y0, Y11, Y11
-	VMULPS       32(DI), Y11, Y9
-	VMULPS       32(DI)(CX*1), Y11, Y11
-	VPMOVSXBD    16(DX), Y12
-	VPSLLD       $0x14, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VFMADD231PS  64(DI), Y12, Y8
-	VFMADD231PS  64(DI)(CX*1), Y12, Y10
-	VPMOVSXBD    24(DX), Y12
-	VPSLLD       $0x14, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VFMADD231PS  96(DI), Y12, Y9
-	VFMADD231PS  96(DI)(CX*1), Y12, Y11
-	VADDPS       Y9, Y8, Y8
-	VFMADD231PS  Y7, Y8, Y4
-	VADDPS       Y11, Y10, Y10
-	VFMADD231PS  Y7, Y10, Y6
+	VPAND        Y0, Y8, Y8
+	VPSLLD       $0x10, Y9, Y11
+	VMULPS       (DI), Y11, Y10
+	VMULPS       (DI)(CX*1), Y11, Y11
+	VPAND        Y1, Y9, Y9
+	VFMADD231PS  32(DI), Y9, Y10
+	VFMADD231PS  32(DI)(CX*1), Y9, Y11
+	VPSLLD       $0x10, Y8, Y9
+	VFMADD231PS  64(DI), Y9, Y10
+	VFMADD231PS  64(DI)(CX*1), Y9, Y11
+	VPAND        Y1, Y8, Y8
+	VFMADD231PS  96(DI), Y8, Y10
+	VFMADD231PS  96(DI)(CX*1), Y8, Y11
+	VBROADCASTSS (R8), Y8
+	VFMADD231PS  Y8, Y10, Y5
+	VFMADD231PS  Y8, Y11, Y7
 	ADDQ         $0x00000080, DI
 	ADDQ         $0x20, DX
-	INCQ         R8
+	ADDQ         $0x04, R8
 	DECQ         R9
 	JNZ          gemvFP8AVX2x2_loop
 
@@ -3292,29 +3268,29 @@ gemvFP8AVX2x2_done:
 	MOVQ         ldo+56(FP), DI
 	SHLQ         $0x02, DI
 	MOVQ         SI, R8
-	VADDPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X4
-	VADDPS       X3, X4, X4
-	VMOVHLPS     X4, X4, X3
-	VADDPS       X3, X4, X4
-	VMOVSHDUP    X4, X3
-	VADDSS       X3, X4, X4
-	VMOVSS       X4, (R8)
+	VADDPS       Y5, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X5
+	VADDPS       X4, X5, X5
+	VMOVHLPS     X5, X5, X4
+	VADDPS       X4, X5, X5
+	VMOVSHDUP    X5, X4
+	VADDSS       X4, X5, X5
+	VMOVSS       X5, (R8)
 	ADDQ         DI, R8
-	VADDPS       Y6, Y5, Y5
-	VEXTRACTF128 $0x01, Y5, X3
-	VADDPS       X5, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R8)
+	VADDPS       Y7, Y6, Y6
+	VEXTRACTF128 $0x01, Y6, X4
+	VADDPS       X6, X4, X4
+	VMOVHLPS     X4, X4, X5
+	VADDPS       X5, X4, X4
+	VMOVSHDUP    X4, X5
+	VADDSS       X5, X4, X4
+	VMOVSS       X4, (R8)
 	ADDQ         $0x04, SI
 	DECQ         BX
 	JNZ          gemvFP8AVX2x2_row
 
 gemvFP8AVX2x2_end:
-	VPMOVMSKB Y2, AX
+	VPMOVMSKB Y3, AX
 	MOVL      AX, nan+64(FP)
 	VZEROUPPER
 	RET
@@ -3441,7 +3417,7 @@ gemvFP4AVX2x3_end:
 	VZEROUPPER
 	RET
 
-// func gemvFP8AVX2x3(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// func gemvFP8AVX2x3(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·gemvFP8AVX2x3(SB), NOSPLIT, $0-68
 	MOVQ         a+0(FP), AX
@@ -3450,67 +3426,64 @@ TEXT ·gemvFP8AVX2x3(SB), NOSPLIT, $0-68
 	MOVQ         rows+40(FP), BX
 	MOVQ         out+48(FP), SI
 	SHLQ         $0x02, CX
-	MOVL         $0x87f00000, DI
+	MOVL         $0x87f087f0, DI
 	VMOVD        DI, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x7f7f7f7f, DI
+	MOVL         $0xffff0000, DI
 	VMOVD        DI, X1
 	VPBROADCASTD X1, Y1
-	VPXOR        Y2, Y2, Y2
+	MOVL         $0x7f7f7f7f, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	VPXOR        Y3, Y3, Y3
 	LEAQ         (CX)(CX*2), DI
 	TESTQ        BX, BX
 	JZ           gemvFP8AVX2x3_end
 
 gemvFP8AVX2x3_row:
 	MOVQ   AX, DI
-	MOVQ   s+24(FP), R8
+	MOVQ   f+24(FP), R8
 	MOVQ   nb+32(FP), R9
-	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
 	TESTQ  R9, R9
 	JZ     gemvFP8AVX2x3_done
 
 gemvFP8AVX2x3_loop:
 	PREFETCHT0   2048(DX)
-	MOVBLZX      (R8), R10
-	ADDL         $0x78, R10
-	SHLL         $0x17, R10
-	VMOVD        R10, X6
-	VPBROADCASTD X6, Y6
-	VPAND        (DX), Y1, Y7
-	VPCMPEQB     Y1, Y7, Y7
-	VPOR         Y7, Y2, Y2
-	VPMOVSXBD    (DX), Y9
-	VPSLLD       $0x14, Y9, Y9
-	VPAND        Y0, Y9, Y9
-	VMULPS       (DI), Y9, Y7
-	VMULPS       (DI)(CX*1), Y9, Y8
-	VMULPS       (DI)(CX*2), Y9, Y9
-	VPMOVSXBD    8(DX), Y10
-	VPSLLD       $0x14, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VFMADD231PS  32(DI), Y10, Y7
-	VFMADD231PS  32(DI)(CX*1), Y10, Y8
-	VFMADD231PS  32(DI)(CX*2), Y10, Y9
-	VPMOVSXBD    16(DX), Y10
-	VPSLLD       $0x14, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VFMADD231PS  64(DI), Y10, Y7
-	VFMADD231PS  64(DI)(CX*1), Y10, Y8
-	VFMADD231PS  64(DI)(CX*2), Y10, Y9
-	VPMOVSXBD    24(DX), Y10
-	VPSLLD       $0x14, Y10, Y10
-	VPAND        Y0, Y10, Y10
-	VFMADD231PS  96(DI), Y10, Y7
-	VFMADD231PS  96(DI)(CX*1), Y10, Y8
-	VFMADD231PS  96(DI)(CX*2), Y10, Y9
-	VFMADD231PS  Y6, Y7, Y3
-	VFMADD231PS  Y6, Y8, Y4
-	VFMADD231PS  Y6, Y9, Y5
+	VMOVDQU      (DX), Y7
+	VPAND        Y7, Y2, Y8
+	VPCMPEQB     Y2, Y8, Y8
+	VPOR         Y8, Y3, Y3
+	VPSRAW       $0x04, Y7, Y8
+	VPSLLW       $0x08, Y7, Y7
+	VPSRAW       $0x04, Y7, Y7
+	VPAND        Y0, Y8, Y8
+	VPAND        Y0, Y7, Y7
+	VPSLLD       $0x10, Y8, Y11
+	VMULPS       (DI), Y11, Y9
+	VMULPS       (DI)(CX*1), Y11, Y10
+	VMULPS       (DI)(CX*2), Y11, Y11
+	VPAND        Y1, Y8, Y8
+	VFMADD231PS  32(DI), Y8, Y9
+	VFMADD231PS  32(DI)(CX*1), Y8, Y10
+	VFMADD231PS  32(DI)(CX*2), Y8, Y11
+	VPSLLD       $0x10, Y7, Y8
+	VFMADD231PS  64(DI), Y8, Y9
+	VFMADD231PS  64(DI)(CX*1), Y8, Y10
+	VFMADD231PS  64(DI)(CX*2), Y8, Y11
+	VPAND        Y1, Y7, Y7
+	VFMADD231PS  96(DI), Y7, Y9
+	VFMADD231PS  96(DI)(CX*1), Y7, Y10
+	VFMADD231PS  96(DI)(CX*2), Y7, Y11
+	VBROADCASTSS (R8), Y7
+	VFMADD231PS  Y7, Y9, Y4
+	VFMADD231PS  Y7, Y10, Y5
+	VFMADD231PS  Y7, Y11, Y6
 	ADDQ         $0x00000080, DI
 	ADDQ         $0x20, DX
-	INCQ         R8
+	ADDQ         $0x04, R8
 	DECQ         R9
 	JNZ          gemvFP8AVX2x3_loop
 
@@ -3518,35 +3491,35 @@ gemvFP8AVX2x3_done:
 	MOVQ         ldo+56(FP), DI
 	SHLQ         $0x02, DI
 	MOVQ         SI, R8
-	VEXTRACTF128 $0x01, Y3, X6
-	VADDPS       X3, X6, X6
-	VMOVHLPS     X6, X6, X3
-	VADDPS       X3, X6, X6
-	VMOVSHDUP    X6, X3
-	VADDSS       X3, X6, X6
-	VMOVSS       X6, (R8)
+	VEXTRACTF128 $0x01, Y4, X7
+	VADDPS       X4, X7, X7
+	VMOVHLPS     X7, X7, X4
+	VADDPS       X4, X7, X7
+	VMOVSHDUP    X7, X4
+	VADDSS       X4, X7, X7
+	VMOVSS       X7, (R8)
 	ADDQ         DI, R8
-	VEXTRACTF128 $0x01, Y4, X3
-	VADDPS       X4, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R8)
+	VEXTRACTF128 $0x01, Y5, X4
+	VADDPS       X5, X4, X4
+	VMOVHLPS     X4, X4, X5
+	VADDPS       X5, X4, X4
+	VMOVSHDUP    X4, X5
+	VADDSS       X5, X4, X4
+	VMOVSS       X4, (R8)
 	ADDQ         DI, R8
-	VEXTRACTF128 $0x01, Y5, X3
-	VADDPS       X5, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R8)
+	VEXTRACTF128 $0x01, Y6, X4
+	VADDPS       X6, X4, X4
+	VMOVHLPS     X4, X4, X5
+	VADDPS       X5, X4, X4
+	VMOVSHDUP    X4, X5
+	VADDSS       X5, X4, X4
+	VMOVSS       X4, (R8)
 	ADDQ         $0x04, SI
 	DECQ         BX
 	JNZ          gemvFP8AVX2x3_row
 
 gemvFP8AVX2x3_end:
-	VPMOVMSKB Y2, AX
+	VPMOVMSKB Y3, AX
 	MOVL      AX, nan+64(FP)
 	VZEROUPPER
 	RET
@@ -3691,7 +3664,7 @@ gemvFP4AVX2x4_end:
 	VZEROUPPER
 	RET
 
-// func gemvFP8AVX2x4(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int) (nan uint32)
+// func gemvFP8AVX2x4(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·gemvFP8AVX2x4(SB), NOSPLIT, $0-68
 	MOVQ         a+0(FP), AX
@@ -3700,73 +3673,70 @@ TEXT ·gemvFP8AVX2x4(SB), NOSPLIT, $0-68
 	MOVQ         rows+40(FP), BX
 	MOVQ         out+48(FP), SI
 	SHLQ         $0x02, CX
-	MOVL         $0x87f00000, DI
+	MOVL         $0x87f087f0, DI
 	VMOVD        DI, X0
 	VPBROADCASTD X0, Y0
-	MOVL         $0x7f7f7f7f, DI
+	MOVL         $0xffff0000, DI
 	VMOVD        DI, X1
 	VPBROADCASTD X1, Y1
-	VPXOR        Y2, Y2, Y2
+	MOVL         $0x7f7f7f7f, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	VPXOR        Y3, Y3, Y3
 	LEAQ         (CX)(CX*2), DI
 	TESTQ        BX, BX
 	JZ           gemvFP8AVX2x4_end
 
 gemvFP8AVX2x4_row:
 	MOVQ   AX, R8
-	MOVQ   s+24(FP), R9
+	MOVQ   f+24(FP), R9
 	MOVQ   nb+32(FP), R10
-	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
 	TESTQ  R10, R10
 	JZ     gemvFP8AVX2x4_done
 
 gemvFP8AVX2x4_loop:
 	PREFETCHT0   2048(DX)
-	MOVBLZX      (R9), R11
-	ADDL         $0x78, R11
-	SHLL         $0x17, R11
-	VMOVD        R11, X7
-	VPBROADCASTD X7, Y7
-	VPAND        (DX), Y1, Y8
-	VPCMPEQB     Y1, Y8, Y8
-	VPOR         Y8, Y2, Y2
-	VPMOVSXBD    (DX), Y11
-	VPSLLD       $0x14, Y11, Y11
-	VPAND        Y0, Y11, Y11
-	VMULPS       (R8), Y11, Y8
-	VMULPS       (R8)(CX*1), Y11, Y9
-	VMULPS       (R8)(CX*2), Y11, Y10
-	VMULPS       (R8)(DI*1), Y11, Y11
-	VPMOVSXBD    8(DX), Y12
-	VPSLLD       $0x14, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VFMADD231PS  32(R8), Y12, Y8
-	VFMADD231PS  32(R8)(CX*1), Y12, Y9
-	VFMADD231PS  32(R8)(CX*2), Y12, Y10
-	VFMADD231PS  32(R8)(DI*1), Y12, Y11
-	VPMOVSXBD    16(DX), Y12
-	VPSLLD       $0x14, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VFMADD231PS  64(R8), Y12, Y8
-	VFMADD231PS  64(R8)(CX*1), Y12, Y9
-	VFMADD231PS  64(R8)(CX*2), Y12, Y10
-	VFMADD231PS  64(R8)(DI*1), Y12, Y11
-	VPMOVSXBD    24(DX), Y12
-	VPSLLD       $0x14, Y12, Y12
-	VPAND        Y0, Y12, Y12
-	VFMADD231PS  96(R8), Y12, Y8
-	VFMADD231PS  96(R8)(CX*1), Y12, Y9
-	VFMADD231PS  96(R8)(CX*2), Y12, Y10
-	VFMADD231PS  96(R8)(DI*1), Y12, Y11
-	VFMADD231PS  Y7, Y8, Y3
-	VFMADD231PS  Y7, Y9, Y4
-	VFMADD231PS  Y7, Y10, Y5
-	VFMADD231PS  Y7, Y11, Y6
+	VMOVDQU      (DX), Y8
+	VPAND        Y8, Y2, Y9
+	VPCMPEQB     Y2, Y9, Y9
+	VPOR         Y9, Y3, Y3
+	VPSRAW       $0x04, Y8, Y9
+	VPSLLW       $0x08, Y8, Y8
+	VPSRAW       $0x04, Y8, Y8
+	VPAND        Y0, Y9, Y9
+	VPAND        Y0, Y8, Y8
+	VPSLLD       $0x10, Y9, Y13
+	VMULPS       (R8), Y13, Y10
+	VMULPS       (R8)(CX*1), Y13, Y11
+	VMULPS       (R8)(CX*2), Y13, Y12
+	VMULPS       (R8)(DI*1), Y13, Y13
+	VPAND        Y1, Y9, Y9
+	VFMADD231PS  32(R8), Y9, Y10
+	VFMADD231PS  32(R8)(CX*1), Y9, Y11
+	VFMADD231PS  32(R8)(CX*2), Y9, Y12
+	VFMADD231PS  32(R8)(DI*1), Y9, Y13
+	VPSLLD       $0x10, Y8, Y9
+	VFMADD231PS  64(R8), Y9, Y10
+	VFMADD231PS  64(R8)(CX*1), Y9, Y11
+	VFMADD231PS  64(R8)(CX*2), Y9, Y12
+	VFMADD231PS  64(R8)(DI*1), Y9, Y13
+	VPAND        Y1, Y8, Y8
+	VFMADD231PS  96(R8), Y8, Y10
+	VFMADD231PS  96(R8)(CX*1), Y8, Y11
+	VFMADD231PS  96(R8)(CX*2), Y8, Y12
+	VFMADD231PS  96(R8)(DI*1), Y8, Y13
+	VBROADCASTSS (R9), Y8
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y8, Y11, Y5
+	VFMADD231PS  Y8, Y12, Y6
+	VFMADD231PS  Y8, Y13, Y7
 	ADDQ         $0x00000080, R8
 	ADDQ         $0x20, DX
-	INCQ         R9
+	ADDQ         $0x04, R9
 	DECQ         R10
 	JNZ          gemvFP8AVX2x4_loop
 
@@ -3774,43 +3744,43 @@ gemvFP8AVX2x4_done:
 	MOVQ         ldo+56(FP), R8
 	SHLQ         $0x02, R8
 	MOVQ         SI, R9
-	VEXTRACTF128 $0x01, Y3, X7
-	VADDPS       X3, X7, X7
-	VMOVHLPS     X7, X7, X3
-	VADDPS       X3, X7, X7
-	VMOVSHDUP    X7, X3
-	VADDSS       X3, X7, X7
-	VMOVSS       X7, (R9)
+	VEXTRACTF128 $0x01, Y4, X8
+	VADDPS       X4, X8, X8
+	VMOVHLPS     X8, X8, X4
+	VADDPS       X4, X8, X8
+	VMOVSHDUP    X8, X4
+	VADDSS       X4, X8, X8
+	VMOVSS       X8, (R9)
 	ADDQ         R8, R9
-	VEXTRACTF128 $0x01, Y4, X3
-	VADDPS       X4, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R9)
+	VEXTRACTF128 $0x01, Y5, X4
+	VADDPS       X5, X4, X4
+	VMOVHLPS     X4, X4, X5
+	VADDPS       X5, X4, X4
+	VMOVSHDUP    X4, X5
+	VADDSS       X5, X4, X4
+	VMOVSS       X4, (R9)
 	ADDQ         R8, R9
-	VEXTRACTF128 $0x01, Y5, X3
-	VADDPS       X5, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R9)
+	VEXTRACTF128 $0x01, Y6, X4
+	VADDPS       X6, X4, X4
+	VMOVHLPS     X4, X4, X5
+	VADDPS       X5, X4, X4
+	VMOVSHDUP    X4, X5
+	VADDSS       X5, X4, X4
+	VMOVSS       X4, (R9)
 	ADDQ         R8, R9
-	VEXTRACTF128 $0x01, Y6, X3
-	VADDPS       X6, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R9)
+	VEXTRACTF128 $0x01, Y7, X4
+	VADDPS       X7, X4, X4
+	VMOVHLPS     X4, X4, X5
+	VADDPS       X5, X4, X4
+	VMOVSHDUP    X4, X5
+	VADDSS       X5, X4, X4
+	VMOVSS       X4, (R9)
 	ADDQ         $0x04, SI
 	DECQ         BX
 	JNZ          gemvFP8AVX2x4_row
 
 gemvFP8AVX2x4_end:
-	VPMOVMSKB Y2, AX
+	VPMOVMSKB Y3, AX
 	MOVL      AX, nan+64(FP)
 	VZEROUPPER
 	RET

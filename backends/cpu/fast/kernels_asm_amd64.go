@@ -179,24 +179,28 @@ var avx2Set = &kernelSet{
 			gemvFP4AVX2x4(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4Consts[0])
 		}
 	},
-	gemvFP8: func(a []float32, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int) bool {
+	gemvFP8: func(a []float32, lda, r int, w []byte, f []float32, nb, rows int, out []float32, ldo int) bool {
 		if rows == 0 {
 			return false
 		}
 		_, _, _ = a[(r-1)*lda+max(nb*32, 1)-1], w[max(rows*nb*32, 1)-1], out[(r-1)*ldo+rows-1]
-		if nb > 0 {
-			_ = s[nb-1]
+		if nb == 0 {
+			for i := range r {
+				clear(out[i*ldo : i*ldo+rows])
+			}
+			return false
 		}
+		_ = f[nb-1]
 		var nan uint32
 		switch r {
 		case 1:
-			nan = gemvFP8AVX2x1(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo)
+			nan = gemvFP8AVX2x1(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
 		case 2:
-			nan = gemvFP8AVX2x2(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo)
+			nan = gemvFP8AVX2x2(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
 		case 3:
-			nan = gemvFP8AVX2x3(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo)
+			nan = gemvFP8AVX2x3(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
 		default:
-			nan = gemvFP8AVX2x4(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo)
+			nan = gemvFP8AVX2x4(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
 		}
 		return nan != 0
 	},

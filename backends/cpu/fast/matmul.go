@@ -99,8 +99,9 @@ func fusedSet(ks *kernelSet, w *weights) *kernelSet {
 	return ks
 }
 
-// decodeRows is the number of weight rows per parallel task of decode.
-const decodeRows = 32
+// decodeRows is the number of weight rows per parallel task of decode: one
+// 32-row group of fp8 scales (gemvFP8 takes one group's factors).
+const decodeRows = block
 
 // decode streams every weight row once and dots it with the m activation
 // rows (the row stays in L1 between them; the gemv kernels dequantise each
@@ -126,31 +127,42 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 	}
 	nbv := nb // blocks of the vector kernel; the rest is done in Go on unpermuted activations
 	act := a
-	if w.kind == kindFP4 && (gemv || fs.fp4Group > 2) {
+	if (w.kind == kindFP4 && (gemv || fs.fp4Group > 2)) || (w.kind == kindFP8 && gemv) {
 		pb := getBuf(m * k)
 		release = func() { putBuf(pb) }
 		act = *pb
-		if gemv {
+		if w.kind == kindFP4 && gemv {
 			nbv = nb &^ 1
 		}
 		for i := range m {
 			src, dst := a[i*k:(i+1)*k], act[i*k:(i+1)*k]
-			if gemv {
+			switch {
+			case w.kind == kindFP8:
+				permuteFP8x32(dst, src)
+			case gemv:
 				permuteFP4x64(dst[:nbv*block], src[:nbv*block])
 				copy(dst[nbv*block:], src[nbv*block:])
-			} else {
+			default:
 				permuteFP4(dst[:nb*block], src[:nb*block], fs.fp4Group)
 				copy(dst[nb*block:], src[nb*block:])
 			}
 		}
 	}
 	chunks = ceilDiv(n, decodeRows)
-	var tmps []float32 // per-chunk partials of the gemv kernels (a local array would escape)
+	// Per-chunk scratch of the gemv kernels (a local array would escape):
+	// the partials and, for fp8, the block factors of the chunk's 32-row
+	// group (decodeRows = block, so a chunk is one group).
+	var tmps, facs []float32
 	if gemv {
 		tb := getBuf(chunks * gemvRows * decodeRows)
 		tmps = *tb
 		prev := release
 		release = func() { prev(); putBuf(tb) }
+		if w.kind == kindFP8 {
+			fb := getBuf(chunks * max(nb, 1))
+			facs = *fb
+			release = func() { prev(); putBuf(tb); putBuf(fb) }
+		}
 	}
 	task = func(c int) {
 		j0, j1 := c*decodeRows, min(n, (c+1)*decodeRows)
@@ -158,6 +170,13 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 			// one call per group of activation rows covers the chunk's weight
 			// rows when they are contiguous with no Go tail; else a call per row
 			tmp := tmps[c*gemvRows*decodeRows : (c+1)*gemvRows*decodeRows]
+			var fac []float32
+			if w.kind == kindFP8 {
+				fac = facs[c*max(nb, 1) : c*max(nb, 1)+nb]
+				for b, e := range w.s[c*kb : c*kb+nb] {
+					fac[b] = fp8Factor(e)
+				}
+			}
 			whole := nbv == kb
 			for i0 := 0; i0 < m; i0 += gemvRows {
 				r := min(gemvRows, m-i0)
@@ -171,8 +190,7 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 					if w.kind == kindFP4 {
 						ks.gemvFP4(ai, k, r, w.q[j*k/2:], w.s[j*kb:], nbv, rows, tmp[j-j0:], decodeRows)
 					} else {
-						srow := w.s[(j/block)*kb : (j/block+1)*kb]
-						nan = fs.gemvFP8(ai, k, r, w.q[j*k:], srow, nb, rows, tmp[j-j0:], decodeRows) || nan
+						nan = fs.gemvFP8(ai, k, r, w.q[j*k:], fac, nb, rows, tmp[j-j0:], decodeRows) || nan
 					}
 					j += rows
 				}
@@ -185,8 +203,8 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 							v += tailFP4(arow, wrow, srow, nbv, kb, k)
 						} else {
 							srow, wrow := w.s[(j/block)*kb:(j/block+1)*kb], w.q[j*k:(j+1)*k]
-							if nan {
-								v, _ = dotFP8Go(arow, wrow, srow[:nb])
+							if nan { // the vector kernels do not decode NaN codes
+								v, _ = dotFP8Go(a[(i0+i)*k:(i0+i+1)*k], wrow, srow[:nb])
 							}
 							v += tailFP8(arow, wrow, srow, nb, kb, k)
 						}

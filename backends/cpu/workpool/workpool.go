@@ -24,25 +24,16 @@ func Run(n int, fn func(i int)) {
 		runPool(p-1, n, fn)
 		return
 	}
-	var next atomic.Int64
-	work := func() {
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= n {
-				return
-			}
-			fn(i)
-		}
-	}
+	j := newJob(fn, n, p)
 	var wg sync.WaitGroup
-	for range p - 1 {
+	for w := 1; w < p; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			work()
+			j.work(w)
 		}()
 	}
-	work()
+	j.work(0)
 	wg.Wait()
 }
 
@@ -63,23 +54,49 @@ var pool struct {
 const poolSpin = 200 * time.Microsecond
 
 type poolJob struct {
-	fn         func(i int)
-	n          int64
-	next, done atomic.Int64
+	fn    func(i int)
+	n     int64
+	parts []jobPart
+	done  atomic.Int64
 }
 
-func (j *poolJob) work() {
-	for {
-		i := j.next.Add(1) - 1
-		if i >= j.n {
-			return
+// jobPart is one worker's contiguous share of a job's indices. A worker
+// runs its own share in order, then helps with the others': each worker
+// streams through adjacent indices (adjacent weight rows, for the matmuls),
+// which the hardware prefetchers follow better than indices interleaved
+// between workers.
+type jobPart struct {
+	next atomic.Int64
+	end  int64
+	_    [48]byte // keep the parts' counters on separate cache lines
+}
+
+func newJob(fn func(i int), n, workers int) *poolJob {
+	j := &poolJob{fn: fn, n: int64(n), parts: make([]jobPart, workers)}
+	for w := range j.parts {
+		j.parts[w].next.Store(int64(n * w / workers))
+		j.parts[w].end = int64(n * (w + 1) / workers)
+	}
+	return j
+}
+
+// work runs indices of the job, starting with worker w's share.
+func (j *poolJob) work(w int) {
+	for k := range j.parts {
+		part := &j.parts[(w+k)%len(j.parts)]
+		for {
+			i := part.next.Add(1) - 1
+			if i >= part.end {
+				break
+			}
+			j.fn(int(i))
+			j.done.Add(1)
 		}
-		j.fn(int(i))
-		j.done.Add(1)
 	}
 }
 
 type poolWorker struct {
+	id     int // 1, 2, …: the share of a job it starts with (the caller has 0)
 	asleep atomic.Bool
 	wake   chan struct{}
 }
@@ -110,7 +127,7 @@ func (w *poolWorker) loop(last uint64) {
 		}
 		last = s
 		if j := pool.job.Load(); j != nil {
-			j.work()
+			j.work(w.id)
 		}
 	}
 }
@@ -119,11 +136,11 @@ func (w *poolWorker) loop(last uint64) {
 // held.
 func runPool(helpers, n int, fn func(i int)) {
 	for len(pool.workers) < helpers {
-		w := &poolWorker{wake: make(chan struct{}, 1)}
+		w := &poolWorker{id: len(pool.workers) + 1, wake: make(chan struct{}, 1)}
 		pool.workers = append(pool.workers, w)
 		go w.loop(pool.seq.Load())
 	}
-	j := &poolJob{fn: fn, n: int64(n)}
+	j := newJob(fn, n, helpers+1)
 	pool.job.Store(j)
 	pool.seq.Add(1)
 	for _, w := range pool.workers[:helpers] {
@@ -131,7 +148,7 @@ func runPool(helpers, n int, fn func(i int)) {
 			w.wake <- struct{}{}
 		}
 	}
-	j.work()
+	j.work(0)
 	for i := 0; j.done.Load() < j.n; i++ {
 		if i&15 == 15 {
 			runtime.Gosched()

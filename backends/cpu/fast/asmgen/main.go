@@ -8,6 +8,9 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
+// pfDist is how far ahead (bytes) the streaming kernels prefetch weights.
+var pfDist = 2048
+
 func main() {
 	gemm("gemmAVX512", 12, 2, 64, true)
 	gemm("gemmAVX2", 6, 2, 32, false)
@@ -521,7 +524,7 @@ func gemvFP4AVX2(r int) {
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
 	Label(name + "_loop")
-	PREFETCHT0(Mem{Base: w, Disp: 2048})
+	PREFETCHT0(Mem{Base: w, Disp: pfDist})
 	p := make([][]reg.VecVirtual, r)
 	for i := range p {
 		for range chains {
@@ -589,8 +592,10 @@ func gemvFP4AVX2(r int) {
 	oi := GP64()
 	MOVQ(o, oi)
 	for i := 0; i < r; i++ {
-		if chains == 2 {
-			VADDPS(acc[i][1], acc[i][0], acc[i][0])
+		for ch := chains / 2; ch > 0; ch /= 2 {
+			for c := range ch {
+				VADDPS(acc[i][c+ch], acc[i][c], acc[i][c])
+			}
 		}
 		storeSum(acc[i][0], Mem{Base: oi})
 		if i+1 < r {
@@ -618,24 +623,32 @@ func storeSum(x reg.VecVirtual, m Mem) {
 	VMOVSS(xl, m)
 }
 
-// gemvFP8AVX2 emits gemvFP8AVX2x<r>: r activation rows (stride lda floats)
-// against rows consecutive e4m3 weight rows of nb 32-blocks each (codes
-// contiguous) that share the scale bytes s (one 32-row group), each ≤ 134.
-// Each block is dequantised once (sign-extend, shift, mask: e4m3·2^-120)
-// and FMA'd into per-block partials of every activation row, scaled by
-// 2^(s−7); out[i*ldo+j] receives the sum of activation row i and weight
-// row j. It returns nan ≠ 0 when a NaN code was met.
+// gemvFP8AVX2 emits gemvFP8AVX2x<r>: r activation rows (stride lda floats,
+// each 32-block permuted by permuteFP8x32) against rows consecutive e4m3
+// weight rows of nb 32-blocks each (codes contiguous) that share the block
+// factors f (f[b] = 2^(s_b−7) as float32, s_b ≤ 134: one 32-row group).
+//
+// A block (32 bytes) is dequantised once for all activation rows without a
+// byte-to-dword widening: its 16 words hold two codes each; the high code is
+// placed by an arithmetic shift (VPSRAW 4, mask 0x87F0: the bf16 of
+// e4m3·2^-120), the low one after VPSLLW 8, and each bf16 word vector is
+// split into two f32 vectors (VPSLLD 16 / mask 0xFFFF0000). The four f32
+// vectors hold the block's elements 4d+1, 4d+3, 4d and 4d+2 (d < 8), the
+// order permuteFP8x32 gives the activations. Each row's block partial is
+// scaled by f[b]; out[i*ldo+j] receives the sum of activation row i and
+// weight row j. It returns nan ≠ 0 when a NaN code was met.
 func gemvFP8AVX2(r int) {
 	name := fmt.Sprintf("gemvFP8AVX2x%d", r)
-	TEXT(name, NOSPLIT, "func(a *float32, lda int, w, s *byte, nb, rows int, out *float32, ldo int) (nan uint32)")
-	Doc(fmt.Sprintf("%s computes out[i*ldo+j] = Σ_blocks e8m0(s)·Σ a_i·e4m3(w_j) for %d activation rows a_i = a[i*lda:] and rows weight rows.", name, r))
+	TEXT(name, NOSPLIT, "func(a *float32, lda int, w *byte, f *float32, nb, rows int, out *float32, ldo int) (nan uint32)")
+	Doc(fmt.Sprintf("%s computes out[i*ldo+j] = Σ_blocks f[b]·Σ a_i·e4m3(w_j)·2^-120 for %d activation rows a_i = a[i*lda:] (permuted) and rows weight rows.", name, r))
 	a := Load(Param("a"), GP64())
 	lda := Load(Param("lda"), GP64())
 	w := Load(Param("w"), GP64())
 	rows := Load(Param("rows"), GP64())
 	o := Load(Param("out"), GP64())
 	SHLQ(Imm(2), lda)
-	mask := constVec(0x87F00000, false)
+	mask := constVec(0x87F087F0, false)
+	hiMask := constVec(0xFFFF0000, false)
 	b7f := constVec(0x7F7F7F7F, false)
 	flag := YMM()
 	VPXOR(flag, flag, flag)
@@ -664,7 +677,7 @@ func gemvFP8AVX2(r int) {
 	JZ(LabelRef(name + "_end"))
 	Label(name + "_row")
 	MOVQ(a, ac)
-	s := Load(Param("s"), GP64())
+	f := Load(Param("f"), GP64())
 	nb := Load(Param("nb"), GP64())
 	acc := make([][]reg.VecVirtual, r)
 	for i := range acc {
@@ -679,44 +692,47 @@ func gemvFP8AVX2(r int) {
 	Label(name + "_loop")
 	for blk := 0; blk < chains; blk++ {
 		if blk == 0 {
-			PREFETCHT0(Mem{Base: w, Disp: 2048})
+			PREFETCHT0(Mem{Base: w, Disp: pfDist})
 		}
-		f := YMM()
-		scaleFactor(s, 120, f, false)
+		x := YMM()
+		VMOVDQU(Mem{Base: w}, x)
 		nt := YMM()
-		VPAND(Mem{Base: w}, b7f, nt)
+		VPAND(x, b7f, nt)
 		VPCMPEQB(b7f, nt, nt)
 		VPOR(nt, flag, flag)
-		p := make([][]reg.VecVirtual, r)
+		hi, lo := YMM(), YMM()
+		VPSRAW(Imm(4), x, hi)
+		VPSLLW(Imm(8), x, lo)
+		VPSRAW(Imm(4), lo, lo)
+		VPAND(mask, hi, hi)
+		VPAND(mask, lo, lo)
+		p := make([]reg.VecVirtual, r)
 		for i := range p {
-			p[i] = []reg.VecVirtual{YMM(), YMM()}
+			p[i] = YMM()
 		}
-		for q := 0; q < 4; q++ {
-			x := YMM()
-			VPMOVSXBD(Mem{Base: w, Disp: 8 * q}, x)
-			VPSLLD(Imm(20), x, x)
-			VPAND(mask, x, x)
-			ch := q % 2
-			if chains == 1 {
-				ch = 0
+		for q, src := range []reg.VecVirtual{hi, hi, lo, lo} {
+			v := YMM()
+			if q%2 == 0 {
+				VPSLLD(Imm(16), src, v)
+			} else {
+				VPAND(hiMask, src, v)
 			}
 			for i := 0; i < r; i++ {
-				if q < 2 && (chains == 2 || q == 0) {
-					VMULPS(rowMem(i, 32*q), x, p[i][ch])
+				if q == 0 {
+					VMULPS(rowMem(i, 32*q), v, p[i])
 				} else {
-					VFMADD231PS(rowMem(i, 32*q), x, p[i][ch])
+					VFMADD231PS(rowMem(i, 32*q), v, p[i])
 				}
 			}
 		}
+		sf := YMM()
+		VBROADCASTSS(Mem{Base: f}, sf)
 		for i := 0; i < r; i++ {
-			if chains == 2 {
-				VADDPS(p[i][1], p[i][0], p[i][0])
-			}
-			VFMADD231PS(f, p[i][0], acc[i][blk])
+			VFMADD231PS(sf, p[i], acc[i][blk])
 		}
 		ADDQ(U32(128), ac)
 		ADDQ(Imm(32), w)
-		INCQ(s)
+		ADDQ(Imm(4), f)
 		DECQ(nb)
 		if blk+1 < chains {
 			JZ(LabelRef(name + "_done"))
@@ -772,7 +788,7 @@ func dotBF16AVX2() {
 	CMPQ(n, U32(32))
 	JL(LabelRef(name + "_one"))
 	Label(name + "_four")
-	PREFETCHT0(Mem{Base: b, Disp: 2048}) // weight rows are streamed from DRAM
+	PREFETCHT0(Mem{Base: b, Disp: pfDist}) // weight rows are streamed from DRAM
 	for i := range acc {
 		x := widen(16 * i)
 		VFMADD231PS(Mem{Base: a, Disp: 32 * i}, x, acc[i])
