@@ -6,6 +6,23 @@ package backends
 // slot -1, allocates fresh memory. An arena is not safe for concurrent runs.
 type Arena struct {
 	slots []arenaSlot
+	sizes []SlotSize
+}
+
+// SlotSize is the most elements of each storage kind one slot will hold.
+type SlotSize struct{ F32, I64, I32 int }
+
+// NewArena returns an arena whose slot k, when it must grow, grows at once
+// to sizes[k] (the largest value the plan puts there in a session): decode
+// values that gain a row per step (the caches' views) would otherwise be
+// reallocated, and their fresh pages faulted in, at every step.
+func NewArena(sizes []SlotSize) *Arena { return &Arena{sizes: sizes} }
+
+func (a *Arena) size(k int) SlotSize {
+	if k < len(a.sizes) {
+		return a.sizes[k]
+	}
+	return SlotSize{}
 }
 
 type arenaSlot struct {
@@ -31,7 +48,7 @@ func (a *Arena) F32(k, n int) []float32 {
 		return make([]float32, n)
 	}
 	if cap(s.f32) < n {
-		s.f32 = make([]float32, n)
+		s.f32 = make([]float32, max(n, a.size(k).F32))
 	}
 	out := s.f32[:n]
 	clear(out)
@@ -45,7 +62,7 @@ func (a *Arena) I64(k, n int) []int64 {
 		return make([]int64, n)
 	}
 	if cap(s.i64) < n {
-		s.i64 = make([]int64, n)
+		s.i64 = make([]int64, max(n, a.size(k).I64))
 	}
 	out := s.i64[:n]
 	clear(out)
@@ -59,7 +76,7 @@ func (a *Arena) I32(k, n int) []int32 {
 		return make([]int32, n)
 	}
 	if cap(s.i32) < n {
-		s.i32 = make([]int32, n)
+		s.i32 = make([]int32, max(n, a.size(k).I32))
 	}
 	out := s.i32[:n]
 	clear(out)

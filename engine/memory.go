@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/ir"
 )
 
@@ -127,6 +128,35 @@ func activationBytes(g *ir.Graph, b ir.Bindings) int64 {
 		return total
 	}
 	return peakLive(g, b, own)
+}
+
+// slotSizes is the largest value of each storage kind that g's plan puts in
+// each buffer slot under b (backends.NewArena).
+func slotSizes(g *ir.Graph, b ir.Bindings) []backends.SlotSize {
+	var sizes []backends.SlotSize
+	for _, n := range g.Nodes {
+		k, ok := n.Attrs["buf"].(int64)
+		if !ok || k < 0 || k > 1<<20 {
+			continue
+		}
+		for int64(len(sizes)) <= k {
+			sizes = append(sizes, backends.SlotSize{})
+		}
+		elems := typeBytes(n.Type, b) / hostBytes(n.Type.DType)
+		if elems > math.MaxInt32*4 {
+			continue // beyond what a session can allocate anyway; grow on demand
+		}
+		sz := &sizes[k]
+		switch {
+		case n.Type.DType.IsFloat():
+			sz.F32 = max(sz.F32, int(elems))
+		case n.Type.DType == ir.I64:
+			sz.I64 = max(sz.I64, int(elems))
+		case n.Type.DType == ir.I32:
+			sz.I32 = max(sz.I32, int(elems))
+		}
+	}
+	return sizes
 }
 
 // peakLive simulates one call of g in which every value is allocated when

@@ -193,7 +193,16 @@ func (s *Session) arena(p backends.Program) *backends.Arena {
 	}
 	a, ok := s.arenas[p]
 	if !ok {
-		a = &backends.Arena{}
+		B, M := int64(s.opt.Batch), int64(s.opt.MaxLen)
+		if p == s.m.decode {
+			a = backends.NewArena(slotSizes(s.m.dg, ir.Bindings{B: B, S: 1, M: M, P: M - 1}))
+		} else {
+			S := int64(s.opt.PrefillLen)
+			if S <= 0 || S > M {
+				S = M
+			}
+			a = backends.NewArena(slotSizes(s.m.pg, ir.Bindings{B: B, S: S, M: M}))
+		}
 		s.arenas[p] = a
 	}
 	return a
