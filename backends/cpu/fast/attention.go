@@ -67,7 +67,7 @@ func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float
 		pb := make([]float32, blkN)
 		acc := make([]float32, h*d)
 		pv := make([]float64, d)
-		dots := make([]float64, 16)
+		dots := make([]float64, 32)
 		valid := make([]int, blkN)
 		use := make([]int, blkN)
 		mu := make([]float32, h)
@@ -91,7 +91,12 @@ func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float
 				valid[nv] = j
 				nv++
 			}
-			for _, j := range valid[:nv] {
+			vi := 0
+			if ks.qkF64Keys != nil && h4 == h {
+				// the head vectors of several keys at once (independent sums)
+				vi = qkKeys(ks, qT, h4, kvb, d, blk, valid[:nv], s, blkN, scale, dots)
+			}
+			for _, j := range valid[vi:nv] {
 				krow := kvb[int(blk[j])*d : int(blk[j]+1)*d]
 				hh := 0
 				for ; hh+16 <= h4; hh += 16 {
@@ -176,6 +181,42 @@ func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float
 			}
 		}
 	})
+}
+
+// qkKeys sets s[hh*blkN+j] = float32(q_hh·k_j)·scale for the first keys of
+// valid (positions j in blk) with the qkF64Keys kernel, for every head of
+// the h4 (a multiple of 4) in qT; it returns how many keys it did (a
+// multiple of the keys per call; the caller does the rest).
+func qkKeys(ks *kernelSet, qT []float64, h4 int, kvb []float32, d int, blk []int32, valid []int, s []float32, blkN int, scale float32, dots []float64) int {
+	var keys [4][]float32
+	done := len(valid)
+	for hh := 0; hh < h4; {
+		g := 1
+		switch {
+		case h4-hh >= 16:
+			g = 4
+		case h4-hh >= 8:
+			g = 2
+		}
+		nk := keysPerCall(g)
+		whole := len(valid) / nk * nk
+		done = min(done, whole)
+		for v0 := 0; v0 < whole; v0 += nk {
+			for x := range nk {
+				ix := int(blk[valid[v0+x]])
+				keys[x] = kvb[ix*d : (ix+1)*d]
+			}
+			ks.qkF64Keys(qT[hh:], h4, &keys, d, dots, g)
+			for x := range nk {
+				j := valid[v0+x]
+				for y := range 4 * g {
+					s[(hh+y)*blkN+j] = float32(dots[x*4*g+y]) * scale
+				}
+			}
+		}
+		hh += 4 * g
+	}
+	return done
 }
 
 // IndexScore is kernels.IndexScore, bit for bit: the float64 dots of a key

@@ -42,6 +42,10 @@ type kernelSet struct {
 	// qkF64, when set, sets out[x] = Σ_i qT[i*ldq+x]·k[i] (sequential
 	// float64 sums) for x < 4g, g = 1 or 4.
 	qkF64 func(qT []float64, ldq int, k []float32, n int, out []float64, g int)
+	// qkF64Keys, when set, is qkF64 for the keys k[0..keysPerCall(g)):
+	// out[j*4g+x] receives key j's sums (g = 1, 2 or 4; every k[j] must be
+	// a valid row of length n, repeat one to fill a call).
+	qkF64Keys func(qT []float64, ldq int, k *[4][]float32, n int, out []float64, g int)
 	// axpy2F64 sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64, in
 	// the scalar order.
 	axpy2F64 func(pv []float64, pa, pb float64, ka, kb []float32)
@@ -55,6 +59,15 @@ type kernelSet struct {
 	pack8 func(kind wkind, dst []float32, ldd int, w []byte, ldw int, s []byte, lds, nb int)
 	// lanes32, when set, is lanes32Go.
 	lanes32 func(x, p []float32, n int, out []float32)
+}
+
+// keysPerCall is the number of key rows one qkF64Keys call with g head
+// vectors takes.
+func keysPerCall(g int) int {
+	if g == 4 {
+		return 2
+	}
+	return 4
 }
 
 // gemvRows is the most activation rows one gemv call takes.

@@ -53,6 +53,15 @@ func packBF16x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, n
 // qkF64AVX2x4 sets out[h] = Σ_i qT[i*ldq+h]·k[i] (sequential float64 sums) for h < 16.
 func qkF64AVX2x4(qT *float64, ldq int, k *float32, n int, out *float64)
 
+// qkF64AVX2g1k4 sets out[j*4+h] = Σ_i qT[i*ldq+h]·k_j[i] (sequential float64 sums) for h < 4 and the first 4 keys k_j.
+func qkF64AVX2g1k4(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
+
+// qkF64AVX2g2k4 sets out[j*8+h] = Σ_i qT[i*ldq+h]·k_j[i] (sequential float64 sums) for h < 8 and the first 4 keys k_j.
+func qkF64AVX2g2k4(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
+
+// qkF64AVX2g4k2 sets out[j*16+h] = Σ_i qT[i*ldq+h]·k_j[i] (sequential float64 sums) for h < 16 and the first 2 keys k_j.
+func qkF64AVX2g4k2(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
+
 // axpy2F64AVX2 sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64 for i < n (a multiple of 4).
 func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
 

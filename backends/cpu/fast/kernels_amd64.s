@@ -2793,6 +2793,193 @@ qkF64AVX2x4_done:
 	VZEROUPPER
 	RET
 
+// func qkF64AVX2g1k4(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
+// Requires: AVX
+TEXT ·qkF64AVX2g1k4(SB), NOSPLIT, $0-64
+	MOVQ   qT+0(FP), AX
+	MOVQ   ldq+8(FP), CX
+	MOVQ   k0+16(FP), DX
+	MOVQ   k1+24(FP), BX
+	MOVQ   k2+32(FP), SI
+	MOVQ   k3+40(FP), DI
+	MOVQ   n+48(FP), R8
+	SHLQ   $0x03, CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	TESTQ  R8, R8
+	JZ     qkF64AVX2g1k4_done
+
+qkF64AVX2g1k4_loop:
+	VMOVUPD      (AX), Y4
+	VBROADCASTSS (DX), X5
+	VCVTPS2PD    X5, Y5
+	VMULPD       Y4, Y5, Y5
+	VADDPD       Y5, Y0, Y0
+	ADDQ         $0x04, DX
+	VBROADCASTSS (BX), X5
+	VCVTPS2PD    X5, Y5
+	VMULPD       Y4, Y5, Y5
+	VADDPD       Y5, Y1, Y1
+	ADDQ         $0x04, BX
+	VBROADCASTSS (SI), X5
+	VCVTPS2PD    X5, Y5
+	VMULPD       Y4, Y5, Y5
+	VADDPD       Y5, Y2, Y2
+	ADDQ         $0x04, SI
+	VBROADCASTSS (DI), X5
+	VCVTPS2PD    X5, Y5
+	VMULPD       Y4, Y5, Y4
+	VADDPD       Y4, Y3, Y3
+	ADDQ         $0x04, DI
+	ADDQ         CX, AX
+	DECQ         R8
+	JNZ          qkF64AVX2g1k4_loop
+
+qkF64AVX2g1k4_done:
+	MOVQ    out+56(FP), AX
+	VMOVUPD Y0, (AX)
+	VMOVUPD Y1, 32(AX)
+	VMOVUPD Y2, 64(AX)
+	VMOVUPD Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func qkF64AVX2g2k4(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
+// Requires: AVX
+TEXT ·qkF64AVX2g2k4(SB), NOSPLIT, $0-64
+	MOVQ   qT+0(FP), AX
+	MOVQ   ldq+8(FP), CX
+	MOVQ   k0+16(FP), DX
+	MOVQ   k1+24(FP), BX
+	MOVQ   k2+32(FP), SI
+	MOVQ   k3+40(FP), DI
+	MOVQ   n+48(FP), R8
+	SHLQ   $0x03, CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	TESTQ  R8, R8
+	JZ     qkF64AVX2g2k4_done
+
+qkF64AVX2g2k4_loop:
+	VMOVUPD      (AX), Y8
+	VMOVUPD      32(AX), Y9
+	VBROADCASTSS (DX), X10
+	VCVTPS2PD    X10, Y10
+	VMULPD       Y8, Y10, Y11
+	VADDPD       Y11, Y0, Y0
+	VMULPD       Y9, Y10, Y10
+	VADDPD       Y10, Y1, Y1
+	ADDQ         $0x04, DX
+	VBROADCASTSS (BX), X10
+	VCVTPS2PD    X10, Y10
+	VMULPD       Y8, Y10, Y11
+	VADDPD       Y11, Y2, Y2
+	VMULPD       Y9, Y10, Y10
+	VADDPD       Y10, Y3, Y3
+	ADDQ         $0x04, BX
+	VBROADCASTSS (SI), X10
+	VCVTPS2PD    X10, Y10
+	VMULPD       Y8, Y10, Y11
+	VADDPD       Y11, Y4, Y4
+	VMULPD       Y9, Y10, Y10
+	VADDPD       Y10, Y5, Y5
+	ADDQ         $0x04, SI
+	VBROADCASTSS (DI), X10
+	VCVTPS2PD    X10, Y10
+	VMULPD       Y8, Y10, Y8
+	VADDPD       Y8, Y6, Y6
+	VMULPD       Y9, Y10, Y8
+	VADDPD       Y8, Y7, Y7
+	ADDQ         $0x04, DI
+	ADDQ         CX, AX
+	DECQ         R8
+	JNZ          qkF64AVX2g2k4_loop
+
+qkF64AVX2g2k4_done:
+	MOVQ    out+56(FP), AX
+	VMOVUPD Y0, (AX)
+	VMOVUPD Y1, 32(AX)
+	VMOVUPD Y2, 64(AX)
+	VMOVUPD Y3, 96(AX)
+	VMOVUPD Y4, 128(AX)
+	VMOVUPD Y5, 160(AX)
+	VMOVUPD Y6, 192(AX)
+	VMOVUPD Y7, 224(AX)
+	VZEROUPPER
+	RET
+
+// func qkF64AVX2g4k2(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
+// Requires: AVX
+TEXT ·qkF64AVX2g4k2(SB), NOSPLIT, $0-64
+	MOVQ   qT+0(FP), AX
+	MOVQ   ldq+8(FP), CX
+	MOVQ   k0+16(FP), DX
+	MOVQ   k1+24(FP), BX
+	MOVQ   n+48(FP), SI
+	SHLQ   $0x03, CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	TESTQ  SI, SI
+	JZ     qkF64AVX2g4k2_done
+
+qkF64AVX2g4k2_loop:
+	VMOVUPD      (AX), Y8
+	VMOVUPD      32(AX), Y9
+	VMOVUPD      64(AX), Y10
+	VMOVUPD      96(AX), Y11
+	VBROADCASTSS (DX), X12
+	VCVTPS2PD    X12, Y12
+	VMULPD       Y8, Y12, Y13
+	VADDPD       Y13, Y0, Y0
+	VMULPD       Y9, Y12, Y13
+	VADDPD       Y13, Y1, Y1
+	VMULPD       Y10, Y12, Y13
+	VADDPD       Y13, Y2, Y2
+	VMULPD       Y11, Y12, Y12
+	VADDPD       Y12, Y3, Y3
+	ADDQ         $0x04, DX
+	VBROADCASTSS (BX), X12
+	VCVTPS2PD    X12, Y12
+	VMULPD       Y8, Y12, Y8
+	VADDPD       Y8, Y4, Y4
+	VMULPD       Y9, Y12, Y8
+	VADDPD       Y8, Y5, Y5
+	VMULPD       Y10, Y12, Y8
+	VADDPD       Y8, Y6, Y6
+	VMULPD       Y11, Y12, Y8
+	VADDPD       Y8, Y7, Y7
+	ADDQ         $0x04, BX
+	ADDQ         CX, AX
+	DECQ         SI
+	JNZ          qkF64AVX2g4k2_loop
+
+qkF64AVX2g4k2_done:
+	MOVQ    out+56(FP), AX
+	VMOVUPD Y0, (AX)
+	VMOVUPD Y1, 32(AX)
+	VMOVUPD Y2, 64(AX)
+	VMOVUPD Y3, 96(AX)
+	VMOVUPD Y4, 128(AX)
+	VMOVUPD Y5, 160(AX)
+	VMOVUPD Y6, 192(AX)
+	VMOVUPD Y7, 224(AX)
+	VZEROUPPER
+	RET
+
 // func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
 // Requires: AVX
 TEXT ·axpy2F64AVX2(SB), NOSPLIT, $0-48

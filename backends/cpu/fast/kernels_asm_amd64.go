@@ -153,6 +153,27 @@ var avx2Set = &kernelSet{
 			pv[i] = x + float64(p[3]*float64(k3[i]))
 		}
 	},
+	qkF64Keys: func(qT []float64, ldq int, k *[4][]float32, n int, out []float64, g int) {
+		nk := keysPerCall(g)
+		if n == 0 {
+			clear(out[:nk*4*g])
+			return
+		}
+		_, _ = qT[(n-1)*ldq+4*g-1], out[nk*4*g-1]
+		for j := range nk {
+			_ = k[j][n-1]
+		}
+		switch g {
+		case 1:
+			qkF64AVX2g1k4(&qT[0], ldq, &k[0][0], &k[1][0], &k[2][0], &k[3][0], n, &out[0])
+		case 2:
+			qkF64AVX2g2k4(&qT[0], ldq, &k[0][0], &k[1][0], &k[2][0], &k[3][0], n, &out[0])
+		case 4:
+			qkF64AVX2g4k2(&qT[0], ldq, &k[0][0], &k[1][0], &k[0][0], &k[0][0], n, &out[0])
+		default:
+			panic("fast: qkF64Keys: g must be 1, 2 or 4")
+		}
+	},
 	lanes32: func(x, p []float32, n int, out []float32) {
 		_, _, _ = x[n-1], p[n*32-1], out[31]
 		lanes32AVX2(&x[0], &p[0], n, &out[0])
@@ -227,6 +248,7 @@ func init() {
 	avx512Set.lanes32 = avx2Set.lanes32
 	avx512Set.loraFP8x8 = avx2Set.loraFP8x8
 	avx512Set.qkF64 = avx2Set.qkF64
+	avx512Set.qkF64Keys = avx2Set.qkF64Keys
 	avx512Set.axpy2F64 = avx2Set.axpy2F64
 	avx512Set.axpy4F64 = avx2Set.axpy4F64
 }

@@ -29,6 +29,9 @@ func main() {
 		pack8AVX2(kind)
 	}
 	qkF64AVX2(4)
+	qkF64KeysAVX2(1, 4)
+	qkF64KeysAVX2(2, 4)
+	qkF64KeysAVX2(4, 2)
 	axpyF64AVX2()
 	axpy4F64AVX2()
 	for r := 1; r <= 4; r++ {
@@ -997,6 +1000,65 @@ func qkF64AVX2(g int) {
 	o := Load(Param("out"), GP64())
 	for i := range acc {
 		VMOVUPD(acc[i], Mem{Base: o, Disp: 32 * i})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// qkF64KeysAVX2 emits qkF64AVX2g<g>k<nk>: qkF64AVX2x<g> for nk key rows at
+// once. Each (key, head) dot is its own sequential float64 sum, as in
+// qkF64AVX2x<g>, but the g·nk independent sums interleave, so the loop is
+// bound by throughput instead of the latency of one add chain per head
+// vector.
+func qkF64KeysAVX2(g, nk int) {
+	name := fmt.Sprintf("qkF64AVX2g%dk%d", g, nk)
+	TEXT(name, NOSPLIT, "func(qT *float64, ldq int, k0, k1, k2, k3 *float32, n int, out *float64)")
+	Doc(fmt.Sprintf("%s sets out[j*%d+h] = Σ_i qT[i*ldq+h]·k_j[i] (sequential float64 sums) for h < %d and the first %d keys k_j.", name, 4*g, 4*g, nk))
+	q := Load(Param("qT"), GP64())
+	ldq := Load(Param("ldq"), GP64())
+	ks := []reg.Register{}
+	for j := range nk {
+		ks = append(ks, Load(Param(fmt.Sprintf("k%d", j)), GP64()))
+	}
+	n := Load(Param("n"), GP64())
+	SHLQ(Imm(3), ldq)
+	acc := make([][]reg.VecVirtual, nk)
+	for j := range acc {
+		for range g {
+			x := YMM()
+			VXORPD(x, x, x)
+			acc[j] = append(acc[j], x)
+		}
+	}
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	qv := make([]reg.VecVirtual, g)
+	for i := range qv {
+		qv[i] = YMM()
+		VMOVUPD(Mem{Base: q, Disp: 32 * i}, qv[i])
+	}
+	for j, kp := range ks {
+		kf := YMM()
+		VBROADCASTSS(Mem{Base: kp}, kf.AsX())
+		kb := YMM()
+		VCVTPS2PD(kf.AsX(), kb)
+		for i := range qv {
+			t := YMM()
+			VMULPD(qv[i], kb, t)
+			VADDPD(t, acc[j][i], acc[j][i])
+		}
+		ADDQ(Imm(4), kp)
+	}
+	ADDQ(ldq, q)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	o := Load(Param("out"), GP64())
+	for j := range acc {
+		for i, a := range acc[j] {
+			VMOVUPD(a, Mem{Base: o, Disp: 32 * (j*g + i)})
+		}
 	}
 	VZEROUPPER()
 	RET()

@@ -1,0 +1,41 @@
+package fast
+
+import (
+	"os"
+	"strconv"
+	"math/rand/v2"
+	"testing"
+)
+
+// BenchmarkSparseAttnDecode is one decode query of a mini layer: 16 heads
+// of 512, 640 indexed rows (the 128-row window and 512 chosen ones) of a
+// 1,024-row KV buffer. H=8 in the environment times the 8 heads one
+// worker of a 2-thread decode gets.
+func BenchmarkSparseAttnDecode(b *testing.B) {
+	h, d, n, t := 16, 512, 1024, 640
+	if v := os.Getenv("H"); v != "" {
+		h, _ = strconv.Atoi(v)
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	q := randF32(r, h*d, true)
+	kv := randF32(r, n*d, true)
+	sink := randF32(r, h, false)
+	idx := make([]int32, t)
+	for i := range idx {
+		idx[i] = int32(r.IntN(n))
+	}
+	out := make([]float32, h*d)
+	b.ReportMetric(0, "ns/op")
+	for b.Loop() {
+		SparseAttn(out, q, 1, 1, h, d, kv, n, sink, idx, t, 0.04)
+	}
+}
+
+// BenchmarkSparseAttnDecodeNoKeys is BenchmarkSparseAttnDecode with the dots
+// of one key at a time (one add chain per head vector), for comparison.
+func BenchmarkSparseAttnDecodeNoKeys(b *testing.B) {
+	prev := avx2Set.qkF64Keys
+	avx2Set.qkF64Keys = nil
+	defer func() { avx2Set.qkF64Keys = prev }()
+	BenchmarkSparseAttnDecode(b)
+}
