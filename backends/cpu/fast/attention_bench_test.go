@@ -1,9 +1,9 @@
 package fast
 
 import (
+	"math/rand/v2"
 	"os"
 	"strconv"
-	"math/rand/v2"
 	"testing"
 )
 
