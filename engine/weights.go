@@ -25,6 +25,7 @@ type binder struct {
 	tmap   *safetensors.File
 	mu     sync.Mutex
 	loaded map[string]*backends.Tensor
+	byNode map[*ir.Node]*backends.Tensor // the same tensors by node (no key to build)
 	// stored16 drops the F32 copy of bf16 matrices declared F32: set when
 	// every op runs on the CPU backend, whose kernels read the bf16 view
 	// (and widen it themselves where they need F32).
@@ -57,18 +58,25 @@ func (b *binder) close() {
 
 // weight binds one weight node.
 func (b *binder) weight(n *ir.Node) (*backends.Tensor, error) {
-	name := n.Attrs.Str("name", "")
-	key := name + "|" + n.Type.String()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if t, ok := b.loaded[key]; ok {
+	if t, ok := b.byNode[n]; ok { // every decode step asks again
 		return t, nil
 	}
-	t, err := b.bind(n, name)
-	if err != nil {
-		return nil, err
+	name := n.Attrs.Str("name", "")
+	key := name + "|" + n.Type.String()
+	t, ok := b.loaded[key]
+	if !ok {
+		var err error
+		if t, err = b.bind(n, name); err != nil {
+			return nil, err
+		}
+		b.loaded[key] = t
 	}
-	b.loaded[key] = t
+	if b.byNode == nil {
+		b.byNode = map[*ir.Node]*backends.Tensor{}
+	}
+	b.byNode[n] = t
 	return t, nil
 }
 

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cpu/kernels"
@@ -156,7 +157,7 @@ func bcastIndex(s, full []int) func(int) int {
 
 // dimsOf evaluates the text of a reshape target with the call's sizes.
 func (r *run) dimsOf(shape string, numel int) ([]int, error) {
-	sh, err := ir.ParseShape(shape)
+	sh, err := parsedShape(shape)
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +176,22 @@ func (r *run) dimsOf(shape string, numel int) ([]int, error) {
 		return nil, fmt.Errorf("reshape of %d elements to %s = %v", numel, shape, out)
 	}
 	return out, nil
+}
+
+// parsedShapes caches ir.ParseShape of the shape attributes the kernels
+// read on every call (a decode step reshapes ~90 times).
+var parsedShapes sync.Map // string → ir.Shape
+
+func parsedShape(shape string) (ir.Shape, error) {
+	if v, ok := parsedShapes.Load(shape); ok {
+		return v.(ir.Shape), nil
+	}
+	sh, err := ir.ParseShape(shape)
+	if err != nil {
+		return nil, err
+	}
+	parsedShapes.Store(shape, sh)
+	return sh, nil
 }
 
 func axis(n *ir.Node, rank int) int {
