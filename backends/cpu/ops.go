@@ -625,7 +625,11 @@ func kHCPost(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	hc, D := s[len(s)-2], s[len(s)-1]
 	tokens := res.NumElements() / (hc * D)
 	out := r.newF(ir.BF16, cloneShape(s)...)
-	kernels.HCPost(out.F32, y.F32, res.F32, post.F32, comb.F32, tokens, hc, D)
+	if UseFast {
+		fast.HCPost(out.F32, y.F32, res.F32, post.F32, comb.F32, tokens, hc, D)
+	} else {
+		kernels.HCPost(out.F32, y.F32, res.F32, post.F32, comb.F32, tokens, hc, D)
+	}
 	return out, nil
 }
 

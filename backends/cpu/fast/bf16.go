@@ -273,3 +273,35 @@ func HCMixes(out []float32, h []float32, tokens, hc, dim int, fn []float32, eps 
 		}
 	})
 }
+
+// HCPost is kernels.HCPost, bit for bit: out[t,j,:] = bf16(post[t,j]·y[t,:]
+// + Σ_i comb[t,i,j]·res[t,i,:]) with the sum from +0 in ascending i and
+// every product rounded to fp32, over whole rows (slices hoisted, one pass
+// per output row) instead of index arithmetic per element.
+func HCPost(out, y, res, post, comb []float32, tokens, hc, dim int) {
+	check("HCPost", len(out), tokens*hc*dim, len(y), tokens*dim, len(res), tokens*hc*dim,
+		len(post), tokens*hc, len(comb), tokens*hc*hc)
+	if hc != 4 || dim == 0 {
+		kernels.HCPost(out, y, res, post, comb, tokens, hc, dim)
+		return
+	}
+	parallel(tokens*hc, func(u int) {
+		t, j := u/hc, u%hc
+		base := t * hc * dim
+		r0, r1 := res[base:base+dim], res[base+dim:base+2*dim]
+		r2, r3 := res[base+2*dim:base+3*dim], res[base+3*dim:base+4*dim]
+		c := comb[t*hc*hc : (t+1)*hc*hc]
+		c0, c1, c2, c3 := c[j], c[hc+j], c[2*hc+j], c[3*hc+j]
+		p := post[t*hc+j]
+		yt := y[t*dim : (t+1)*dim]
+		o := out[base+j*dim : base+(j+1)*dim]
+		for d := range o {
+			var s float32
+			s += float32(c0 * r0[d])
+			s += float32(c1 * r1[d])
+			s += float32(c2 * r2[d])
+			s += float32(c3 * r3[d])
+			o[d] = numfmt.BF16Round(float32(p*yt[d]) + s)
+		}
+	})
+}
