@@ -84,6 +84,9 @@ type PrefillFigure struct {
 	FLOPs       float64 `json:"flops"`
 	WeightFLOPs float64 `json:"weight_flops"` // the part from weight matmuls
 	GFLOPS      float64 `json:"gflops"`       // FLOPs / Seconds / 1e9
+	// OpTimes (with BenchOptions.OpTimes) is the kernel wall time of the
+	// best run by op, longest first (MsPerToken: per prompt token).
+	OpTimes []OpTimeFigure `json:"op_times,omitempty"`
 }
 
 // BenchReport holds the figures of one Bench run (JSON field names are
@@ -138,6 +141,18 @@ type OpTimeFigure struct {
 	Share         float64 `json:"share"` // of the decode wall time
 }
 
+// opTimeFigures turns a session's op times into figures per token, longest
+// first (nil when nothing was timed).
+func opTimeFigures(times map[string]*backends.OpTime, tokens, seconds float64) []OpTimeFigure {
+	var figs []OpTimeFigure
+	for op, t := range times {
+		figs = append(figs, OpTimeFigure{Op: op, CallsPerToken: float64(t.Calls) / tokens,
+			MsPerToken: float64(t.Nanos) / 1e6 / tokens, Share: float64(t.Nanos) / 1e9 / seconds})
+	}
+	sort.Slice(figs, func(i, j int) bool { return figs[i].MsPerToken > figs[j].MsPerToken })
+	return figs
+}
+
 // Bench measures the model with random prompts (no output is checked).
 func (m *Model) Bench(opt BenchOptions) (*BenchReport, error) {
 	opt.defaults()
@@ -168,12 +183,16 @@ func (m *Model) Bench(opt BenchOptions) (*BenchReport, error) {
 				return nil, err
 			}
 			p := prompt(S)
+			if opt.OpTimes {
+				s.OpTimes = map[string]*backends.OpTime{}
+			}
 			t0 := time.Now()
 			if _, err := s.Prefill(p); err != nil {
 				return nil, err
 			}
 			if d := time.Since(t0).Seconds(); r == 0 || d < fig.Seconds {
 				fig.Seconds = d
+				fig.OpTimes = opTimeFigures(s.OpTimes, float64(S*opt.Batch), d)
 			}
 		}
 		fig.TokensPerS = float64(S*opt.Batch) / fig.Seconds
@@ -247,11 +266,7 @@ func (m *Model) benchDecode(opt BenchOptions, rep *BenchReport, p [][]int64) err
 	rep.DecodeSeconds = time.Since(t0).Seconds()
 	counting = false
 	tokens := float64(opt.DecodeSteps * opt.Batch)
-	for op, t := range s.OpTimes {
-		rep.DecodeOpTimes = append(rep.DecodeOpTimes, OpTimeFigure{Op: op, CallsPerToken: float64(t.Calls) / tokens,
-			MsPerToken: float64(t.Nanos) / 1e6 / tokens, Share: float64(t.Nanos) / 1e9 / rep.DecodeSeconds})
-	}
-	sort.Slice(rep.DecodeOpTimes, func(i, j int) bool { return rep.DecodeOpTimes[i].MsPerToken > rep.DecodeOpTimes[j].MsPerToken })
+	rep.DecodeOpTimes = opTimeFigures(s.OpTimes, tokens, rep.DecodeSeconds)
 	rep.DecodeTokensPerS = tokens / rep.DecodeSeconds
 	pos := int64(opt.DecodeContext + opt.DecodeWarmup + opt.DecodeSteps/2)
 	fl, _ := graphFLOPs(m.dg, ir.Bindings{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
@@ -581,6 +596,7 @@ func (r *BenchReport) Text() string {
 	sort.SliceStable(figs, func(i, j int) bool { return figs[i].Tokens < figs[j].Tokens })
 	for _, f := range figs {
 		fmt.Fprintf(&b, "prefill %5d tokens × %d: %9.3f s  %9.1f tokens/s  %7.2f GFLOP/s (%.3g FLOP)\n", f.Tokens, f.Batch, f.Seconds, f.TokensPerS, f.GFLOPS, f.FLOPs)
+		writeOpTimes(&b, f.OpTimes, "prompt token")
 	}
 	fmt.Fprintf(&b, "decode (after %d tokens, %d steps): %.3f tokens/s\n", r.DecodeContext, r.DecodeSteps, r.DecodeTokensPerS)
 	fmt.Fprintf(&b, "weights per decoded token: %s as stored (%.2f experts, %s of them), %s as held\n",
@@ -591,13 +607,19 @@ func (r *BenchReport) Text() string {
 			100*r.BandwidthFraction, r.ProbeBytesPerS/1e9, FormatBytes(r.ProbeBytes), r.FloorTokensPerS)
 	}
 	b.WriteString("\n")
-	if len(r.DecodeOpTimes) > 0 {
-		b.WriteString("decode time per token by op:\n")
-		for _, t := range r.DecodeOpTimes {
-			fmt.Fprintf(&b, "  %-20s %8.3f ms %5.1f %% (%.0f calls)\n", t.Op, t.MsPerToken, 100*t.Share, t.CallsPerToken)
-		}
-	}
+	writeOpTimes(&b, r.DecodeOpTimes, "decoded token")
 	fmt.Fprintf(&b, "resident memory after decode: %s (anonymous %s, mapped file %s; peak %s)\n",
 		FormatBytes(r.RSS), FormatBytes(r.RSSAnon), FormatBytes(r.RSSFile), FormatBytes(r.PeakRSS))
 	return b.String()
+}
+
+// writeOpTimes renders op times (nothing when there are none).
+func writeOpTimes(b *strings.Builder, figs []OpTimeFigure, per string) {
+	if len(figs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "  kernel time per %s by op:\n", per)
+	for _, t := range figs {
+		fmt.Fprintf(b, "    %-20s %9.4f ms %5.1f %% (%.3g calls)\n", t.Op, t.MsPerToken, 100*t.Share, t.CallsPerToken)
+	}
 }

@@ -63,7 +63,7 @@ func TestBenchTiny(t *testing.T) {
 func TestBenchOpTimes(t *testing.T) {
 	md := openTiny(t)
 	const steps = 3
-	rep, err := md.Bench(BenchOptions{PrefillTokens: []int{}, DecodeContext: 4, DecodeSteps: steps, Repeats: 1, ProbeBytes: -1, OpTimes: true})
+	rep, err := md.Bench(BenchOptions{PrefillTokens: []int{6}, DecodeContext: 4, DecodeSteps: steps, Repeats: 1, ProbeBytes: -1, OpTimes: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,11 @@ func TestBenchOpTimes(t *testing.T) {
 	if total > rep.DecodeSeconds {
 		t.Errorf("op times add up to %v s, more than the decode's %v s", total, rep.DecodeSeconds)
 	}
-	if !strings.Contains(rep.Text(), "decode time per token by op:") {
+	pre := rep.Prefill[0].OpTimes
+	if len(pre) == 0 || pre[0].MsPerToken < pre[len(pre)-1].MsPerToken {
+		t.Errorf("prefill op times %v: want some, longest first", pre)
+	}
+	if !strings.Contains(rep.Text(), "kernel time per decoded token by op:") {
 		t.Errorf("text report lacks the op times:\n%s", rep.Text())
 	}
 }

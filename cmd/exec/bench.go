@@ -29,7 +29,7 @@ func (b *benchOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&b.steps, "bench-decode", 16, "with -bench: timed decode steps")
 	fs.IntVar(&b.reps, "bench-repeats", 2, "with -bench: runs of each prefill length (the best is reported)")
 	fs.Int64Var(&b.probeMB, "probe-mb", 1024, "with -bench: bandwidth probe buffer in MiB (0 = no probe)")
-	fs.BoolVar(&b.opTimes, "op-times", false, "with -bench: report the decode time per token of each op (adds a clock read per kernel)")
+	fs.BoolVar(&b.opTimes, "op-times", false, "with -bench: report the kernel time per token of each op (prefill and decode) (adds a clock read per kernel)")
 	fs.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (or of the benchmark) to this file")
 }
 
