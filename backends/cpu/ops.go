@@ -231,6 +231,10 @@ func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 	out := r.newF(ir.BF16, cloneShape(a[0].Shape)...)
 	copy(out.F32, a[0].F32)
 	block := int(n.Attrs.Int("block", 32))
+	if UseFast {
+		fast.ActQuant(out.F32, block)
+		return out, nil
+	}
 	// blocks are independent: chunks of whole blocks on the worker pool
 	if per := block * max(1, 2048/max(block, 1)); block > 0 && len(out.F32)%block == 0 && len(out.F32) >= 2*per {
 		x := out.F32

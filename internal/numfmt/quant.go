@@ -50,11 +50,9 @@ func checkBlock(n, block int) {
 // x is overwritten in place with bf16(q·s).
 func ActQuant(x []float32, block int, codes []byte, scales []float32) {
 	checkBlock(len(x), block)
-	const inv = float32(1.0 / 448)
 	for bi := 0; bi*block < len(x); bi++ {
 		xb := x[bi*block : (bi+1)*block]
-		a := max(absMax(xb), float32(1e-4))
-		s := ceilPow2(a * inv)
+		s := ActQuantScale(absMax(xb))
 		if scales != nil {
 			scales[bi] = s
 		}
@@ -69,6 +67,20 @@ func ActQuant(x []float32, block int, codes []byte, scales []float32) {
 			xb[i] = BF16Round(E4M3ToF32(c) * s)
 		}
 	}
+}
+
+// ActQuantScale is ActQuant's scale of a block whose largest magnitude is
+// amax: 2^ceil(log2(max(amax, 1e-4)·fp32(1/448))).
+func ActQuantScale(amax float32) float32 {
+	const inv = float32(1.0 / 448)
+	return ceilPow2(max(amax, float32(1e-4)) * inv)
+}
+
+// ActQuantFastScale reports whether ActQuant's fast path (and the vector
+// kernels that copy it) takes scale s: a power of two in [2^-22, 2^120].
+func ActQuantFastScale(s float32) bool {
+	sb := math.Float32bits(s)
+	return sb&0x7fffff == 0 && sb>>23 >= 127-22 && sb>>23 <= 127+120
 }
 
 // ActQuantInplace is ActQuant without the code and scale outputs:
@@ -151,8 +163,7 @@ func FP4ActQuantE4M3(x []float32, block int, packed []byte, scales []float32) {
 // 2^-6 on, the 2^-9 quantum below by adding 2^14), and q·s, a value of at
 // most 4 significant bits in the normal range, is already a bf16 value.
 func actQuantBlockFast(xb []float32, s float32) bool {
-	sb := math.Float32bits(s)
-	if sb&0x7fffff != 0 || sb>>23 < 127-22 || sb>>23 > 127+120 {
+	if !ActQuantFastScale(s) {
 		return false
 	}
 	for _, v := range xb {

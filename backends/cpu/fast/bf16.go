@@ -305,3 +305,33 @@ func HCPost(out, y, res, post, comb []float32, tokens, hc, dim int) {
 		}
 	})
 }
+
+// ActQuant is numfmt.ActQuantInplace(x, block) with the vector kernel of
+// the current level for the blocks it takes (bit-identical), blocks spread
+// over the threads when there are many.
+func ActQuant(x []float32, block int) {
+	ks := current()
+	if ks.actQuant == nil || block <= 0 || len(x)%block != 0 {
+		numfmt.ActQuantInplace(x, block)
+		return
+	}
+	one := func(xb []float32) {
+		if !ks.actQuant(xb) {
+			numfmt.ActQuantInplace(xb, block)
+		}
+	}
+	blocks := len(x) / block
+	const perTask = 64 << 10 // elements per parallel task
+	per := max(1, perTask/block)
+	if blocks <= per {
+		for b := range blocks {
+			one(x[b*block : (b+1)*block])
+		}
+		return
+	}
+	parallel(ceilDiv(blocks, per), func(c int) {
+		for b := c * per; b < min(blocks, (c+1)*per); b++ {
+			one(x[b*block : (b+1)*block])
+		}
+	})
+}

@@ -233,3 +233,40 @@ func TestHCPost(t *testing.T) {
 		}
 	}
 }
+
+// TestActQuant checks the vector act_quant against numfmt's, bit for bit:
+// magnitudes over the whole e4m3 range (subnormal quanta, rounding ties, the
+// 448 clamp), signed zeros, Inf/NaN blocks and scales beyond the fast range.
+func TestActQuant(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	for _, l := range levels() {
+		for _, block := range []int{32, 128, 8, 12} {
+			for _, spread := range []float64{1e-30, 1e-6, 1, 1e3, 1e30} {
+				x := make([]float32, 16*block)
+				for i := range x {
+					x[i] = float32(r.NormFloat64() * spread * math.Exp2(float64(r.IntN(24)-12)))
+				}
+				x[0] = float32(math.Copysign(0, -1))
+				x[5] = 0
+				x[3*block+1] = float32(math.Inf(1))
+				x[5*block+2] = float32(math.NaN())
+				for i := 7 * block; i < 8*block; i++ {
+					x[i] = 0 // an all-zero block: the 1e-4 floor
+				}
+				// exact ties between e4m3 neighbours (1.0625 = 1 + 1/16 is halfway)
+				for i := 9 * block; i < 10*block; i++ {
+					x[i] = float32(448 * (1 + float64(i%16)/16) / 2)
+				}
+				want := append([]float32(nil), x...)
+				numfmt.ActQuantInplace(want, block)
+				got := append([]float32(nil), x...)
+				withLevel(l, func() { ActQuant(got, block) })
+				for i := range want {
+					if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
+						t.Fatalf("%v block %d spread %g: [%d] = %g (from %g), want %g", l, block, spread, i, got[i], x[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

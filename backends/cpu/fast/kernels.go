@@ -57,6 +57,11 @@ type kernelSet struct {
 	// bytes s, each ≤ maxFP8Scale, and have no NaN code; fp4 row l has its
 	// scales at s[l*lds:]).
 	pack8 func(kind wkind, dst []float32, ldd int, w []byte, ldw int, s []byte, lds, nb int)
+	// actQuant, when set, runs numfmt.ActQuantInplace on one block (a
+	// multiple of 8 elements) and reports true, or reports false (the block
+	// untouched) when the block needs numfmt's general path (an Inf or NaN,
+	// a scale outside the fast range).
+	actQuant func(xb []float32) bool
 	// lanes32, when set, is lanes32Go.
 	lanes32 func(x, p []float32, n int, out []float32)
 }

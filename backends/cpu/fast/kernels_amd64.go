@@ -62,6 +62,12 @@ func qkF64AVX2g2k4(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, 
 // qkF64AVX2g4k2 sets out[j*16+h] = Σ_i qT[i*ldq+h]·k_j[i] (sequential float64 sums) for h < 16 and the first 2 keys k_j.
 func qkF64AVX2g4k2(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
 
+// absMaxBitsAVX2 returns max over i < n (a multiple of 8) of bits(x[i]) &^ 0x80000000.
+func absMaxBitsAVX2(x *float32, n int) uint32
+
+// actQuantAVX2 quantises x[:n] (n a multiple of 8) in place to bf16(e4m3(x·r)·s), as numfmt.ActQuant's fast path.
+func actQuantAVX2(x *float32, n int, r float32, s float32)
+
 // axpy2F64AVX2 sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64 for i < n (a multiple of 4).
 func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
 

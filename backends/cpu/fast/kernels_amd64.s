@@ -2980,6 +2980,99 @@ qkF64AVX2g4k2_done:
 	VZEROUPPER
 	RET
 
+// func absMaxBitsAVX2(x *float32, n int) uint32
+// Requires: AVX, AVX2
+TEXT ·absMaxBitsAVX2(SB), NOSPLIT, $0-20
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVL         $0x7fffffff, DX
+	VMOVD        DX, X0
+	VPBROADCASTD X0, Y0
+	VPXOR        Y1, Y1, Y1
+	SHRQ         $0x03, CX
+	TESTQ        CX, CX
+	JZ           absMaxBitsAVX2_done
+
+absMaxBitsAVX2_loop:
+	VPAND   (AX), Y0, Y2
+	VPMAXUD Y2, Y1, Y1
+	ADDQ    $0x20, AX
+	DECQ    CX
+	JNZ     absMaxBitsAVX2_loop
+
+absMaxBitsAVX2_done:
+	VEXTRACTI128 $0x01, Y1, X0
+	VPMAXUD      X0, X1, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPMAXUD      X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPMAXUD      X1, X0, X0
+	VMOVD        X0, AX
+	MOVL         AX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func actQuantAVX2(x *float32, n int, r float32, s float32)
+// Requires: AVX, AVX2
+TEXT ·actQuantAVX2(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS r+16(FP), Y0
+	VBROADCASTSS s+20(FP), Y1
+	MOVL         $0x80000000, DX
+	VMOVD        DX, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x7fffffff, DX
+	VMOVD        DX, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x43e00000, DX
+	VMOVD        DX, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x3c800000, DX
+	VMOVD        DX, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x46800000, DX
+	VMOVD        DX, X6
+	VPBROADCASTD X6, Y6
+	MOVL         $0x0007ffff, DX
+	VMOVD        DX, X7
+	VPBROADCASTD X7, Y7
+	MOVL         $0x00000001, DX
+	VMOVD        DX, X8
+	VPBROADCASTD X8, Y8
+	MOVL         $0xfff00000, DX
+	VMOVD        DX, X9
+	VPBROADCASTD X9, Y9
+	SHRQ         $0x03, CX
+	TESTQ        CX, CX
+	JZ           actQuantAVX2_done
+
+actQuantAVX2_loop:
+	VMULPS    (AX), Y0, Y10
+	VANDPS    Y2, Y10, Y11
+	VANDPS    Y3, Y10, Y10
+	VPSRLD    $0x14, Y10, Y12
+	VPAND     Y8, Y12, Y12
+	VPADDD    Y7, Y12, Y12
+	VPADDD    Y10, Y12, Y12
+	VPAND     Y9, Y12, Y12
+	VADDPS    Y6, Y10, Y13
+	VSUBPS    Y6, Y13, Y13
+	VCMPPS    $0x01, Y5, Y10, Y14
+	VBLENDVPS Y14, Y13, Y12, Y12
+	VCMPPS    $0x0d, Y4, Y10, Y10
+	VBLENDVPS Y10, Y4, Y12, Y12
+	VMULPS    Y1, Y12, Y12
+	VORPS     Y11, Y12, Y12
+	VMOVUPS   Y12, (AX)
+	ADDQ      $0x20, AX
+	DECQ      CX
+	JNZ       actQuantAVX2_loop
+
+actQuantAVX2_done:
+	VZEROUPPER
+	RET
+
 // func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
 // Requires: AVX
 TEXT ·axpy2F64AVX2(SB), NOSPLIT, $0-48

@@ -4,6 +4,8 @@ import (
 	"math"
 
 	"golang.org/x/sys/cpu"
+
+	"github.com/ds4go/ds4/internal/numfmt"
 )
 
 func detect() Level {
@@ -174,6 +176,22 @@ var avx2Set = &kernelSet{
 			panic("fast: qkF64Keys: g must be 1, 2 or 4")
 		}
 	},
+	actQuant: func(xb []float32) bool {
+		n := len(xb)
+		if n == 0 || n%8 != 0 {
+			return false
+		}
+		bits := absMaxBitsAVX2(&xb[0], n)
+		if bits >= 0x7F800000 { // Inf or NaN
+			return false
+		}
+		s := numfmt.ActQuantScale(math.Float32frombits(bits))
+		if !numfmt.ActQuantFastScale(s) {
+			return false
+		}
+		actQuantAVX2(&xb[0], n, 1/s, s)
+		return true
+	},
 	lanes32: func(x, p []float32, n int, out []float32) {
 		_, _, _ = x[n-1], p[n*32-1], out[31]
 		lanes32AVX2(&x[0], &p[0], n, &out[0])
@@ -249,6 +267,7 @@ func init() {
 	avx512Set.loraFP8x8 = avx2Set.loraFP8x8
 	avx512Set.qkF64 = avx2Set.qkF64
 	avx512Set.qkF64Keys = avx2Set.qkF64Keys
+	avx512Set.actQuant = avx2Set.actQuant
 	avx512Set.axpy2F64 = avx2Set.axpy2F64
 	avx512Set.axpy4F64 = avx2Set.axpy4F64
 }

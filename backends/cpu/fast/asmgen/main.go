@@ -32,6 +32,8 @@ func main() {
 	qkF64KeysAVX2(1, 4)
 	qkF64KeysAVX2(2, 4)
 	qkF64KeysAVX2(4, 2)
+	absMaxBitsAVX2()
+	actQuantAVX2()
 	axpyF64AVX2()
 	axpy4F64AVX2()
 	for r := 1; r <= 4; r++ {
@@ -1060,6 +1062,105 @@ func qkF64KeysAVX2(g, nk int) {
 			VMOVUPD(a, Mem{Base: o, Disp: 32 * (j*g + i)})
 		}
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// absMaxBitsAVX2 emits absMaxBitsAVX2: the largest float32 bit pattern with
+// the sign cleared over n (a multiple of 8) elements — max|x| as bits for
+// finite x, ≥ 0x7F800000 when an Inf or a NaN is among them.
+func absMaxBitsAVX2() {
+	name := "absMaxBitsAVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, n int) uint32")
+	Doc(name + " returns max over i < n (a multiple of 8) of bits(x[i]) &^ 0x80000000.")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	abs := constVec(0x7FFFFFFF, false)
+	m := YMM()
+	VPXOR(m, m, m)
+	SHRQ(Imm(3), n)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	v := YMM()
+	VPAND(Mem{Base: x}, abs, v)
+	VPMAXUD(v, m, m)
+	ADDQ(Imm(32), x)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	hi := XMM()
+	VEXTRACTI128(Imm(1), m, hi)
+	VPMAXUD(hi, m.AsX(), hi)
+	t := XMM()
+	VPSHUFD(Imm(0x4E), hi, t)
+	VPMAXUD(t, hi, hi)
+	VPSHUFD(Imm(0xB1), hi, t)
+	VPMAXUD(t, hi, hi)
+	r := GP32()
+	VMOVD(hi, r)
+	Store(r, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// actQuantAVX2 emits actQuantAVX2: numfmt's fast ActQuant body on n (a
+// multiple of 8) finite elements of one scale s (r = 1/s, both powers of
+// two in the normal range): u = x·r, q = e4m3 round to nearest even of |u|
+// (448 from 448 on; the 2^-9 quantum below 2^-6 by adding and removing
+// 16384; else 3 mantissa bits rounded on the float32 bits), x = q·s with
+// u's sign.
+func actQuantAVX2() {
+	name := "actQuantAVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, n int, r, s float32)")
+	Doc(name + " quantises x[:n] (n a multiple of 8) in place to bf16(e4m3(x·r)·s), as numfmt.ActQuant's fast path.")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	rv, sv := YMM(), YMM()
+	VBROADCASTSS(NewParamAddr("r", 16), rv)
+	VBROADCASTSS(NewParamAddr("s", 20), sv)
+	signM := constVec(0x80000000, false)
+	absM := constVec(0x7FFFFFFF, false)
+	maxV := constVec(0x43E00000, false)  // 448
+	minN := constVec(0x3C800000, false)  // 2^-6
+	magic := constVec(0x46800000, false) // 16384
+	rnd := constVec(0x0007FFFF, false)
+	one := constVec(0x00000001, false)
+	trunc := constVec(0xFFF00000, false)
+	SHRQ(Imm(3), n)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	u := YMM()
+	VMULPS(Mem{Base: x}, rv, u)
+	sign := YMM()
+	VANDPS(signM, u, sign)
+	a := YMM()
+	VANDPS(absM, u, a)
+	// normal: bits + 0x7ffff + ((bits >> 20) & 1), low 20 bits cleared
+	b := YMM()
+	VPSRLD(Imm(20), a, b)
+	VPAND(one, b, b)
+	VPADDD(rnd, b, b)
+	VPADDD(a, b, b)
+	VPAND(trunc, b, b)
+	// below 2^-6: (a + 16384) − 16384
+	sm := YMM()
+	VADDPS(magic, a, sm)
+	VSUBPS(magic, sm, sm)
+	lt := YMM()
+	VCMPPS(Imm(1), minN, a, lt) // a < 2^-6
+	VBLENDVPS(lt, sm, b, b)
+	ge := YMM()
+	VCMPPS(Imm(13), maxV, a, ge) // a >= 448
+	VBLENDVPS(ge, maxV, b, b)
+	VMULPS(sv, b, b)
+	VORPS(sign, b, b)
+	VMOVUPS(b, Mem{Base: x})
+	ADDQ(Imm(32), x)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }
