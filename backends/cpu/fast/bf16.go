@@ -3,6 +3,7 @@ package fast
 import (
 	"bytes"
 	"math"
+	"sync"
 
 	"github.com/ds4go/ds4/backends/cpu/kernels"
 	"github.com/ds4go/ds4/internal/numfmt"
@@ -244,6 +245,10 @@ const hcLanesMinTokens = 8
 func HCMixes(out []float32, h []float32, tokens, hc, dim int, fn []float32, eps float32) {
 	mix, n := (2+hc)*hc, hc*dim
 	ks := current()
+	if tokens < hcLanesMinTokens && ks.lanes4 != nil && n > 0 && len(fn) == mix*n {
+		hcMixesFew(ks, out, h, tokens, mix, n, fn, eps)
+		return
+	}
 	if tokens < hcLanesMinTokens || ks.lanes32 == nil || mix > 32 || n == 0 {
 		kernels.HCMixes(out, h, tokens, hc, dim, fn, eps)
 		return
@@ -332,6 +337,54 @@ func ActQuant(x []float32, block int) {
 	parallel(ceilDiv(blocks, per), func(c int) {
 		for b := c * per; b < min(blocks, (c+1)*per); b++ {
 			one(x[b*block : (b+1)*block])
+		}
+	})
+}
+
+// hcPanels caches, per fn matrix (a weight: its first element's address),
+// fn transposed into 4-lane panels [ceil(mix/4)][n][4] (zero padded). A
+// decode step's mixes then stream panels, each thread its own, instead of
+// one fp32 dot chain per mix. Weights live as long as the process here.
+var hcPanels sync.Map // *float32 → []float32
+
+func hcPanel(fn []float32, mix, n int) []float32 {
+	if v, ok := hcPanels.Load(&fn[0]); ok {
+		if p := v.([]float32); len(p) == ceilDiv(mix, 4)*n*4 {
+			return p
+		}
+	}
+	p := make([]float32, ceilDiv(mix, 4)*n*4)
+	for i := range mix {
+		panel := p[(i/4)*n*4:]
+		for c, v := range fn[i*n : (i+1)*n] {
+			panel[c*4+i%4] = v
+		}
+	}
+	hcPanels.Store(&fn[0], p)
+	return p
+}
+
+// hcMixesFew is HCMixes for a few tokens (decode), bit-identical to the
+// reference: each mix the sequential fp32 sum from +0 (lanes4), the norm
+// factor the reference's; the 4-lane panels are spread over the threads.
+func hcMixesFew(ks *kernelSet, out, h []float32, tokens, mix, n int, fn []float32, eps float32) {
+	check("HCMixes", len(out), tokens*mix, len(h), tokens*n)
+	p := hcPanel(fn, mix, n)
+	rho := make([]float32, tokens)
+	ms := make([]float32, 1)
+	for t := range tokens {
+		kernels.MeanSquare(ms, h[t*n:(t+1)*n], 1, n)
+		ms[0] += eps
+		kernels.Rsqrt(ms, ms)
+		rho[t] = ms[0]
+	}
+	panels := ceilDiv(mix, 4)
+	parallel(tokens*panels, func(u int) {
+		t, q := u/panels, u%panels
+		var acc [4]float32
+		ks.lanes4(h[t*n:(t+1)*n], p[q*n*4:(q+1)*n*4], n, acc[:])
+		for l := range min(4, mix-4*q) {
+			out[t*mix+4*q+l] = acc[l] * rho[t]
 		}
 	})
 }

@@ -193,7 +193,7 @@ func TestIndexScore(t *testing.T) {
 func TestHCMixes(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 8))
 	for _, l := range levels() {
-		for _, sh := range [][3]int{{9, 4, 64}, {20, 4, 100}, {3, 4, 32}, {12, 2, 48}} {
+		for _, sh := range [][3]int{{9, 4, 64}, {20, 4, 100}, {3, 4, 32}, {12, 2, 48}, {1, 4, 40}, {1, 3, 20}, {2, 2, 16}} {
 			tokens, hc, dim := sh[0], sh[1], sh[2]
 			mix := (2 + hc) * hc
 			h := randF32(r, tokens*hc*dim, true)

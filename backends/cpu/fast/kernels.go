@@ -62,6 +62,8 @@ type kernelSet struct {
 	// untouched) when the block needs numfmt's general path (an Inf or NaN,
 	// a scale outside the fast range).
 	actQuant func(xb []float32) bool
+	// lanes4, when set, is lanes32Go with 4 lanes (p [n][4]).
+	lanes4 func(x, p []float32, n int, out []float32)
 	// lanes32, when set, is lanes32Go.
 	lanes32 func(x, p []float32, n int, out []float32)
 }

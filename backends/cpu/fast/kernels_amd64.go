@@ -68,6 +68,9 @@ func absMaxBitsAVX2(x *float32, n int) uint32
 // actQuantAVX2 quantises x[:n] (n a multiple of 8) in place to bf16(e4m3(x·r)·s), as numfmt.ActQuant's fast path.
 func actQuantAVX2(x *float32, n int, r float32, s float32)
 
+// lanes4AVX2 sets out[l] = Σ_d fl(x[d]·p[d*4+l]) (sequential in d, from +0) for l < 4.
+func lanes4AVX2(x *float32, p *float32, n int, out *float32)
+
 // axpy2F64AVX2 sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64 for i < n (a multiple of 4).
 func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
 

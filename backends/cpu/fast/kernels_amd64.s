@@ -3073,6 +3073,30 @@ actQuantAVX2_done:
 	VZEROUPPER
 	RET
 
+// func lanes4AVX2(x *float32, p *float32, n int, out *float32)
+// Requires: AVX
+TEXT ·lanes4AVX2(SB), NOSPLIT, $0-32
+	MOVQ   x+0(FP), AX
+	MOVQ   p+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS X0, X0, X0
+	TESTQ  DX, DX
+	JZ     lanes4AVX2_done
+
+lanes4AVX2_loop:
+	VBROADCASTSS (AX), X1
+	VMULPS       (CX), X1, X1
+	VADDPS       X1, X0, X0
+	ADDQ         $0x04, AX
+	ADDQ         $0x10, CX
+	DECQ         DX
+	JNZ          lanes4AVX2_loop
+
+lanes4AVX2_done:
+	MOVQ    out+24(FP), AX
+	VMOVUPS X0, (AX)
+	RET
+
 // func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
 // Requires: AVX
 TEXT ·axpy2F64AVX2(SB), NOSPLIT, $0-48

@@ -192,6 +192,14 @@ var avx2Set = &kernelSet{
 		actQuantAVX2(&xb[0], n, 1/s, s)
 		return true
 	},
+	lanes4: func(x, p []float32, n int, out []float32) {
+		if n == 0 {
+			clear(out[:4])
+			return
+		}
+		_, _, _ = x[n-1], p[n*4-1], out[3]
+		lanes4AVX2(&x[0], &p[0], n, &out[0])
+	},
 	lanes32: func(x, p []float32, n int, out []float32) {
 		_, _, _ = x[n-1], p[n*32-1], out[31]
 		lanes32AVX2(&x[0], &p[0], n, &out[0])
@@ -268,6 +276,7 @@ func init() {
 	avx512Set.qkF64 = avx2Set.qkF64
 	avx512Set.qkF64Keys = avx2Set.qkF64Keys
 	avx512Set.actQuant = avx2Set.actQuant
+	avx512Set.lanes4 = avx2Set.lanes4
 	avx512Set.axpy2F64 = avx2Set.axpy2F64
 	avx512Set.axpy4F64 = avx2Set.axpy4F64
 }

@@ -34,6 +34,7 @@ func main() {
 	qkF64KeysAVX2(4, 2)
 	absMaxBitsAVX2()
 	actQuantAVX2()
+	lanes4AVX2()
 	axpyF64AVX2()
 	axpy4F64AVX2()
 	for r := 1; r <= 4; r++ {
@@ -1162,6 +1163,35 @@ func actQuantAVX2() {
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
 	VZEROUPPER()
+	RET()
+}
+
+// lanes4AVX2 emits lanes4AVX2: lanes32AVX2 with 4 lanes (one xmm), for the
+// one-token hc mixes spread over the threads as 4-lane panels.
+func lanes4AVX2() {
+	name := "lanes4AVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, p *float32, n int, out *float32)")
+	Doc(name + " sets out[l] = Σ_d fl(x[d]·p[d*4+l]) (sequential in d, from +0) for l < 4.")
+	x := Load(Param("x"), GP64())
+	p := Load(Param("p"), GP64())
+	n := Load(Param("n"), GP64())
+	acc := XMM()
+	VXORPS(acc, acc, acc)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	bx := XMM()
+	VBROADCASTSS(Mem{Base: x}, bx)
+	t := XMM()
+	VMULPS(Mem{Base: p}, bx, t)
+	VADDPS(t, acc, acc)
+	ADDQ(Imm(4), x)
+	ADDQ(Imm(16), p)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	o := Load(Param("out"), GP64())
+	VMOVUPS(acc, Mem{Base: o})
 	RET()
 }
 
