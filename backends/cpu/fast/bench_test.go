@@ -66,3 +66,23 @@ func BenchmarkF32GEMM64(b *testing.B) { benchF32(b, 64, 5120, 2304) }
 
 func BenchmarkFP4GEMVL2(b *testing.B) { benchFP4(b, 1, 2048, 256) }
 func BenchmarkFP8GEMVL2(b *testing.B) { benchFP8(b, 1, 2048, 128) }
+
+// BenchmarkBF16GEMVHead is one decode token through a mini head: 32,768
+// bf16 rows of 2,048 (134 MB, from DRAM), f32 output.
+func BenchmarkBF16GEMVHead(b *testing.B) {
+	const K, N = 2048, 32768
+	r := rand.New(rand.NewPCG(1, 1))
+	w := make([]byte, 2*N*K)
+	for i := range w {
+		w[i] = byte(r.IntN(256))
+	}
+	for i := 1; i < len(w); i += 2 {
+		w[i] &= 0x3f // finite, moderate exponents
+	}
+	a := randActs(r, 1, K)
+	out := make([]float32, N)
+	b.SetBytes(int64(len(w)))
+	for b.Loop() {
+		MatmulF32W16(out, a, w, 1, K, N)
+	}
+}

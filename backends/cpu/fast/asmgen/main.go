@@ -8,8 +8,16 @@ import (
 	"github.com/mmcloughlin/avo/reg"
 )
 
-// pfDist is how far ahead (bytes) the streaming kernels prefetch weights.
+// pfDist is how far ahead (bytes) the streaming kernels prefetch weights;
+// 0 leaves it to the hardware prefetchers.
 var pfDist = 2048
+
+// prefetch emits the software prefetch of the weight stream at base.
+func prefetch(base reg.Register) {
+	if pfDist > 0 {
+		PREFETCHT0(Mem{Base: base, Disp: pfDist})
+	}
+}
 
 func main() {
 	gemm("gemmAVX512", 12, 2, 64, true)
@@ -530,7 +538,7 @@ func gemvFP4AVX2(r int) {
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
 	Label(name + "_loop")
-	PREFETCHT0(Mem{Base: w, Disp: pfDist})
+	prefetch(w)
 	p := make([][]reg.VecVirtual, r)
 	for i := range p {
 		for range chains {
@@ -698,7 +706,7 @@ func gemvFP8AVX2(r int) {
 	Label(name + "_loop")
 	for blk := 0; blk < chains; blk++ {
 		if blk == 0 {
-			PREFETCHT0(Mem{Base: w, Disp: pfDist})
+			prefetch(w)
 		}
 		x := YMM()
 		VMOVDQU(Mem{Base: w}, x)
@@ -794,7 +802,7 @@ func dotBF16AVX2() {
 	CMPQ(n, U32(32))
 	JL(LabelRef(name + "_one"))
 	Label(name + "_four")
-	PREFETCHT0(Mem{Base: b, Disp: pfDist}) // weight rows are streamed from DRAM
+	prefetch(b) // weight rows are streamed from DRAM
 	for i := range acc {
 		x := widen(16 * i)
 		VFMADD231PS(Mem{Base: a, Disp: 32 * i}, x, acc[i])
