@@ -928,6 +928,10 @@ func kSwiGLU(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	}
 	inter := last(g)
 	out := r.newF(ir.BF16, cloneShape(g.Shape)...)
-	kernels.SwiGLUClamp(out.F32, g.F32, u.F32, rows(g), inter, float32(n.Attrs.Float("limit", 0)), w)
+	if UseFast {
+		fast.SwiGLUClamp(out.F32, g.F32, u.F32, rows(g), inter, float32(n.Attrs.Float("limit", 0)), w)
+	} else {
+		kernels.SwiGLUClamp(out.F32, g.F32, u.F32, rows(g), inter, float32(n.Attrs.Float("limit", 0)), w)
+	}
 	return out, nil
 }

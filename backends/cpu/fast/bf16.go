@@ -388,3 +388,51 @@ func hcMixesFew(ks *kernelSet, out, h []float32, tokens, mix, n int, fn []float3
 		}
 	})
 }
+
+// SwiGLUClamp is kernels.SwiGLUClamp, bit for bit, with the exps of a chunk
+// computed four at a time by the vector kernel (the operations of Go's
+// math.Exp); the rest is the reference's per-element arithmetic.
+func SwiGLUClamp(out, g, u []float32, rows, inter int, limit float32, routeWeight []float32) {
+	ks := current()
+	n := rows * inter
+	if ks.expF32 == nil || inter == 0 {
+		kernels.SwiGLUClamp(out, g, u, rows, inter, limit, routeWeight)
+		return
+	}
+	check("SwiGLUClamp", len(out), n, len(g), n, len(u), n)
+	if routeWeight != nil {
+		check("SwiGLUClamp", len(routeWeight), rows)
+	}
+	const chunk = 2048 // elements per task, a multiple of 4
+	parallel(ceilDiv(n, chunk), func(c int) {
+		j0, j1 := c*chunk, min(n, (c+1)*chunk)
+		var xb, eb [chunk]float32
+		x, e := xb[:j1-j0], eb[:j1-j0]
+		for j := j0; j < j1; j++ {
+			gv := g[j]
+			if limit > 0 {
+				gv = min(gv, limit)
+			}
+			x[j-j0] = -gv
+		}
+		whole := len(e) &^ 3
+		if !ks.expF32(e[:whole], x[:whole]) {
+			whole = 0 // an argument beyond the kernel's range: all in Go
+		}
+		for i := whole; i < len(e); i++ {
+			e[i] = float32(math.Exp(float64(x[i])))
+		}
+		for j := j0; j < j1; j++ {
+			gv, uv := g[j], u[j]
+			if limit > 0 {
+				uv = min(max(uv, -limit), limit)
+				gv = min(gv, limit)
+			}
+			a := float32(gv / (1 + e[j-j0]) * uv)
+			if routeWeight != nil {
+				a = float32(routeWeight[j/inter] * a)
+			}
+			out[j] = numfmt.BF16Round(a)
+		}
+	})
+}

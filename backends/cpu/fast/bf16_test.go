@@ -270,3 +270,68 @@ func TestActQuant(t *testing.T) {
 		}
 	}
 }
+
+// TestExpF32 checks the vector exp against float32(math.Exp(float64(x))),
+// bit for bit, over the ranges the kernels meet (softmax arguments ≤ 0,
+// SiLU's −g, large and tiny magnitudes), and that |x| > 700, NaN and Inf
+// are reported rather than computed.
+func TestExpF32(t *testing.T) {
+	ks := avx2Set
+	if MaxLevel() < AVX2 {
+		t.Skip("no AVX2")
+	}
+	r := rand.New(rand.NewPCG(11, 11))
+	const n = 1 << 16
+	src, dst := make([]float32, n), make([]float32, n)
+	for _, spread := range []float64{1e-6, 0.5, 3, 20, 90, 700} {
+		for i := range src {
+			src[i] = float32((2*r.Float64() - 1) * spread)
+		}
+		src[0], src[1], src[2] = 0, float32(math.Copysign(0, -1)), float32(spread)
+		if !ks.expF32(dst, src) {
+			t.Fatalf("spread %g: reported out of range", spread)
+		}
+		for i, x := range src {
+			if want := float32(math.Exp(float64(x))); math.Float32bits(dst[i]) != math.Float32bits(want) {
+				t.Fatalf("exp(%g) = %g (%#x), want %g (%#x)", x, dst[i], math.Float32bits(dst[i]), want, math.Float32bits(want))
+			}
+		}
+	}
+	for _, bad := range []float32{701, -701, float32(math.Inf(1)), float32(math.NaN())} {
+		in := []float32{1, 2, bad, 3}
+		if ks.expF32(make([]float32, 4), in) {
+			t.Errorf("exp of %g: not reported", bad)
+		}
+	}
+}
+
+// TestSwiGLUClamp checks the vector-exp SwiGLU against the reference
+// kernel, bit for bit, with and without the clamp and route weights, with
+// values that send exp past the kernel's range (the scalar fallback).
+func TestSwiGLUClamp(t *testing.T) {
+	r := rand.New(rand.NewPCG(12, 12))
+	for _, l := range levels() {
+		for _, sh := range [][2]int{{6, 1536}, {1, 37}, {3, 4099}} {
+			rows, inter := sh[0], sh[1]
+			g := randF32(r, rows*inter, true)
+			u := randF32(r, rows*inter, true)
+			for i := range g {
+				g[i] *= 8
+			}
+			g[5], g[len(g)-1] = -800, float32(math.Copysign(0, -1))
+			w := randF32(r, rows, false)
+			for _, limit := range []float32{0, 10} {
+				for _, rw := range [][]float32{nil, w} {
+					want, got := make([]float32, rows*inter), make([]float32, rows*inter)
+					kernels.SwiGLUClamp(want, g, u, rows, inter, limit, rw)
+					withLevel(l, func() { SwiGLUClamp(got, g, u, rows, inter, limit, rw) })
+					for i := range want {
+						if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+							t.Fatalf("%v %v limit %g: [%d] = %g, want %g", l, sh, limit, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}

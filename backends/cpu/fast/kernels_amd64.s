@@ -3097,6 +3097,63 @@ lanes4AVX2_done:
 	VMOVUPS X0, (AX)
 	RET
 
+// func expF32AVX2(dst *float32, src *float32, n int, c *float64) (bad uint32)
+// Requires: AVX, AVX2, FMA3
+TEXT ·expF32AVX2(SB), NOSPLIT, $0-36
+	MOVQ   dst+0(FP), AX
+	MOVQ   src+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   c+24(FP), BX
+	VXORPD Y0, Y0, Y0
+	SHRQ   $0x02, DX
+	TESTQ  DX, DX
+	JZ     expF32AVX2_done
+
+expF32AVX2_loop:
+	VCVTPS2PD    (CX), Y1
+	VANDPD       448(BX), Y1, Y2
+	VCMPPD       $0x06, 416(BX), Y2, Y2
+	VORPD        Y2, Y0, Y0
+	VMULPD       (BX), Y1, Y2
+	VCVTPD2DQY   Y2, X3
+	VCVTDQ2PD    X3, Y2
+	VFNMADD231PD 32(BX), Y2, Y1
+	VFNMADD231PD 64(BX), Y2, Y1
+	VMULPD       96(BX), Y1, Y1
+	VMOVUPD      128(BX), Y2
+	VFMADD213PD  160(BX), Y1, Y2
+	VFMADD213PD  192(BX), Y1, Y2
+	VFMADD213PD  224(BX), Y1, Y2
+	VFMADD213PD  256(BX), Y1, Y2
+	VFMADD213PD  288(BX), Y1, Y2
+	VFMADD213PD  320(BX), Y1, Y2
+	VFMADD213PD  352(BX), Y1, Y2
+	VMULPD       Y2, Y1, Y1
+	VADDPD       384(BX), Y1, Y2
+	VMULPD       Y2, Y1, Y1
+	VADDPD       384(BX), Y1, Y2
+	VMULPD       Y2, Y1, Y1
+	VADDPD       384(BX), Y1, Y2
+	VMULPD       Y2, Y1, Y1
+	VADDPD       384(BX), Y1, Y2
+	VFMADD213PD  352(BX), Y2, Y1
+	VPMOVSXDQ    X3, Y2
+	VPADDQ       480(BX), Y2, Y2
+	VPSLLQ       $0x34, Y2, Y2
+	VMULPD       Y2, Y1, Y1
+	VCVTPD2PSY   Y1, X1
+	VMOVUPS      X1, (AX)
+	ADDQ         $0x10, CX
+	ADDQ         $0x10, AX
+	DECQ         DX
+	JNZ          expF32AVX2_loop
+
+expF32AVX2_done:
+	VMOVMSKPD Y0, AX
+	MOVL      AX, bad+32(FP)
+	VZEROUPPER
+	RET
+
 // func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
 // Requires: AVX
 TEXT ·axpy2F64AVX2(SB), NOSPLIT, $0-48

@@ -192,6 +192,17 @@ var avx2Set = &kernelSet{
 		actQuantAVX2(&xb[0], n, 1/s, s)
 		return true
 	},
+	expF32: func(dst, src []float32) bool {
+		n := len(src)
+		if n == 0 {
+			return true
+		}
+		if n%4 != 0 {
+			return false
+		}
+		_ = dst[n-1]
+		return expF32AVX2(&dst[0], &src[0], n, &expConsts[0]) == 0
+	},
 	lanes4: func(x, p []float32, n int, out []float32) {
 		if n == 0 {
 			clear(out[:4])
@@ -253,6 +264,32 @@ var avx2Set = &kernelSet{
 	},
 }
 
+// expConsts are the constants of expF32AVX2, each repeated in 4 lanes: those
+// of math/exp_amd64.s (log2 e, ln 2 in two parts, 1/16, the Taylor
+// coefficients, 0.5, 1, 2), the argument limit 700, the float64 abs mask and
+// the exponent bias 1023 as int64.
+var expConsts [16 * 4]float64
+
+func init() {
+	vals := []float64{
+		1.4426950408889634073599246810018920,                  // log2 e
+		0.69314718055966295651160180568695068359375,           // ln 2, upper part
+		0.28235290563031577122588448175013436025525412068e-12, // ln 2, lower part
+		0.0625,
+		2.4801587301587301587e-5, 1.9841269841269841270e-4, 1.3888888888888888889e-3,
+		8.3333333333333333333e-3, 4.1666666666666666667e-2, 1.6666666666666666667e-1,
+		0.5, 1.0, 2.0,
+		700,
+		math.Float64frombits(1<<63 - 1),
+		math.Float64frombits(1023),
+	}
+	for i, v := range vals {
+		for l := range 4 {
+			expConsts[4*i+l] = v
+		}
+	}
+}
+
 // pack4Consts are the constants of packFP4x8AVX2: the e2m1 magnitudes of
 // codes 0..7 and the nibble shifts 0, 4, …, 28.
 var pack4Consts [16]float32
@@ -277,6 +314,7 @@ func init() {
 	avx512Set.qkF64Keys = avx2Set.qkF64Keys
 	avx512Set.actQuant = avx2Set.actQuant
 	avx512Set.lanes4 = avx2Set.lanes4
+	avx512Set.expF32 = avx2Set.expF32
 	avx512Set.axpy2F64 = avx2Set.axpy2F64
 	avx512Set.axpy4F64 = avx2Set.axpy4F64
 }

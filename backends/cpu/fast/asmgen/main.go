@@ -43,6 +43,7 @@ func main() {
 	absMaxBitsAVX2()
 	actQuantAVX2()
 	lanes4AVX2()
+	expF32AVX2()
 	axpyF64AVX2()
 	axpy4F64AVX2()
 	for r := 1; r <= 4; r++ {
@@ -1200,6 +1201,80 @@ func lanes4AVX2() {
 	Label(name + "_done")
 	o := Load(Param("out"), GP64())
 	VMOVUPS(acc, Mem{Base: o})
+	RET()
+}
+
+// expF32AVX2 emits expF32AVX2: dst[i] = float32(math.Exp(float64(src[i])))
+// for i < n (a multiple of 4), four lanes at a time with the operations of
+// the Go runtime's archExp in its FMA path (math/exp_amd64.s), so the bits
+// are the same: the argument reduced by n = round(x·log2 e) in two FMAs, a
+// Taylor polynomial of x/16 by FMAs, four doublings (x·(x+2)), the last
+// fused with the +1, and the scaling by 2^n on the exponent bits. Lanes
+// with |x| > 700 (or NaN) are not handled: the kernel returns nonzero and
+// the caller redoes the slice with math.Exp. c holds the 13 constants,
+// each repeated 4 times (expConsts).
+func expF32AVX2() {
+	name := "expF32AVX2"
+	TEXT(name, NOSPLIT, "func(dst *float32, src *float32, n int, c *float64) (bad uint32)")
+	Doc(name + " sets dst[i] = float32(math.Exp(float64(src[i]))) for i < n (a multiple of 4); bad ≠ 0 when some |src[i]| > 700 or is NaN (dst is then partly wrong).")
+	d := Load(Param("dst"), GP64())
+	sp := Load(Param("src"), GP64())
+	n := Load(Param("n"), GP64())
+	c := Load(Param("c"), GP64())
+	k := func(i int) Mem { return Mem{Base: c, Disp: 32 * i} }
+	// c: 0 LOG2E, 1 LN2U, 2 LN2L, 3 1/16, 4 c64, 5 c56, 6 c48, 7 c40, 8 c32,
+	// 9 c24, 10 0.5, 11 1.0, 12 2.0, 13 |x| limit 700, 14 abs mask, 15 bias 1023 (int64 lanes)
+	bad := YMM()
+	VXORPD(bad, bad, bad)
+	SHRQ(Imm(2), n)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	x := YMM()
+	VCVTPS2PD(Mem{Base: sp}, x)
+	a := YMM()
+	VANDPD(k(14), x, a)
+	VCMPPD(Imm(6), k(13), a, a) // NLE_UQ: |x| > 700 or NaN
+	VORPD(a, bad, bad)
+	t := YMM()
+	VMULPD(k(0), x, t)
+	ni := XMM()
+	VCVTPD2DQY(t, ni)
+	nf := YMM()
+	VCVTDQ2PD(ni, nf)
+	VFNMADD231PD(k(1), nf, x) // x −= nf·LN2U
+	VFNMADD231PD(k(2), nf, x) // x −= nf·LN2L
+	VMULPD(k(3), x, x)
+	p := YMM()
+	VMOVUPD(k(4), p)
+	for i := 5; i <= 11; i++ {
+		VFMADD213PD(k(i), x, p) // p = p·x + c
+	}
+	VMULPD(p, x, x)
+	for range 3 {
+		VADDPD(k(12), x, t)
+		VMULPD(t, x, x)
+	}
+	VADDPD(k(12), x, t)
+	VFMADD213PD(k(11), t, x) // x = x·t + 1
+	// × 2^n: (n + 1023) << 52 as float64 bits
+	e := YMM()
+	VPMOVSXDQ(ni, e)
+	VPADDQ(k(15), e, e)
+	VPSLLQ(Imm(52), e, e)
+	VMULPD(e, x, x)
+	r := XMM()
+	VCVTPD2PSY(x, r)
+	VMOVUPS(r, Mem{Base: d})
+	ADDQ(Imm(16), sp)
+	ADDQ(Imm(16), d)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	rr := GP32()
+	VMOVMSKPD(bad, rr)
+	Store(rr, ReturnIndex(0))
+	VZEROUPPER()
 	RET()
 }
 
