@@ -65,6 +65,7 @@ func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float
 		}
 		s := make([]float32, h*blkN) // s[hh*blkN+j]
 		pb := make([]float32, blkN)
+		exps := make([]float32, blkN)
 		acc := make([]float32, h*d)
 		pv := make([]float64, d)
 		dots := make([]float64, 32)
@@ -130,8 +131,24 @@ func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float
 				var psum float64
 				clear(pv)
 				nu := 0
+				// the block's exps first, four at a time when the kernel is there
+				ex := exps[:len(blk)]
+				for j := range blk {
+					ex[j] = sh[j] - newMu
+				}
+				whole := 0
+				if ks.expF32 != nil && ks.expF32(ex[:len(ex)&^3], ex[:len(ex)&^3]) {
+					whole = len(ex) &^ 3
+				} else {
+					for j := range blk {
+						ex[j] = sh[j] - newMu
+					}
+				}
+				for j := whole; j < len(ex); j++ {
+					ex[j] = float32(math.Exp(float64(ex[j])))
+				}
 				for j, ix := range blk {
-					p := float32(math.Exp(float64(sh[j] - newMu)))
+					p := ex[j]
 					psum += float64(p)
 					pb[j] = numfmt.BF16Round(p)
 					if ix < 0 || pb[j] == 0 {

@@ -297,10 +297,20 @@ func TestExpF32(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []float32{701, -701, float32(math.Inf(1)), float32(math.NaN())} {
+	for _, bad := range []float32{701, float32(math.Inf(1)), float32(math.NaN())} {
 		in := []float32{1, 2, bad, 3}
 		if ks.expF32(make([]float32, 4), in) {
 			t.Errorf("exp of %g: not reported", bad)
+		}
+	}
+	in := []float32{-701, float32(math.Inf(-1)), -1e30, -699.5}
+	out := make([]float32, 4)
+	if !ks.expF32(out, in) {
+		t.Fatal("large negative arguments reported")
+	}
+	for i, x := range in {
+		if want := float32(math.Exp(float64(x))); math.Float32bits(out[i]) != math.Float32bits(want) {
+			t.Errorf("exp(%g) = %g, want %g", x, out[i], want)
 		}
 	}
 }

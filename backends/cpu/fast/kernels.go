@@ -64,7 +64,7 @@ type kernelSet struct {
 	actQuant func(xb []float32) bool
 	// expF32, when set, sets dst[i] = float32(math.Exp(float64(src[i])))
 	// bit for bit (len(src) a multiple of 4) and reports true, or reports
-	// false when some |src[i]| > 700 or is NaN (dst then partly written).
+	// false when some src[i] > 700 or is NaN (dst then partly written).
 	expF32 func(dst, src []float32) bool
 	// lanes4, when set, is lanes32Go with 4 lanes (p [n][4]).
 	lanes4 func(x, p []float32, n int, out []float32)

@@ -71,7 +71,7 @@ func actQuantAVX2(x *float32, n int, r float32, s float32)
 // lanes4AVX2 sets out[l] = Σ_d fl(x[d]·p[d*4+l]) (sequential in d, from +0) for l < 4.
 func lanes4AVX2(x *float32, p *float32, n int, out *float32)
 
-// expF32AVX2 sets dst[i] = float32(math.Exp(float64(src[i]))) for i < n (a multiple of 4); bad ≠ 0 when some |src[i]| > 700 or is NaN (dst is then partly wrong).
+// expF32AVX2 sets dst[i] = float32(math.Exp(float64(src[i]))) for i < n (a multiple of 4); bad ≠ 0 when some src[i] > 700 or is NaN (dst is then partly wrong).
 func expF32AVX2(dst *float32, src *float32, n int, c *float64) (bad uint32)
 
 // axpy2F64AVX2 sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64 for i < n (a multiple of 4).

@@ -266,8 +266,8 @@ var avx2Set = &kernelSet{
 
 // expConsts are the constants of expF32AVX2, each repeated in 4 lanes: those
 // of math/exp_amd64.s (log2 e, ln 2 in two parts, 1/16, the Taylor
-// coefficients, 0.5, 1, 2), the argument limit 700, the float64 abs mask and
-// the exponent bias 1023 as int64.
+// coefficients, 0.5, 1, 2), the argument limits ±700 and the exponent bias
+// 1023 as int64.
 var expConsts [16 * 4]float64
 
 func init() {
@@ -279,8 +279,7 @@ func init() {
 		2.4801587301587301587e-5, 1.9841269841269841270e-4, 1.3888888888888888889e-3,
 		8.3333333333333333333e-3, 4.1666666666666666667e-2, 1.6666666666666666667e-1,
 		0.5, 1.0, 2.0,
-		700,
-		math.Float64frombits(1<<63 - 1),
+		700, -700,
 		math.Float64frombits(1023),
 	}
 	for i, v := range vals {

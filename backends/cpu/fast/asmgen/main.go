@@ -1210,20 +1210,21 @@ func lanes4AVX2() {
 // are the same: the argument reduced by n = round(x·log2 e) in two FMAs, a
 // Taylor polynomial of x/16 by FMAs, four doublings (x·(x+2)), the last
 // fused with the +1, and the scaling by 2^n on the exponent bits. Lanes
-// with |x| > 700 (or NaN) are not handled: the kernel returns nonzero and
-// the caller redoes the slice with math.Exp. c holds the 13 constants,
-// each repeated 4 times (expConsts).
+// below −700 (−Inf included) give 0, as float32(math.Exp) does there; lanes
+// above 700 or NaN are not handled: the kernel returns nonzero and the
+// caller redoes the slice with math.Exp. c holds the constants, each
+// repeated 4 times (expConsts).
 func expF32AVX2() {
 	name := "expF32AVX2"
 	TEXT(name, NOSPLIT, "func(dst *float32, src *float32, n int, c *float64) (bad uint32)")
-	Doc(name + " sets dst[i] = float32(math.Exp(float64(src[i]))) for i < n (a multiple of 4); bad ≠ 0 when some |src[i]| > 700 or is NaN (dst is then partly wrong).")
+	Doc(name + " sets dst[i] = float32(math.Exp(float64(src[i]))) for i < n (a multiple of 4); bad ≠ 0 when some src[i] > 700 or is NaN (dst is then partly wrong).")
 	d := Load(Param("dst"), GP64())
 	sp := Load(Param("src"), GP64())
 	n := Load(Param("n"), GP64())
 	c := Load(Param("c"), GP64())
 	k := func(i int) Mem { return Mem{Base: c, Disp: 32 * i} }
 	// c: 0 LOG2E, 1 LN2U, 2 LN2L, 3 1/16, 4 c64, 5 c56, 6 c48, 7 c40, 8 c32,
-	// 9 c24, 10 0.5, 11 1.0, 12 2.0, 13 |x| limit 700, 14 abs mask, 15 bias 1023 (int64 lanes)
+	// 9 c24, 10 0.5, 11 1.0, 12 2.0, 13 700, 14 −700, 15 bias 1023 (int64 lanes)
 	bad := YMM()
 	VXORPD(bad, bad, bad)
 	SHRQ(Imm(2), n)
@@ -1233,9 +1234,10 @@ func expF32AVX2() {
 	x := YMM()
 	VCVTPS2PD(Mem{Base: sp}, x)
 	a := YMM()
-	VANDPD(k(14), x, a)
-	VCMPPD(Imm(6), k(13), a, a) // NLE_UQ: |x| > 700 or NaN
+	VCMPPD(Imm(6), k(13), x, a) // NLE_UQ: x > 700 or NaN
 	VORPD(a, bad, bad)
+	lo := YMM()
+	VCMPPD(Imm(1), k(14), x, lo) // LT_OS: x < −700 (−Inf too): the result is 0
 	t := YMM()
 	VMULPD(k(0), x, t)
 	ni := XMM()
@@ -1263,6 +1265,7 @@ func expF32AVX2() {
 	VPADDQ(k(15), e, e)
 	VPSLLQ(Imm(52), e, e)
 	VMULPD(e, x, x)
+	VANDNPD(x, lo, x)
 	r := XMM()
 	VCVTPD2PSY(x, r)
 	VMOVUPS(r, Mem{Base: d})
