@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/backends/cpu/fast"
 	"github.com/ds4go/ds4/backends/cpu/kernels"
 	"github.com/ds4go/ds4/internal/numfmt"
 	"github.com/ds4go/ds4/ir"
@@ -29,15 +30,23 @@ func (Backend) Kernel(n *ir.Node) (backends.KernelFunc, error) {
 	if !ok {
 		return nil, fmt.Errorf("no CPU kernel for op %s", n.Op)
 	}
+	st := &nodeState{}
 	return func(env *backends.Env, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
-		return k(&run{env: env, node: n}, n, args)
+		return k(&run{env: env, node: n, state: st}, n, args)
 	}, nil
 }
 
 // run is what a kernel sees of one call.
 type run struct {
-	env  *backends.Env
-	node *ir.Node // the node being computed; its buf attribute names its arena slot
+	env   *backends.Env
+	node  *ir.Node   // the node being computed; its buf attribute names its arena slot
+	state *nodeState // the node's state across calls (nil outside a scheduled program)
+}
+
+// nodeState is what a node's kernel keeps between the calls of one
+// program (it lives and dies with the program).
+type nodeState struct {
+	hcPanels fast.HCPanels // hc_mix: fn as 4-lane panels for decode
 }
 
 type kernel func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)

@@ -896,7 +896,11 @@ func kHCMix(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	mix := fn.Shape[0]
 	out := r.newF(ir.F32, append(cloneShape(s[:len(s)-2]), mix)...)
 	if UseFast {
-		fast.HCMixes(out.F32, h.F32, tokens, hc, D, fn.F32, float32(n.Attrs.Float("eps", 0))) // bit-identical
+		var panels *fast.HCPanels
+		if r.state != nil {
+			panels = &r.state.hcPanels
+		}
+		fast.HCMixes(out.F32, h.F32, tokens, hc, D, fn.F32, float32(n.Attrs.Float("eps", 0)), panels) // bit-identical
 	} else {
 		kernels.HCMixes(out.F32, h.F32, tokens, hc, D, fn.F32, float32(n.Attrs.Float("eps", 0)))
 	}

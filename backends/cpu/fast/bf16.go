@@ -241,12 +241,14 @@ const hcLanesMinTokens = 8
 
 // HCMixes is kernels.HCMixes, bit for bit: the mix dots of a token (each
 // the reference's sequential fp32 sum) run in vector lanes against fn
-// transposed once per call; the norm factor is the reference's.
-func HCMixes(out []float32, h []float32, tokens, hc, dim int, fn []float32, eps float32) {
+// transposed once per call (or, for fewer than hcLanesMinTokens tokens,
+// against the panels cached in panels when it is not nil); the norm factor
+// is the reference's.
+func HCMixes(out []float32, h []float32, tokens, hc, dim int, fn []float32, eps float32, panels *HCPanels) {
 	mix, n := (2+hc)*hc, hc*dim
 	ks := current()
-	if tokens < hcLanesMinTokens && ks.lanes4 != nil && n > 0 && len(fn) == mix*n {
-		hcMixesFew(ks, out, h, tokens, mix, n, fn, eps)
+	if tokens < hcLanesMinTokens && panels != nil && ks.lanes4 != nil && n > 0 && len(fn) == mix*n {
+		hcMixesFew(ks, out, h, tokens, mix, n, fn, eps, panels)
 		return
 	}
 	if tokens < hcLanesMinTokens || ks.lanes32 == nil || mix > 32 || n == 0 {
@@ -341,35 +343,41 @@ func ActQuant(x []float32, block int) {
 	})
 }
 
-// hcPanels caches, per fn matrix (a weight: its first element's address),
-// fn transposed into 4-lane panels [ceil(mix/4)][n][4] (zero padded). A
-// decode step's mixes then stream panels, each thread its own, instead of
-// one fp32 dot chain per mix. Weights live as long as the process here.
-var hcPanels sync.Map // *float32 → []float32
+// HCPanels caches fn transposed into 4-lane panels [ceil(mix/4)][n][4]
+// (zero padded) for HCMixes with few tokens: a decode step's mixes then
+// stream panels, each thread its own, instead of one fp32 dot chain per mix.
+// The CPU backend keeps one per hc_mix node, whose fn is a weight fixed for
+// the life of the program; the panel is rebuilt if fn changes.
+type HCPanels struct {
+	mu  sync.Mutex
+	src []float32 // the fn the panel was built from
+	p   []float32
+}
 
-func hcPanel(fn []float32, mix, n int) []float32 {
-	if v, ok := hcPanels.Load(&fn[0]); ok {
-		if p := v.([]float32); len(p) == ceilDiv(mix, 4)*n*4 {
-			return p
-		}
+func (c *HCPanels) get(fn []float32, mix, n int) []float32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	size := ceilDiv(mix, 4) * n * 4
+	if len(c.p) == size && len(c.src) == len(fn) && &c.src[0] == &fn[0] {
+		return c.p
 	}
-	p := make([]float32, ceilDiv(mix, 4)*n*4)
+	p := make([]float32, size)
 	for i := range mix {
 		panel := p[(i/4)*n*4:]
-		for c, v := range fn[i*n : (i+1)*n] {
-			panel[c*4+i%4] = v
+		for col, v := range fn[i*n : (i+1)*n] {
+			panel[col*4+i%4] = v
 		}
 	}
-	hcPanels.Store(&fn[0], p)
+	c.src, c.p = fn, p
 	return p
 }
 
 // hcMixesFew is HCMixes for a few tokens (decode), bit-identical to the
 // reference: each mix the sequential fp32 sum from +0 (lanes4), the norm
 // factor the reference's; the 4-lane panels are spread over the threads.
-func hcMixesFew(ks *kernelSet, out, h []float32, tokens, mix, n int, fn []float32, eps float32) {
+func hcMixesFew(ks *kernelSet, out, h []float32, tokens, mix, n int, fn []float32, eps float32, panels *HCPanels) {
 	check("HCMixes", len(out), tokens*mix, len(h), tokens*n)
-	p := hcPanel(fn, mix, n)
+	p := panels.get(fn, mix, n)
 	rho := make([]float32, tokens)
 	ms := make([]float32, 1)
 	for t := range tokens {
@@ -378,9 +386,9 @@ func hcMixesFew(ks *kernelSet, out, h []float32, tokens, mix, n int, fn []float3
 		kernels.Rsqrt(ms, ms)
 		rho[t] = ms[0]
 	}
-	panels := ceilDiv(mix, 4)
-	parallel(tokens*panels, func(u int) {
-		t, q := u/panels, u%panels
+	np := ceilDiv(mix, 4)
+	parallel(tokens*np, func(u int) {
+		t, q := u/np, u%np
 		var acc [4]float32
 		ks.lanes4(h[t*n:(t+1)*n], p[q*n*4:(q+1)*n*4], n, acc[:])
 		for l := range min(4, mix-4*q) {

@@ -200,7 +200,8 @@ func TestHCMixes(t *testing.T) {
 			fn := randF32(r, mix*hc*dim, false)
 			want, got := make([]float32, tokens*mix), make([]float32, tokens*mix)
 			kernels.HCMixes(want, h, tokens, hc, dim, fn, 1e-6)
-			withLevel(l, func() { HCMixes(got, h, tokens, hc, dim, fn, 1e-6) })
+			var panels HCPanels
+			withLevel(l, func() { HCMixes(got, h, tokens, hc, dim, fn, 1e-6, &panels) })
 			for i := range want {
 				if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
 					t.Fatalf("%v %v: [%d] = %g, want %g", l, sh, i, got[i], want[i])
@@ -341,6 +342,27 @@ func TestSwiGLUClamp(t *testing.T) {
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestHCPanelsFollowFn checks that a panel cache used with another fn
+// matrix (another program's weight) is rebuilt, not reused.
+func TestHCPanelsFollowFn(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 13))
+	const tokens, hc, dim = 1, 4, 32
+	mix := (2 + hc) * hc
+	h := randF32(r, tokens*hc*dim, true)
+	var panels HCPanels
+	for range 3 {
+		fn := randF32(r, mix*hc*dim, false)
+		want, got := make([]float32, tokens*mix), make([]float32, tokens*mix)
+		kernels.HCMixes(want, h, tokens, hc, dim, fn, 1e-6)
+		HCMixes(got, h, tokens, hc, dim, fn, 1e-6, &panels)
+		for i := range want {
+			if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+				t.Fatalf("[%d] = %g, want %g", i, got[i], want[i])
 			}
 		}
 	}
