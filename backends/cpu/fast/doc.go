@@ -23,10 +23,10 @@
 //     bit-identical vector versions of the reference kernels (independent
 //     outputs in vector lanes, each summed in the reference order).
 //   - Elementwise ops with reference numerics run in lanes where that is
-//     exact: ActQuant (e4m3 rounding on the float32 bits), ExpF32 (Go's
-//     math.Exp FMA path on float64 lanes, used by SwiGLUClamp and the
-//     attention softmax), HCPost, and the decode hc mixes against cached
-//     4-lane panels of fn (HCPanels, owned by the caller per node).
+//     exact: ActQuant (e4m3 rounding on the float32 bits), the exp kernel
+//     expF32 (Go's math.Exp FMA path on float64 lanes, used by SwiGLUClamp
+//     and the attention softmax), HCPost, and the decode hc mixes against
+//     cached 4-lane panels of fn (HCPanels, owned by the caller per node).
 //   - Prefill shape: for a chunk of N columns the weights are dequantised with
 //     the block scale folded in (exact: the scales are powers of two) into a
 //     packed f32 panel [K][NR], the activations are packed once into
