@@ -378,23 +378,34 @@ func (c *HCPanels) get(fn []float32, mix, n int) []float32 {
 func hcMixesFew(ks *kernelSet, out, h []float32, tokens, mix, n int, fn []float32, eps float32, panels *HCPanels) {
 	check("HCMixes", len(out), tokens*mix, len(h), tokens*n)
 	p := panels.get(fn, mix, n)
-	rho := make([]float32, tokens)
-	ms := make([]float32, 1)
-	for t := range tokens {
-		kernels.MeanSquare(ms, h[t*n:(t+1)*n], 1, n)
-		ms[0] += eps
-		kernels.Rsqrt(ms, ms)
-		rho[t] = ms[0]
-	}
 	np := ceilDiv(mix, 4)
-	parallel(tokens*np, func(u int) {
-		t, q := u/np, u%np
-		var acc [4]float32
-		ks.lanes4(h[t*n:(t+1)*n], p[q*n*4:(q+1)*n*4], n, acc[:])
-		for l := range min(4, mix-4*q) {
-			out[t*mix+4*q+l] = acc[l] * rho[t]
+	groups := ceilDiv(np, 3) // three panels per task (independent chains)
+	rho := make([]float32, tokens)
+	acc := make([]float32, tokens*groups*12)
+	// one job: the norm factors (task 0 … tokens-1) next to the panel dots
+	parallel(tokens+tokens*groups, func(u int) {
+		if u < tokens {
+			ms := make([]float32, 1)
+			kernels.MeanSquare(ms, h[u*n:(u+1)*n], 1, n)
+			ms[0] += eps
+			kernels.Rsqrt(ms, ms)
+			rho[u] = ms[0]
+			return
 		}
+		u -= tokens
+		t, g := u/groups, u%groups
+		var ps [3][]float32
+		for k := range 3 {
+			q := min(3*g+k, np-1) // a repeated panel fills the last group
+			ps[k] = p[q*n*4 : (q+1)*n*4]
+		}
+		ks.lanes4(h[t*n:(t+1)*n], &ps, n, acc[u*12:(u+1)*12])
 	})
+	for t := range tokens {
+		for i := range mix {
+			out[t*mix+i] = acc[(t*groups+i/12)*12+i%12] * rho[t]
+		}
+	}
 }
 
 // SwiGLUClamp is kernels.SwiGLUClamp, bit for bit, with the exps of a chunk

@@ -66,8 +66,9 @@ type kernelSet struct {
 	// bit for bit (len(src) a multiple of 4) and reports true, or reports
 	// false when some src[i] > 700 or is NaN (dst then partly written).
 	expF32 func(dst, src []float32) bool
-	// lanes4, when set, is lanes32Go with 4 lanes (p [n][4]).
-	lanes4 func(x, p []float32, n int, out []float32)
+	// lanes4, when set, is lanes32Go with 4 lanes for three panels at once:
+	// out[4k+l] from panel p[k] ([n][4] each; repeat one to fill).
+	lanes4 func(x []float32, p *[3][]float32, n int, out []float32)
 	// lanes32, when set, is lanes32Go.
 	lanes32 func(x, p []float32, n int, out []float32)
 }

@@ -68,8 +68,8 @@ func absMaxBitsAVX2(x *float32, n int) uint32
 // actQuantAVX2 quantises x[:n] (n a multiple of 8) in place to bf16(e4m3(x·r)·s), as numfmt.ActQuant's fast path.
 func actQuantAVX2(x *float32, n int, r float32, s float32)
 
-// lanes4AVX2 sets out[l] = Σ_d fl(x[d]·p[d*4+l]) (sequential in d, from +0) for l < 4.
-func lanes4AVX2(x *float32, p *float32, n int, out *float32)
+// lanes4AVX2 sets out[4k+l] = Σ_d fl(x[d]·p_k[d*4+l]) (sequential in d, from +0) for l < 4 and the three panels p_k (three independent chains).
+func lanes4AVX2(x *float32, p0 *float32, p1 *float32, p2 *float32, n int, out *float32)
 
 // expF32AVX2 sets dst[i] = float32(math.Exp(float64(src[i]))) for i < n (a multiple of 4); bad ≠ 0 when some src[i] > 700 or is NaN (dst is then partly wrong).
 func expF32AVX2(dst *float32, src *float32, n int, c *float64) (bad uint32)

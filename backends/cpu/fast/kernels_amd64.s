@@ -3073,28 +3073,40 @@ actQuantAVX2_done:
 	VZEROUPPER
 	RET
 
-// func lanes4AVX2(x *float32, p *float32, n int, out *float32)
+// func lanes4AVX2(x *float32, p0 *float32, p1 *float32, p2 *float32, n int, out *float32)
 // Requires: AVX
-TEXT ·lanes4AVX2(SB), NOSPLIT, $0-32
+TEXT ·lanes4AVX2(SB), NOSPLIT, $0-48
 	MOVQ   x+0(FP), AX
-	MOVQ   p+8(FP), CX
-	MOVQ   n+16(FP), DX
+	MOVQ   p0+8(FP), CX
+	MOVQ   p1+16(FP), DX
+	MOVQ   p2+24(FP), BX
+	MOVQ   n+32(FP), SI
 	VXORPS X0, X0, X0
-	TESTQ  DX, DX
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	TESTQ  SI, SI
 	JZ     lanes4AVX2_done
 
 lanes4AVX2_loop:
-	VBROADCASTSS (AX), X1
-	VMULPS       (CX), X1, X1
-	VADDPS       X1, X0, X0
-	ADDQ         $0x04, AX
+	VBROADCASTSS (AX), X3
+	VMULPS       (CX), X3, X4
+	VADDPS       X4, X0, X0
 	ADDQ         $0x10, CX
-	DECQ         DX
+	VMULPS       (DX), X3, X4
+	VADDPS       X4, X1, X1
+	ADDQ         $0x10, DX
+	VMULPS       (BX), X3, X3
+	VADDPS       X3, X2, X2
+	ADDQ         $0x10, BX
+	ADDQ         $0x04, AX
+	DECQ         SI
 	JNZ          lanes4AVX2_loop
 
 lanes4AVX2_done:
-	MOVQ    out+24(FP), AX
+	MOVQ    out+40(FP), AX
 	VMOVUPS X0, (AX)
+	VMOVUPS X1, 16(AX)
+	VMOVUPS X2, 32(AX)
 	RET
 
 // func expF32AVX2(dst *float32, src *float32, n int, c *float64) (bad uint32)

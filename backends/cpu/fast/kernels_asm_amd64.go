@@ -203,13 +203,13 @@ var avx2Set = &kernelSet{
 		_ = dst[n-1]
 		return expF32AVX2(&dst[0], &src[0], n, &expConsts[0]) == 0
 	},
-	lanes4: func(x, p []float32, n int, out []float32) {
+	lanes4: func(x []float32, p *[3][]float32, n int, out []float32) {
 		if n == 0 {
-			clear(out[:4])
+			clear(out[:12])
 			return
 		}
-		_, _, _ = x[n-1], p[n*4-1], out[3]
-		lanes4AVX2(&x[0], &p[0], n, &out[0])
+		_, _, _, _, _ = x[n-1], p[0][n*4-1], p[1][n*4-1], p[2][n*4-1], out[11]
+		lanes4AVX2(&x[0], &p[0][0], &p[1][0], &p[2][0], n, &out[0])
 	},
 	lanes32: func(x, p []float32, n int, out []float32) {
 		_, _, _ = x[n-1], p[n*32-1], out[31]

@@ -1179,28 +1179,35 @@ func actQuantAVX2() {
 // one-token hc mixes spread over the threads as 4-lane panels.
 func lanes4AVX2() {
 	name := "lanes4AVX2"
-	TEXT(name, NOSPLIT, "func(x *float32, p *float32, n int, out *float32)")
-	Doc(name + " sets out[l] = Σ_d fl(x[d]·p[d*4+l]) (sequential in d, from +0) for l < 4.")
+	TEXT(name, NOSPLIT, "func(x *float32, p0, p1, p2 *float32, n int, out *float32)")
+	Doc(name + " sets out[4k+l] = Σ_d fl(x[d]·p_k[d*4+l]) (sequential in d, from +0) for l < 4 and the three panels p_k (three independent chains).")
 	x := Load(Param("x"), GP64())
-	p := Load(Param("p"), GP64())
+	ps := []reg.Register{Load(Param("p0"), GP64()), Load(Param("p1"), GP64()), Load(Param("p2"), GP64())}
 	n := Load(Param("n"), GP64())
-	acc := XMM()
-	VXORPS(acc, acc, acc)
+	acc := make([]reg.VecVirtual, len(ps))
+	for i := range acc {
+		acc[i] = XMM()
+		VXORPS(acc[i], acc[i], acc[i])
+	}
 	TESTQ(n, n)
 	JZ(LabelRef(name + "_done"))
 	Label(name + "_loop")
 	bx := XMM()
 	VBROADCASTSS(Mem{Base: x}, bx)
-	t := XMM()
-	VMULPS(Mem{Base: p}, bx, t)
-	VADDPS(t, acc, acc)
+	for i, p := range ps {
+		t := XMM()
+		VMULPS(Mem{Base: p}, bx, t)
+		VADDPS(t, acc[i], acc[i])
+		ADDQ(Imm(16), p)
+	}
 	ADDQ(Imm(4), x)
-	ADDQ(Imm(16), p)
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
 	o := Load(Param("out"), GP64())
-	VMOVUPS(acc, Mem{Base: o})
+	for i := range acc {
+		VMOVUPS(acc[i], Mem{Base: o, Disp: 16 * i})
+	}
 	RET()
 }
 
