@@ -55,6 +55,19 @@ func (a *Arena) F32(k, n int) []float32 {
 	return out
 }
 
+// F32Dirty is F32 without the zeroing, for a kernel that writes every
+// element (the contents are whatever the slot held).
+func (a *Arena) F32Dirty(k, n int) []float32 {
+	s := a.slot(k)
+	if s == nil {
+		return make([]float32, n)
+	}
+	if cap(s.f32) < n {
+		s.f32 = make([]float32, max(n, a.size(k).F32))
+	}
+	return s.f32[:n]
+}
+
 // I64 returns n zeroed int64s from slot k.
 func (a *Arena) I64(k, n int) []int64 {
 	s := a.slot(k)

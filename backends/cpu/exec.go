@@ -61,6 +61,14 @@ func (r *run) newF(dt ir.DType, shape ...int) *backends.Tensor {
 	return t
 }
 
+// newFFull is newF for a kernel that writes every element: the slot is not
+// zeroed first.
+func (r *run) newFFull(dt ir.DType, shape ...int) *backends.Tensor {
+	t := &backends.Tensor{DType: dt, Shape: shape}
+	t.F32 = r.env.Arena.F32Dirty(r.slot(), t.NumElements())
+	return t
+}
+
 func (r *run) newI64(shape ...int) *backends.Tensor {
 	t := &backends.Tensor{DType: ir.I64, Shape: shape}
 	t.I64 = r.env.Arena.I64(r.slot(), t.NumElements())

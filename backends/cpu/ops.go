@@ -349,7 +349,7 @@ func kConcat(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	var out *backends.Tensor // in the node's arena slot
 	switch {
 	case a[0].DType.IsFloat():
-		out = r.newF(a[0].DType, shape...)
+		out = r.newFFull(a[0].DType, shape...) // every element is copied below
 	case a[0].DType == ir.I32:
 		out = r.newI32(shape...)
 	default:
