@@ -367,3 +367,35 @@ func TestHCPanelsFollowFn(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupedLoRANaNDirect puts NaN codes into wo_a with scales the direct
+// (register-transposing) path takes, so its NaN detection and the Go
+// fallback run.
+func TestGroupedLoRANaNDirect(t *testing.T) {
+	r := rand.New(rand.NewPCG(14, 14))
+	const m, groups, dg, rank = 2, 2, 64, 32
+	rows := groups * rank
+	o := randActs(r, m, groups*dg)
+	codes, scales := randFP8(r, rows, dg)
+	if !loraExact(scales) {
+		t.Fatal("scales outside the direct path's range")
+	}
+	codes[17*dg+5], codes[40*dg+63] = 0x7F, 0xFF
+	kbs := ceilDiv(dg, 32)
+	w := make([]float32, rows*dg)
+	for i := range rows {
+		for d := range dg {
+			w[i*dg+d] = numfmt.BF16Round(numfmt.E4M3ToF32(codes[i*dg+d]) * numfmt.E8M0ToF32(scales[(i/32)*kbs+d/32]))
+		}
+	}
+	want, got := make([]float32, m*rows), make([]float32, m*rows)
+	kernels.GroupedLoRA(want, o, m, groups, dg, w, rank)
+	for _, l := range levels() {
+		withLevel(l, func() { GroupedLoRA(got, o, m, groups, dg, nil, codes, scales, rank) })
+		for i := range want {
+			if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
+				t.Fatalf("%v: [%d] = %g, want %g", l, i, got[i], want[i])
+			}
+		}
+	}
+}

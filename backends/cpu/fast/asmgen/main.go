@@ -923,35 +923,41 @@ func loraFP8AVX2(g int) {
 		acc[i] = YMM()
 		VXORPS(acc[i], acc[i], acc[i])
 	}
+	// each base's 8×32 code block, transposed: 8 vectors of 4 groups of 8
+	// bytes (the 8 rows at one d), see transposeBytes8
+	buf := AllocLocal(256 * g)
 	TESTQ(nb, nb)
 	JZ(LabelRef(name + "_done"))
 	Label(name + "_block")
 	f := YMM()
 	scaleFactor(s, 120, f, false)
-	for _, base := range bases {
-		for l := 0; l < 8; l++ {
+	for gi, base := range bases {
+		r := make([]reg.VecVirtual, 8)
+		for l := range r {
+			r[l] = YMM()
+			VMOVDQU(rowMem(base, l, 0), r[l])
 			nt := YMM()
-			VPAND(rowMem(base, l, 0), b7f, nt)
+			VPAND(r[l], b7f, nt)
 			VPCMPEQB(b7f, nt, nt)
 			VPOR(nt, flag, flag)
 		}
+		for k, v := range transposeBytes8(r) {
+			VMOVDQU(v, buf.Offset(256*gi+32*k))
+		}
 	}
-	for q := 0; q < 4; q++ {
-		for gi, base := range bases {
-			r := make([]reg.VecVirtual, 8)
-			for l := range r {
-				r[l] = YMM()
-				VPMOVSXBD(rowMem(base, l, 8*q), r[l])
-				VPSLLD(Imm(20), r[l], r[l])
-				VPAND(mask, r[l], r[l])
-				VMULPS(f, r[l], r[l])
-			}
-			transpose8(r, func(d int, c reg.VecVirtual) {
-				bx := YMM()
-				VBROADCASTSS(Mem{Base: x, Disp: 4 * (8*q + d)}, bx)
-				VMULPS(c, bx, bx)
-				VADDPS(bx, acc[gi], acc[gi])
-			})
+	for d := 0; d < 32; d++ {
+		bx := YMM()
+		VBROADCASTSS(Mem{Base: x, Disp: 4 * d}, bx)
+		dd := d % 16
+		off := 32*(dd/2) + 16*(d/16) + 8*(dd%2)
+		for gi := range bases {
+			c := YMM()
+			VPMOVSXBD(buf.Offset(256*gi+off), c)
+			VPSLLD(Imm(20), c, c)
+			VPAND(mask, c, c)
+			VMULPS(f, c, c)
+			VMULPS(bx, c, c)
+			VADDPS(c, acc[gi], acc[gi])
 		}
 	}
 	ADDQ(U32(128), x)
@@ -971,6 +977,35 @@ func loraFP8AVX2(g int) {
 	Store(rr, ReturnIndex(0))
 	VZEROUPPER()
 	RET()
+}
+
+// transposeBytes8 transposes 8 rows of 32 bytes (r[l] = row l) by three
+// levels of unpacks: vector k of the result holds, in its low 128-bit lane,
+// the 8 rows' bytes at d = 2k (bytes 0..7) and d = 2k+1 (8..15), and in its
+// high lane those at d = 16+2k and 17+2k.
+func transposeBytes8(r []reg.VecVirtual) []reg.VecVirtual {
+	t := make([]reg.VecVirtual, 8)
+	for i := 0; i < 4; i++ {
+		t[2*i], t[2*i+1] = YMM(), YMM()
+		VPUNPCKLBW(r[2*i+1], r[2*i], t[2*i])   // rows 2i, 2i+1 at d 0..7 (lane: +16)
+		VPUNPCKHBW(r[2*i+1], r[2*i], t[2*i+1]) // d 8..15
+	}
+	u := make([]reg.VecVirtual, 8)
+	for h := 0; h < 2; h++ { // rows 0..3, rows 4..7
+		a, b, c, e := t[4*h], t[4*h+2], t[4*h+1], t[4*h+3]
+		u[4*h], u[4*h+1], u[4*h+2], u[4*h+3] = YMM(), YMM(), YMM(), YMM()
+		VPUNPCKLWD(b, a, u[4*h])   // d 0..3
+		VPUNPCKHWD(b, a, u[4*h+1]) // d 4..7
+		VPUNPCKLWD(e, c, u[4*h+2]) // d 8..11
+		VPUNPCKHWD(e, c, u[4*h+3]) // d 12..15
+	}
+	v := make([]reg.VecVirtual, 8)
+	for q := 0; q < 4; q++ {
+		v[2*q], v[2*q+1] = YMM(), YMM()
+		VPUNPCKLDQ(u[4+q], u[q], v[2*q])   // d 4q, 4q+1
+		VPUNPCKHDQ(u[4+q], u[q], v[2*q+1]) // d 4q+2, 4q+3
+	}
+	return v
 }
 
 // qkF64AVX2 emits qkF64AVX2x<g>: the float64 dots of 4g heads' queries with
