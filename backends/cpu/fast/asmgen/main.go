@@ -91,29 +91,47 @@ func gemm(name string, mr, nv, vb int, avx512 bool) {
 	for v := range b {
 		b[v] = vec(avx512)
 	}
-	TESTQ(kc, kc)
-	JZ(LabelRef(name + "_store"))
-	Label(name + "_loop")
-	for v := range b {
-		VMOVUPS(Mem{Base: bp, Disp: v * vb}, b[v])
-	}
 	var bc reg.VecVirtual
 	if !avx512 {
 		bc = vec(false)
 	}
-	for i := 0; i < mr; i++ {
-		m := Mem{Base: ap, Disp: 4 * i}
-		if avx512 {
-			for v := range b {
-				VFMADD231PS_BCST(m, b[v], acc[i][v])
-			}
-		} else {
-			VBROADCASTSS(m, bc)
-			for v := range b {
-				VFMADD231PS(bc, b[v], acc[i][v])
+	// one k step at byte offsets (ao, bo) from ap, bp
+	step := func(ao, bo int) {
+		for v := range b {
+			VMOVUPS(Mem{Base: bp, Disp: bo + v*vb}, b[v])
+		}
+		for i := 0; i < mr; i++ {
+			m := Mem{Base: ap, Disp: ao + 4*i}
+			if avx512 {
+				for v := range b {
+					VFMADD231PS_BCST(m, b[v], acc[i][v])
+				}
+			} else {
+				VBROADCASTSS(m, bc)
+				for v := range b {
+					VFMADD231PS(bc, b[v], acc[i][v])
+				}
 			}
 		}
 	}
+	// four steps per iteration, then the rest one at a time
+	k4 := GP64()
+	MOVQ(kc, k4)
+	SHRQ(Imm(2), k4)
+	JZ(LabelRef(name + "_tail"))
+	Label(name + "_loop4")
+	for u := 0; u < 4; u++ {
+		step(u*4*mr, u*nv*vb)
+	}
+	ADDQ(U32(4*4*mr), ap)
+	ADDQ(U32(4*nv*vb), bp)
+	DECQ(k4)
+	JNZ(LabelRef(name + "_loop4"))
+	Label(name + "_tail")
+	ANDQ(Imm(3), kc)
+	JZ(LabelRef(name + "_store"))
+	Label(name + "_loop")
+	step(0, 0)
 	ADDQ(U32(4*mr), ap)
 	ADDQ(U32(nv*vb), bp)
 	DECQ(kc)
