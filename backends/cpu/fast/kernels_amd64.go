@@ -29,6 +29,9 @@ func dotFP4AVX2(a *float32, w *byte, s *byte, nb int, tab *float32) float32
 // dotBF16AVX2 returns Σ a[i]·bf16(b[i]) in dotF32AVX2's order; n must be a multiple of 8.
 func dotBF16AVX2(a *float32, b *byte, n int) float32
 
+// dotBF16AVX512 returns Σ a[i]·bf16(b[i]) in dotF32AVX512's order; n must be a multiple of 16.
+func dotBF16AVX512(a *float32, b *byte, n int) float32
+
 // lanes32AVX2 sets out[l] = Σ_d fl(x[d]·p[d*32+l]) (sequential in d, from +0) for l < 32.
 func lanes32AVX2(x *float32, p *float32, n int, out *float32)
 

@@ -922,6 +922,66 @@ dotBF16AVX2_done:
 	VZEROUPPER
 	RET
 
+// func dotBF16AVX512(a *float32, b *byte, n int) float32
+// Requires: AVX, AVX512F, MMX+, SSE
+TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-28
+	MOVQ   a+0(FP), AX
+	MOVQ   b+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	CMPQ   DX, $0x00000040
+	JL     dotBF16AVX512_one
+
+dotBF16AVX512_four:
+	PREFETCHT0  2048(CX)
+	VPMOVZXWD   (CX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS (AX), Z4, Z0
+	VPMOVZXWD   32(CX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 64(AX), Z4, Z1
+	VPMOVZXWD   64(CX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 128(AX), Z4, Z2
+	VPMOVZXWD   96(CX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 192(AX), Z4, Z3
+	ADDQ        $0x00000100, AX
+	ADDQ        $0x00000080, CX
+	SUBQ        $0x00000040, DX
+	CMPQ        DX, $0x00000040
+	JGE         dotBF16AVX512_four
+
+dotBF16AVX512_one:
+	TESTQ       DX, DX
+	JZ          dotBF16AVX512_done
+	VPMOVZXWD   (CX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS (AX), Z4, Z0
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000020, CX
+	SUBQ        $0x00000010, DX
+	JMP         dotBF16AVX512_one
+
+dotBF16AVX512_done:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF128  $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	MOVSS         X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
 // func lanes32AVX2(x *float32, p *float32, n int, out *float32)
 // Requires: AVX
 TEXT ·lanes32AVX2(SB), NOSPLIT, $0-32

@@ -50,6 +50,15 @@ var avx512Set = &kernelSet{
 		_, _ = a[nb*32-1], w[nb*16-1]
 		return dotFP4AVX512(&a[0], &w[0], &s[0], nb, &lutE2M1[0])
 	},
+	dotW16: func(a []float32, b []byte) float32 {
+		n := len(a) &^ 15
+		var s float32
+		if n > 0 {
+			_ = b[2*n-1]
+			s = dotBF16AVX512(&a[0], &b[0], n)
+		}
+		return s + dotGoBF16(a[n:], b[2*n:2*len(a)])
+	},
 	fp4Group: 32,
 }
 

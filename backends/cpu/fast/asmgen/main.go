@@ -29,6 +29,7 @@ func main() {
 	dotFP4AVX512()
 	dotFP4AVX2()
 	dotBF16AVX2()
+	dotBF16AVX512()
 	lanes32AVX2()
 	loraFP8AVX2(1)
 	loraFP8AVX2(2)
@@ -800,51 +801,61 @@ func gemvFP8AVX2(r int) {
 // dotBF16AVX2 emits dotBF16AVX2: dotF32AVX2 with b given as bf16 (widened
 // exactly by a shift), in dotF32AVX2's summation order (bit-identical to it
 // on the widened values).
-func dotBF16AVX2() {
-	name := "dotBF16AVX2"
+func dotBF16AVX2() { dotBF16("dotBF16AVX2", false) }
+
+// dotBF16AVX512 emits dotBF16AVX512: dotBF16AVX2 with 16-lane vectors, in
+// dotF32AVX512's order (bit-identical to it on the widened values).
+func dotBF16AVX512() { dotBF16("dotBF16AVX512", true) }
+
+func dotBF16(name string, avx512 bool) {
+	level, lanes := "dotF32AVX2", 8
+	if avx512 {
+		level, lanes = "dotF32AVX512", 16
+	}
 	TEXT(name, NOSPLIT, "func(a *float32, b *byte, n int) float32")
-	Doc(name + " returns Σ a[i]·bf16(b[i]) in dotF32AVX2's order; n must be a multiple of 8.")
+	Doc(fmt.Sprintf("%s returns Σ a[i]·bf16(b[i]) in %s's order; n must be a multiple of %d.", name, level, lanes))
 	a := Load(Param("a"), GP64())
 	b := Load(Param("b"), GP64())
 	n := Load(Param("n"), GP64())
 	acc := make([]reg.VecVirtual, 4)
 	for i := range acc {
-		acc[i] = YMM()
-		zero(acc[i], false)
+		acc[i] = vec(avx512)
+		zero(acc[i], avx512)
 	}
 	widen := func(disp int) reg.VecVirtual {
-		x := YMM()
+		x := vec(avx512)
 		VPMOVZXWD(Mem{Base: b, Disp: disp}, x)
 		VPSLLD(Imm(16), x, x)
 		return x
 	}
-	CMPQ(n, U32(32))
+	vbA, vbB := 4*lanes, 2*lanes // bytes per vector of a and of b
+	CMPQ(n, U32(4*lanes))
 	JL(LabelRef(name + "_one"))
 	Label(name + "_four")
 	prefetch(b) // weight rows are streamed from DRAM
 	for i := range acc {
-		x := widen(16 * i)
-		VFMADD231PS(Mem{Base: a, Disp: 32 * i}, x, acc[i])
+		x := widen(vbB * i)
+		VFMADD231PS(Mem{Base: a, Disp: vbA * i}, x, acc[i])
 	}
-	ADDQ(U32(128), a)
-	ADDQ(U32(64), b)
-	SUBQ(U32(32), n)
-	CMPQ(n, U32(32))
+	ADDQ(U32(4*vbA), a)
+	ADDQ(U32(4*vbB), b)
+	SUBQ(U32(4*lanes), n)
+	CMPQ(n, U32(4*lanes))
 	JGE(LabelRef(name + "_four"))
 	Label(name + "_one")
 	TESTQ(n, n)
 	JZ(LabelRef(name + "_done"))
 	x := widen(0)
 	VFMADD231PS(Mem{Base: a}, x, acc[0])
-	ADDQ(U32(32), a)
-	ADDQ(U32(16), b)
-	SUBQ(U32(8), n)
+	ADDQ(U32(vbA), a)
+	ADDQ(U32(vbB), b)
+	SUBQ(U32(lanes), n)
 	JMP(LabelRef(name + "_one"))
 	Label(name + "_done")
 	VADDPS(acc[1], acc[0], acc[0])
 	VADDPS(acc[3], acc[2], acc[2])
 	VADDPS(acc[2], acc[0], acc[0])
-	hsum(acc[0], false, "")
+	hsum(acc[0], avx512, "")
 	VZEROUPPER()
 	RET()
 }
