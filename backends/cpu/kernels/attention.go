@@ -92,12 +92,12 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 					bmax = max(bmax, s[j])
 				}
 				newMu := max(mu, bmax)
-				alpha := attentionExp(mu - newMu)
+				alpha := elemExp(mu - newMu)
 				var psum float64
 				clear(pv)
 				nu := 0 // entries that add to P·V, in order
 				for j, ix := range blk {
-					p := attentionExp(s[j] - newMu)
+					p := elemExp(s[j] - newMu)
 					psum += float64(p)
 					pb[j] = numfmt.BF16Round(p)
 					if ix < 0 || pb[j] == 0 {
@@ -136,7 +136,7 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 				}
 				mu = newMu
 			}
-			l += attentionExp(sink[hi] - mu)
+			l += elemExp(sink[hi] - mu)
 			o := out[((bi*m+mi)*h+hi)*d : ((bi*m+mi)*h+hi+1)*d]
 			for di := range o {
 				o[di] = numfmt.BF16Round(acc[di] / l)
@@ -169,9 +169,4 @@ func attentionDot4(q, k0, k1, k2, k3 []float32) (float32, float32, float32, floa
 		s3 += float64(x * float64(k3[i]))
 	}
 	return float32(s0), float32(s1), float32(s2), float32(s3)
-}
-
-// attentionExp is exp in float32 (math.Exp rounded to float32; exp(-inf) = 0).
-func attentionExp(x float32) float32 {
-	return float32(math.Exp(float64(x)))
 }

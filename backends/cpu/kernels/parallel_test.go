@@ -174,11 +174,11 @@ func sparseAttnSerial(out, q []float32, b, m, h, d int, kv []float32, n int, sin
 						bmax = max(bmax, s[j])
 					}
 					newMu := max(mu, bmax)
-					alpha := attentionExp(mu - newMu)
+					alpha := elemExp(mu - newMu)
 					var psum float64
 					clear(pv)
 					for j, ix := range blk {
-						p := attentionExp(s[j] - newMu)
+						p := elemExp(s[j] - newMu)
 						psum += float64(p)
 						pb[j] = numfmt.BF16Round(p)
 						if ix < 0 || pb[j] == 0 {
@@ -196,7 +196,7 @@ func sparseAttnSerial(out, q []float32, b, m, h, d int, kv []float32, n int, sin
 					}
 					mu = newMu
 				}
-				l += attentionExp(sink[hi] - mu)
+				l += elemExp(sink[hi] - mu)
 				o := out[((bi*m+mi)*h+hi)*d : ((bi*m+mi)*h+hi+1)*d]
 				for di := range o {
 					o[di] = numfmt.BF16Round(acc[di] / l)
