@@ -323,16 +323,7 @@ var rowGatherOps = map[string]bool{"embed": true, "engram_lookup": true, "token_
 func (m *Model) decodeWeightBytes(env ir.Bindings) weightBytes {
 	wb := weightBytes{expertStored: map[int]int64{}, expertHeld: map[int]int64{}}
 	uses := m.dg.Uses()
-	seen := map[string]bool{}
-	for _, n := range m.dg.Nodes {
-		if n.Op != "weight" {
-			continue
-		}
-		name := n.Attrs.Str("name", "")
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
+	for _, n := range m.dg.Weights() {
 		t, err := m.w.weight(n)
 		if err != nil {
 			continue

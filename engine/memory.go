@@ -162,15 +162,7 @@ func slotSizes(g *ir.Graph, b ir.Bindings) []backends.SlotSize {
 // peakLive simulates one call of g in which every value is allocated when
 // its node runs and freed after its last use.
 func peakLive(g *ir.Graph, b ir.Bindings, own func(*ir.Node) bool) int64 {
-	uses := map[*ir.Node]int{}
-	for _, n := range g.Nodes {
-		for _, a := range n.Args {
-			uses[a]++
-		}
-	}
-	for _, o := range g.Outputs {
-		uses[o.Node]++
-	}
+	uses := g.UseCounts()
 	size := map[*ir.Node]int64{}
 	var live, peak int64
 	for _, n := range g.Nodes {

@@ -169,6 +169,38 @@ func (g *Graph) Uses() map[*Node][]*Node {
 	return u
 }
 
+// UseCounts returns, for every node, how many readers its value has: each
+// argument slot that names it, and each graph output.
+func (g *Graph) UseCounts() map[*Node]int {
+	u := make(map[*Node]int, len(g.Nodes))
+	for _, n := range g.Nodes {
+		for _, a := range n.Args {
+			u[a]++
+		}
+	}
+	for _, o := range g.Outputs {
+		u[o.Node]++
+	}
+	return u
+}
+
+// Weights returns the weight nodes of the graph, the first of each
+// checkpoint name (attribute name), in graph order.
+func (g *Graph) Weights() []*Node {
+	var out []*Node
+	seen := map[string]bool{}
+	for _, n := range g.Nodes {
+		if n.Op != "weight" {
+			continue
+		}
+		if name := n.Attrs.Str("name", ""); !seen[name] {
+			seen[name] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // OpCounts returns how many nodes of each op the graph has.
 func (g *Graph) OpCounts() map[string]int {
 	c := map[string]int{}

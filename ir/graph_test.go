@@ -18,3 +18,29 @@ func TestAddOwnsAttrs(t *testing.T) {
 		t.Fatal("the caller's map was changed")
 	}
 }
+
+// TestUseCountsAndWeights: use counts count every argument slot and every
+// graph output; Weights keeps the first node of each checkpoint name.
+func TestUseCountsAndWeights(t *testing.T) {
+	g := NewGraph("g")
+	x := g.Source("input", T(F32, 4), Attrs{"name": "x"})
+	w1 := g.Source("weight", T(F32, 4), Attrs{"name": "w"})
+	w2 := g.Source("weight", T(F32, 4), Attrs{"name": "w"})
+	v := g.Source("weight", T(F32, 4), Attrs{"name": "v"})
+	s := g.Add("add", nil, x, x)
+	p := g.Add("mul", nil, s, w1)
+	q := g.Add("mul", nil, p, w2)
+	g.SetOutput("a", q)
+	g.SetOutput("b", q)
+	g.SetOutput("c", v)
+	u := g.UseCounts()
+	for n, want := range map[*Node]int{x: 2, s: 1, p: 1, q: 2, w1: 1, w2: 1, v: 1} {
+		if u[n] != want {
+			t.Errorf("%%%d (%s): %d uses, want %d", n.ID, n.Op, u[n], want)
+		}
+	}
+	ws := g.Weights()
+	if len(ws) != 2 || ws[0] != w1 || ws[1] != v {
+		t.Errorf("Weights = %v, want [w1 v]", ws)
+	}
+}

@@ -185,15 +185,7 @@ func dropOrphans(g *ir.Graph, cands []*ir.Node) {
 	if len(cands) == 0 {
 		return
 	}
-	uses := map[*ir.Node]int{}
-	for _, n := range g.Nodes {
-		for _, a := range n.Args {
-			uses[a]++
-		}
-	}
-	for _, o := range g.Outputs {
-		uses[o.Node]++
-	}
+	uses := g.UseCounts()
 	dead := map[*ir.Node]bool{}
 	work := append([]*ir.Node(nil), cands...)
 	for len(work) > 0 {

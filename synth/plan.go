@@ -65,17 +65,9 @@ func plan(c *deepseekv4.Config, seed uint64) ([]*tensor, int, error) {
 		return nil, 0, err
 	}
 	var out []*tensor
-	seen := map[string]bool{}
 	tokenMap := 0
-	for _, n := range g.Nodes {
-		if n.Op != "weight" {
-			continue
-		}
+	for _, n := range g.Weights() {
 		name := n.Attrs.Str("name", "")
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
 		shape := make([]int, len(n.Type.Shape))
 		for i, d := range n.Type.Shape {
 			if !d.IsConst() {
