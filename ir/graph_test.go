@@ -24,9 +24,9 @@ func TestAddOwnsAttrs(t *testing.T) {
 func TestUseCountsAndWeights(t *testing.T) {
 	g := NewGraph("g")
 	x := g.Source("input", T(F32, 4), Attrs{"name": "x"})
-	w1 := g.Source("weight", T(F32, 4), Attrs{"name": "w"})
-	w2 := g.Source("weight", T(F32, 4), Attrs{"name": "w"})
-	v := g.Source("weight", T(F32, 4), Attrs{"name": "v"})
+	w1 := g.Source("weight", T(F32, 4), Attrs{"name": "w", "format": "f32"})
+	w2 := g.Source("weight", T(F32, 4), Attrs{"name": "w", "format": "f32"})
+	v := g.Source("weight", T(F32, 4), Attrs{"name": "v", "format": "f32"})
 	s := g.Add("add", nil, x, x)
 	p := g.Add("mul", nil, s, w1)
 	q := g.Add("mul", nil, p, w2)
