@@ -66,95 +66,120 @@ func typeBytes(t ir.Type, b ir.Bindings) int64 {
 // of one prefill of opt.PrefillLen tokens (MaxLen if 0) plus those of one
 // decode step (the session keeps an arena per graph).
 func (m *Model) SessionMemory(opt Options) MemoryNeed {
+	pre, dec := opt.callBindings()
+	var need MemoryNeed
+	ropes := map[string]bool{}
+	for _, n := range m.pg.Nodes {
+		switch n.Op {
+		case "state":
+			need.Caches = ir.SatAdd(need.Caches, typeBytes(n.Type, pre))
+		case "rope_table":
+			if key := fmt.Sprint(n.Attrs); !ropes[key] {
+				ropes[key] = true
+				need.Ropes = ir.SatAdd(need.Ropes, typeBytes(n.Type, pre))
+			}
+		}
+	}
+	need.Activations = ir.SatAdd(activationBytes(m.pg, pre), activationBytes(m.dg, dec))
+	return need
+}
+
+// callBindings are the sizes of the largest prefill call of a session of
+// opt (PrefillLen tokens, MaxLen if 0 or larger) and of its decode steps at
+// the last position.
+func (opt Options) callBindings() (prefill, decode ir.Bindings) {
 	B, M := int64(max(opt.Batch, 0)), int64(max(opt.MaxLen, 0))
 	S := int64(opt.PrefillLen)
 	if S <= 0 || S > M {
 		S = M
 	}
-	var need MemoryNeed
-	ropes := map[string]bool{}
-	all := ir.Bindings{B: B, S: S, M: M}
-	for _, n := range m.pg.Nodes {
-		switch n.Op {
-		case "state":
-			need.Caches = ir.SatAdd(need.Caches, typeBytes(n.Type, all))
-		case "rope_table":
-			if key := fmt.Sprint(n.Attrs); !ropes[key] {
-				ropes[key] = true
-				need.Ropes = ir.SatAdd(need.Ropes, typeBytes(n.Type, all))
-			}
+	return ir.Bindings{B: B, S: S, M: M}, ir.Bindings{B: B, S: 1, M: M, P: max(M-1, 0)}
+}
+
+// ownsMemory reports whether a node's value takes memory of its own:
+// sources, state updates (in place) and views (reshape, probe) do not.
+func ownsMemory(n *ir.Node) bool {
+	info := n.Info()
+	return info != nil && !info.Has(ir.Source) && !info.Has(ir.StateUpdate) && n.Op != "reshape" && n.Op != "probe"
+}
+
+// slotKinds is the largest value of each storage kind a buffer slot holds,
+// in bytes (saturating): the arena keeps one array per kind.
+type slotKinds struct{ f32, i64, i32 int64 }
+
+func (k slotKinds) total() int64 { return ir.SatAdd(ir.SatAdd(k.f32, k.i64), k.i32) }
+
+// planSlots is, for a graph whose plan assigned buffer slots (attribute
+// buf), the largest value of each kind in each slot under b, and the bytes
+// of the values without a slot; planned is false when no value has a slot.
+func planSlots(g *ir.Graph, b ir.Bindings) (slots map[int64]*slotKinds, unslotted int64, planned bool) {
+	slots = map[int64]*slotKinds{}
+	for _, n := range g.Nodes {
+		if !ownsMemory(n) {
+			continue
+		}
+		sz := typeBytes(n.Type, b)
+		k, ok := n.Attrs["buf"].(int64)
+		if !ok || k < 0 {
+			unslotted = ir.SatAdd(unslotted, sz)
+			continue
+		}
+		planned = true
+		s := slots[k]
+		if s == nil {
+			s = &slotKinds{}
+			slots[k] = s
+		}
+		switch {
+		case n.Type.DType.IsFloat():
+			s.f32 = max(s.f32, sz)
+		case n.Type.DType == ir.I64:
+			s.i64 = max(s.i64, sz)
+		default:
+			s.i32 = max(s.i32, sz)
 		}
 	}
-	pre := activationBytes(m.pg, ir.Bindings{B: B, S: S, M: M, P: 0})
-	dec := activationBytes(m.dg, ir.Bindings{B: B, S: 1, M: M, P: max(M-1, 0)})
-	need.Activations = ir.SatAdd(pre, dec)
-	return need
+	return slots, unslotted, planned
 }
 
 // activationBytes is the memory the values of one call of g take. With the
-// plan's buffer slots (attribute buf) it is the sum over slots of the
-// largest value placed in each, plus the values without a slot (outputs);
+// plan's buffer slots it is what the arena holds, the largest value of
+// each kind in each slot, plus the values without a slot (outputs);
 // without slots (a graph that skipped assign-buffers) every value is freed
-// after its last use, so it is the peak of the live values. Sources,
-// state updates (in place) and views (reshape, probe) take no new memory.
+// after its last use, so it is the peak of the live values.
 func activationBytes(g *ir.Graph, b ir.Bindings) int64 {
 	if g == nil {
 		return 0
 	}
-	own := func(n *ir.Node) bool {
-		info := n.Info()
-		return info != nil && !info.Has(ir.Source) && !info.Has(ir.StateUpdate) && n.Op != "reshape" && n.Op != "probe"
+	slots, total, planned := planSlots(g, b)
+	if !planned {
+		return peakLive(g, b, ownsMemory)
 	}
-	slots := map[int64]int64{}
-	var unslotted int64
-	planned := false
-	for _, n := range g.Nodes {
-		if !own(n) {
-			continue
-		}
-		sz := typeBytes(n.Type, b)
-		if k, ok := n.Attrs["buf"].(int64); ok {
-			planned = true
-			slots[k] = max(slots[k], sz)
-		} else {
-			unslotted = ir.SatAdd(unslotted, sz)
-		}
+	for _, s := range slots {
+		total = ir.SatAdd(total, s.total())
 	}
-	if planned {
-		total := unslotted
-		for _, sz := range slots {
-			total = ir.SatAdd(total, sz)
-		}
-		return total
-	}
-	return peakLive(g, b, own)
+	return total
 }
 
-// slotSizes is the largest value of each storage kind that g's plan puts in
-// each buffer slot under b (backends.NewArena).
+// slotSizes is planSlots in elements, for backends.NewArena; a slot larger
+// than a session could allocate anyway is left to grow on demand.
 func slotSizes(g *ir.Graph, b ir.Bindings) []backends.SlotSize {
+	slots, _, _ := planSlots(g, b)
 	var sizes []backends.SlotSize
-	for _, n := range g.Nodes {
-		k, ok := n.Attrs["buf"].(int64)
-		if !ok || k < 0 || k > 1<<20 {
+	elems := func(bytes, per int64) int {
+		if bytes/per > math.MaxInt32*4 {
+			return 0
+		}
+		return int(bytes / per)
+	}
+	for k, s := range slots {
+		if k > 1<<20 {
 			continue
 		}
 		for int64(len(sizes)) <= k {
 			sizes = append(sizes, backends.SlotSize{})
 		}
-		elems := typeBytes(n.Type, b) / hostBytes(n.Type.DType)
-		if elems > math.MaxInt32*4 {
-			continue // beyond what a session can allocate anyway; grow on demand
-		}
-		sz := &sizes[k]
-		switch {
-		case n.Type.DType.IsFloat():
-			sz.F32 = max(sz.F32, int(elems))
-		case n.Type.DType == ir.I64:
-			sz.I64 = max(sz.I64, int(elems))
-		case n.Type.DType == ir.I32:
-			sz.I32 = max(sz.I32, int(elems))
-		}
+		sizes[k] = backends.SlotSize{F32: elems(s.f32, 4), I64: elems(s.i64, 8), I32: elems(s.i32, 4)}
 	}
 	return sizes
 }

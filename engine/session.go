@@ -193,15 +193,11 @@ func (s *Session) arena(p backends.Program) *backends.Arena {
 	}
 	a, ok := s.arenas[p]
 	if !ok {
-		B, M := int64(s.opt.Batch), int64(s.opt.MaxLen)
+		pre, dec := s.opt.callBindings()
 		if p == s.m.decode {
-			a = backends.NewArena(slotSizes(s.m.dg, ir.Bindings{B: B, S: 1, M: M, P: M - 1}))
+			a = backends.NewArena(slotSizes(s.m.dg, dec))
 		} else {
-			S := int64(s.opt.PrefillLen)
-			if S <= 0 || S > M {
-				S = M
-			}
-			a = backends.NewArena(slotSizes(s.m.pg, ir.Bindings{B: B, S: S, M: M}))
+			a = backends.NewArena(slotSizes(s.m.pg, pre))
 		}
 		s.arenas[p] = a
 	}
