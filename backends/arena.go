@@ -43,14 +43,7 @@ func (a *Arena) slot(k int) *arenaSlot {
 
 // F32 returns n zeroed float32s from slot k.
 func (a *Arena) F32(k, n int) []float32 {
-	s := a.slot(k)
-	if s == nil {
-		return make([]float32, n)
-	}
-	if cap(s.f32) < n {
-		s.f32 = make([]float32, max(n, a.size(k).F32))
-	}
-	out := s.f32[:n]
+	out := a.F32Dirty(k, n)
 	clear(out)
 	return out
 }
@@ -62,10 +55,7 @@ func (a *Arena) F32Dirty(k, n int) []float32 {
 	if s == nil {
 		return make([]float32, n)
 	}
-	if cap(s.f32) < n {
-		s.f32 = make([]float32, max(n, a.size(k).F32))
-	}
-	return s.f32[:n]
+	return grown(&s.f32, n, a.size(k).F32)
 }
 
 // I64 returns n zeroed int64s from slot k.
@@ -74,10 +64,7 @@ func (a *Arena) I64(k, n int) []int64 {
 	if s == nil {
 		return make([]int64, n)
 	}
-	if cap(s.i64) < n {
-		s.i64 = make([]int64, max(n, a.size(k).I64))
-	}
-	out := s.i64[:n]
+	out := grown(&s.i64, n, a.size(k).I64)
 	clear(out)
 	return out
 }
@@ -88,12 +75,18 @@ func (a *Arena) I32(k, n int) []int32 {
 	if s == nil {
 		return make([]int32, n)
 	}
-	if cap(s.i32) < n {
-		s.i32 = make([]int32, max(n, a.size(k).I32))
-	}
-	out := s.i32[:n]
+	out := grown(&s.i32, n, a.size(k).I32)
 	clear(out)
 	return out
+}
+
+// grown returns (*buf)[:n], first replacing *buf by max(n, hint) elements
+// when it holds fewer than n.
+func grown[T any](buf *[]T, n, hint int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, max(n, hint))
+	}
+	return (*buf)[:n]
 }
 
 // Bytes is the memory the arena holds now.
