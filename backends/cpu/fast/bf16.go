@@ -410,7 +410,8 @@ func hcMixesFew(ks *kernelSet, out, h []float32, tokens, mix, n int, fn []float3
 
 // SwiGLUClamp is kernels.SwiGLUClamp, bit for bit, with the exps of a chunk
 // computed four at a time by the vector kernel (the operations of Go's
-// math.Exp); the rest is the reference's per-element arithmetic.
+// math.Exp); the rest is the reference's per-element step
+// (kernels.SwiGLUElement).
 func SwiGLUClamp(out, g, u []float32, rows, inter int, limit float32, routeWeight []float32) {
 	ks := current()
 	n := rows * inter
@@ -428,11 +429,7 @@ func SwiGLUClamp(out, g, u []float32, rows, inter int, limit float32, routeWeigh
 		var xb, eb [chunk]float32
 		x, e := xb[:j1-j0], eb[:j1-j0]
 		for j := j0; j < j1; j++ {
-			gv := g[j]
-			if limit > 0 {
-				gv = min(gv, limit)
-			}
-			x[j-j0] = -gv
+			x[j-j0] = -kernels.SwiGLUGate(g[j], limit)
 		}
 		whole := len(e) &^ 3
 		if !ks.expF32(e[:whole], x[:whole]) {
@@ -442,16 +439,11 @@ func SwiGLUClamp(out, g, u []float32, rows, inter int, limit float32, routeWeigh
 			e[i] = float32(math.Exp(float64(x[i])))
 		}
 		for j := j0; j < j1; j++ {
-			gv, uv := g[j], u[j]
-			if limit > 0 {
-				uv = min(max(uv, -limit), limit)
-				gv = min(gv, limit)
-			}
-			a := float32(gv / (1 + e[j-j0]) * uv)
+			var w float32
 			if routeWeight != nil {
-				a = float32(routeWeight[j/inter] * a)
+				w = routeWeight[j/inter]
 			}
-			out[j] = numfmt.BF16Round(a)
+			out[j] = kernels.SwiGLUElement(-x[j-j0], e[j-j0], u[j], limit, w, routeWeight != nil)
 		}
 	})
 }

@@ -32,18 +32,38 @@ func SwiGLUClamp(out, g, u []float32, rows, inter int, limit float32, routeWeigh
 	// elements are independent: split the flat range (an exp each)
 	parallelRange(rows*inter, 256, rows*inter*16, func(lo, hi int) {
 		for j := lo; j < hi; j++ {
-			gv, uv := g[j], u[j]
-			if limit > 0 {
-				uv = min(max(uv, -limit), limit)
-				gv = min(gv, limit)
-			}
-			a := float32(elemSiLU(gv) * uv)
+			gv := SwiGLUGate(g[j], limit)
+			var w float32
 			if routeWeight != nil {
-				a = float32(routeWeight[j/inter] * a)
+				w = routeWeight[j/inter]
 			}
-			out[j] = numfmt.BF16Round(a)
+			out[j] = SwiGLUElement(gv, elemExp(-gv), u[j], limit, w, routeWeight != nil)
 		}
 	})
+}
+
+// SwiGLUGate is the gate value SwiGLUClamp feeds to SiLU: g, clamped from
+// above by limit when limit > 0.
+func SwiGLUGate(g, limit float32) float32 {
+	if limit > 0 {
+		return min(g, limit)
+	}
+	return g
+}
+
+// SwiGLUElement is one output of SwiGLUClamp from its gate gv (SwiGLUGate),
+// e = float32 exp(−gv), the up value u (clamped to ±limit when limit > 0)
+// and, when weighted, the route weight w: bf16(silu(gv)·u [·w]) with
+// silu(gv) = gv/(1+e), every step rounded to fp32.
+func SwiGLUElement(gv, e, u, limit, w float32, weighted bool) float32 {
+	if limit > 0 {
+		u = min(max(u, -limit), limit)
+	}
+	a := float32(gv / (1 + e) * u)
+	if weighted {
+		a = float32(w * a)
+	}
+	return numfmt.BF16Round(a)
 }
 
 // expertMatmul is a quantised GEMM with the weights bound: out [m, n] from
