@@ -79,19 +79,7 @@ func TestTinyMatchesGoldenLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m, err := deepseekv4.BuildModule(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := engine.Open(m, dir, "cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer model.Close()
-	s, err := model.NewSession(engine.Options{Batch: 1, MaxLen: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSession(t, dir, c)
 	lg, err := s.Prefill([][]int64{{1, 5, 9, 200, 33, 7}})
 	if err != nil {
 		t.Fatal(err)
@@ -237,19 +225,7 @@ func TestDeepStreamBounded(t *testing.T) {
 	if err := Write(dir, c, 5, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := deepseekv4.BuildModule(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := engine.Open(m, dir, "cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer model.Close()
-	s, err := model.NewSession(engine.Options{Batch: 1, MaxLen: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSession(t, dir, c)
 	s.Tracer = engine.NewTracer(true, nil)
 	if _, err := s.Prefill([][]int64{{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8}}); err != nil {
 		t.Fatal(err)
@@ -331,4 +307,24 @@ func BenchmarkGen(b *testing.B) {
 			}
 		})
 	}
+}
+
+// openSession builds c's module, opens the checkpoint in dir on the CPU
+// backend (closed when the test ends) and starts a 1×16 session.
+func openSession(t *testing.T, dir string, c *deepseekv4.Config) *engine.Session {
+	t.Helper()
+	m, err := deepseekv4.BuildModule(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := engine.Open(m, dir, "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(model.Close)
+	s, err := model.NewSession(engine.Options{Batch: 1, MaxLen: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
