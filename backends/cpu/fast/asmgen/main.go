@@ -521,23 +521,8 @@ func gemvFP4AVX2(r int) {
 	VMOVDQU(Mem{Base: cp, Disp: 32}, tabH)
 	m0f := Mem{Base: cp, Disp: 64}
 	mhi := Mem{Base: cp, Disp: 96}
-	var lda3 reg.GPVirtual
-	if r >= 3 {
-		lda3 = GP64()
-		LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, lda3)
-	}
 	ac := GP64()
-	rowMem := func(i, disp int) Mem {
-		switch i {
-		case 0:
-			return Mem{Base: ac, Disp: disp}
-		case 1:
-			return Mem{Base: ac, Index: lda, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: ac, Index: lda, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: ac, Index: lda3, Scale: 1, Disp: disp}
-	}
+	rowMem := activationRows(ac, lda, r)
 	chains := 1
 	if r <= 2 {
 		chains = 2
@@ -621,27 +606,56 @@ func gemvFP4AVX2(r int) {
 	SUBQ(Imm(2), nb)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
-	ldo := Load(Param("ldo"), GP64())
-	SHLQ(Imm(2), ldo)
-	oi := GP64()
-	MOVQ(o, oi)
-	for i := 0; i < r; i++ {
-		for ch := chains / 2; ch > 0; ch /= 2 {
-			for c := range ch {
-				VADDPS(acc[i][c+ch], acc[i][c], acc[i][c])
-			}
-		}
-		storeSum(acc[i][0], Mem{Base: oi})
-		if i+1 < r {
-			ADDQ(ldo, oi)
-		}
-	}
+	storeRowSums(acc, o)
 	ADDQ(Imm(4), o)
 	DECQ(rows)
 	JNZ(LabelRef(name + "_row"))
 	Label(name + "_end")
 	VZEROUPPER()
 	RET()
+}
+
+// activationRows sets up the addressing of the gemv kernels' r activation
+// rows (stride lda bytes from the row pointer ac, r ≤ 4): row i at disp.
+func activationRows(ac, lda reg.Register, r int) func(i, disp int) Mem {
+	var lda3 reg.GPVirtual
+	if r >= 3 {
+		lda3 = GP64()
+		LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, lda3)
+	}
+	return func(i, disp int) Mem {
+		switch i {
+		case 0:
+			return Mem{Base: ac, Disp: disp}
+		case 1:
+			return Mem{Base: ac, Index: lda, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: ac, Index: lda, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: ac, Index: lda3, Scale: 1, Disp: disp}
+	}
+}
+
+// storeRowSums ends a gemv kernel's weight row: it adds each activation
+// row's accumulator chains pairwise (acc[i][c] += acc[i][c+h], h halving),
+// reduces the lanes and stores row i's sum at out + i·ldo floats (ldo the
+// kernel's parameter).
+func storeRowSums(acc [][]reg.VecVirtual, o reg.Register) {
+	ldo := Load(Param("ldo"), GP64())
+	SHLQ(Imm(2), ldo)
+	oi := GP64()
+	MOVQ(o, oi)
+	for i := range acc {
+		for h := len(acc[i]) / 2; h > 0; h /= 2 {
+			for c := range h {
+				VADDPS(acc[i][c+h], acc[i][c], acc[i][c])
+			}
+		}
+		storeSum(acc[i][0], Mem{Base: oi})
+		if i+1 < len(acc) {
+			ADDQ(ldo, oi)
+		}
+	}
 }
 
 // storeSum reduces the ymm x and stores the float32 at m.
@@ -686,23 +700,8 @@ func gemvFP8AVX2(r int) {
 	b7f := constVec(0x7F7F7F7F, false)
 	flag := YMM()
 	VPXOR(flag, flag, flag)
-	var lda3 reg.GPVirtual
-	if r >= 3 {
-		lda3 = GP64()
-		LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, lda3)
-	}
 	ac := GP64()
-	rowMem := func(i, disp int) Mem {
-		switch i {
-		case 0:
-			return Mem{Base: ac, Disp: disp}
-		case 1:
-			return Mem{Base: ac, Index: lda, Scale: 1, Disp: disp}
-		case 2:
-			return Mem{Base: ac, Index: lda, Scale: 2, Disp: disp}
-		}
-		return Mem{Base: ac, Index: lda3, Scale: 1, Disp: disp}
-	}
+	rowMem := activationRows(ac, lda, r)
 	chains := 1
 	if r <= 2 {
 		chains = 2
@@ -774,19 +773,7 @@ func gemvFP8AVX2(r int) {
 	}
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
-	ldo := Load(Param("ldo"), GP64())
-	SHLQ(Imm(2), ldo)
-	oi := GP64()
-	MOVQ(o, oi)
-	for i := 0; i < r; i++ {
-		if chains == 2 {
-			VADDPS(acc[i][1], acc[i][0], acc[i][0])
-		}
-		storeSum(acc[i][0], Mem{Base: oi})
-		if i+1 < r {
-			ADDQ(ldo, oi)
-		}
-	}
+	storeRowSums(acc, o)
 	ADDQ(Imm(4), o)
 	DECQ(rows)
 	JNZ(LabelRef(name + "_row"))
