@@ -18,47 +18,68 @@ func detect() Level {
 	return Portable
 }
 
+// dotOf wraps a vector dot kernel of the given lane count: the elements
+// past its last whole vector are added in Go (dotGo).
+func dotOf(lanes int, k func(a, b *float32, n int) float32) func(a, b []float32) float32 {
+	return func(a, b []float32) float32 {
+		n := len(a) / lanes * lanes
+		var s float32
+		if n > 0 {
+			_ = b[n-1]
+			s = k(&a[0], &b[0], n)
+		}
+		return s + dotGo(a[n:], b[n:len(a)])
+	}
+}
+
+// dotW16Of is dotOf for a kernel reading b as raw bf16 (2 bytes a value).
+func dotW16Of(lanes int, k func(a *float32, b *byte, n int) float32) func(a []float32, b []byte) float32 {
+	return func(a []float32, b []byte) float32 {
+		n := len(a) / lanes * lanes
+		var s float32
+		if n > 0 {
+			_ = b[2*n-1]
+			s = k(&a[0], &b[0], n)
+		}
+		return s + dotGoBF16(a[n:], b[2*n:2*len(a)])
+	}
+}
+
+// dotFP8Of wraps a fused fp8 dot kernel over len(s) whole 32-blocks.
+func dotFP8Of(k func(a *float32, w, s *byte, nb int) (float32, uint32)) func(a []float32, w, s []byte) (float32, bool) {
+	return func(a []float32, w, s []byte) (float32, bool) {
+		if len(s) == 0 {
+			return 0, false
+		}
+		nb := len(s)
+		_, _ = a[nb*32-1], w[nb*32-1]
+		r, nan := k(&a[0], &w[0], &s[0], nb)
+		return r, nan != 0
+	}
+}
+
+// dotFP4Of wraps a fused fp4 dot kernel over len(s) whole 32-blocks.
+func dotFP4Of(k func(a *float32, w, s *byte, nb int, tab *float32) float32) func(a []float32, w, s []byte) float32 {
+	return func(a []float32, w, s []byte) float32 {
+		if len(s) == 0 {
+			return 0
+		}
+		nb := len(s)
+		_, _ = a[nb*32-1], w[nb*16-1]
+		return k(&a[0], &w[0], &s[0], nb, &lutE2M1[0])
+	}
+}
+
 var avx512Set = &kernelSet{
 	level: AVX512, mr: 12, nr: 32,
 	tile: func(ap, bp, c []float32, ldc, kc int) {
 		_, _, _ = ap[kc*12-1], bp[kc*32-1], c[11*ldc+31]
 		gemmAVX512(&ap[0], &bp[0], &c[0], ldc, kc)
 	},
-	dot: func(a, b []float32) float32 {
-		n := len(a) &^ 15
-		var s float32
-		if n > 0 {
-			_ = b[n-1]
-			s = dotF32AVX512(&a[0], &b[0], n)
-		}
-		return s + dotGo(a[n:], b[n:len(a)])
-	},
-	dotFP8: func(a []float32, w, s []byte) (float32, bool) {
-		if len(s) == 0 {
-			return 0, false
-		}
-		nb := len(s)
-		_, _ = a[nb*32-1], w[nb*32-1]
-		r, nan := dotFP8AVX512(&a[0], &w[0], &s[0], nb)
-		return r, nan != 0
-	},
-	dotFP4: func(a []float32, w, s []byte) float32 {
-		if len(s) == 0 {
-			return 0
-		}
-		nb := len(s)
-		_, _ = a[nb*32-1], w[nb*16-1]
-		return dotFP4AVX512(&a[0], &w[0], &s[0], nb, &lutE2M1[0])
-	},
-	dotW16: func(a []float32, b []byte) float32 {
-		n := len(a) &^ 15
-		var s float32
-		if n > 0 {
-			_ = b[2*n-1]
-			s = dotBF16AVX512(&a[0], &b[0], n)
-		}
-		return s + dotGoBF16(a[n:], b[2*n:2*len(a)])
-	},
+	dot:      dotOf(16, dotF32AVX512),
+	dotFP8:   dotFP8Of(dotFP8AVX512),
+	dotFP4:   dotFP4Of(dotFP4AVX512),
+	dotW16:   dotW16Of(16, dotBF16AVX512),
 	fp4Group: 32,
 }
 
@@ -68,42 +89,11 @@ var avx2Set = &kernelSet{
 		_, _, _ = ap[kc*6-1], bp[kc*16-1], c[5*ldc+15]
 		gemmAVX2(&ap[0], &bp[0], &c[0], ldc, kc)
 	},
-	dot: func(a, b []float32) float32 {
-		n := len(a) &^ 7
-		var s float32
-		if n > 0 {
-			_ = b[n-1]
-			s = dotF32AVX2(&a[0], &b[0], n)
-		}
-		return s + dotGo(a[n:], b[n:len(a)])
-	},
-	dotFP8: func(a []float32, w, s []byte) (float32, bool) {
-		if len(s) == 0 {
-			return 0, false
-		}
-		nb := len(s)
-		_, _ = a[nb*32-1], w[nb*32-1]
-		r, nan := dotFP8AVX2(&a[0], &w[0], &s[0], nb)
-		return r, nan != 0
-	},
-	dotFP4: func(a []float32, w, s []byte) float32 {
-		if len(s) == 0 {
-			return 0
-		}
-		nb := len(s)
-		_, _ = a[nb*32-1], w[nb*16-1]
-		return dotFP4AVX2(&a[0], &w[0], &s[0], nb, &lutE2M1[0])
-	},
+	dot:      dotOf(8, dotF32AVX2),
+	dotFP8:   dotFP8Of(dotFP8AVX2),
+	dotFP4:   dotFP4Of(dotFP4AVX2),
 	fp4Group: 16,
-	dotW16: func(a []float32, b []byte) float32 {
-		n := len(a) &^ 7
-		var s float32
-		if n > 0 {
-			_ = b[2*n-1]
-			s = dotBF16AVX2(&a[0], &b[0], n)
-		}
-		return s + dotGoBF16(a[n:], b[2*n:2*len(a)])
-	},
+	dotW16:   dotW16Of(8, dotBF16AVX2),
 	loraFP8x8: func(x []float32, w []byte, ldw int, s []byte, nb int, out []float32) bool {
 		if len(out) >= 16 {
 			_, _, _, _ = x[nb*32-1], w[15*ldw+nb*32-1], s[nb-1], out[15]
