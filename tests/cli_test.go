@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -344,41 +345,19 @@ func cliBrokenCheckpoint(t *testing.T, edit func(dir string)) string {
 // the index.
 func cliDropTensor(t *testing.T, dir, name string) {
 	t.Helper()
-	idxPath := filepath.Join(dir, "model.safetensors.index.json")
-	b, err := os.ReadFile(idxPath)
+	set, err := safetensors.OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var idx map[string]any
-	if err := json.Unmarshal(b, &idx); err != nil {
-		t.Fatal(err)
+	x, ok := set.Get(name)
+	if !ok {
+		t.Fatalf("%s not in the checkpoint", name)
 	}
-	wm := idx["weight_map"].(map[string]any)
-	shard, _ := wm[name].(string)
-	if shard == "" {
-		t.Fatalf("%s not in the index", name)
-	}
-	delete(wm, name)
-	nb, _ := json.MarshalIndent(idx, "", "  ")
-	if err := os.WriteFile(idxPath, nb, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := safetensors.Open(filepath.Join(dir, shard))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ts []safetensors.WriteTensor
-	for _, n := range f.Names() {
-		if n == name {
-			continue
-		}
-		x, _ := f.Get(n)
-		ts = append(ts, safetensors.WriteTensor{Name: n, DType: x.DType, Shape: x.Shape, Data: append([]byte(nil), x.Data...)})
-	}
-	f.Close()
-	if err := safetensors.WriteFile(filepath.Join(dir, shard), ts, nil); err != nil {
-		t.Fatal(err)
-	}
+	shard := filepath.Base(x.File)
+	set.Close()
+	errsRewrite(t, dir, shard, func(ts []safetensors.WriteTensor) []safetensors.WriteTensor {
+		return slices.DeleteFunc(ts, func(w safetensors.WriteTensor) bool { return w.Name == name })
+	})
 }
 
 func TestExecErrors(t *testing.T) {
