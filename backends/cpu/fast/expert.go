@@ -126,7 +126,7 @@ func expertMatmul(out, a []float32, m int, w *weights, op string) bool {
 	} else {
 		check(op, len(out), m*w.n, len(a), m*w.k, len(w.q), w.n*w.k, len(w.s), ceilDiv(w.n, block)*w.kb)
 	}
-	if m > expertStreamMaxM || m == 0 || w.n == 0 || w.k == 0 {
+	if m == 0 || w.n == 0 || w.k == 0 || (m > expertStreamMaxM && !streamsAll(current(), w)) {
 		matmul(out, a, m, w, true)
 		return true
 	}

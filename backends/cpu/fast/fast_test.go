@@ -33,10 +33,13 @@ func randActs(r *rand.Rand, m, k int) []float32 {
 	for i := range a {
 		a[i] = float32(r.NormFloat64()) * 3
 	}
-	if k%32 == 0 {
-		numfmt.ActQuantInplace(a, 32)
-	} else {
-		numfmt.BF16RoundSlice(a)
+	// as the model feeds fp8/fp4 Linears: act_quant over the whole 32-blocks
+	// of each row (the tail of a row, which the released shapes never have,
+	// rounded to bf16)
+	for i := range m {
+		row := a[i*k : (i+1)*k]
+		numfmt.ActQuantInplace(row[:k&^31], 32)
+		numfmt.BF16RoundSlice(row[k&^31:])
 	}
 	return a
 }

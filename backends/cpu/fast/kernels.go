@@ -26,6 +26,12 @@ type kernelSet struct {
 	// rows j < rows (consecutive in w and s, nb blocks each, nb even),
 	// dequantising every block once for all activation rows; any scale byte.
 	gemvFP4 func(a []float32, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int)
+	// gemvFP4Q, when set, is gemvFP4 on activation rows packed by
+	// packFP4Q (stride lda bytes).
+	gemvFP4Q func(a []byte, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int)
+	// packFP4Q, when set with gemvFP4Q, is packFP4Q (the same bytes and
+	// result).
+	packFP4Q func(dst []byte, a []float32) bool
 	// gemvFP8 is gemvFP4 for e4m3 rows of one 32-row group sharing the
 	// block factors f (fp8Factor of scale bytes ≤ maxFP8Scale; activations
 	// permuted by permuteFP8x32, any nb); it reports whether a NaN code was

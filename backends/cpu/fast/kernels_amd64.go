@@ -89,11 +89,17 @@ func gemvFP4AVX2x1(a *float32, lda int, w *byte, s *byte, nb int, rows int, out 
 // gemvFP8AVX2x1 computes out[i*ldo+j] = Σ_blocks f[b]·Σ a_i·e4m3(w_j)·2^-120 for 1 activation rows a_i = a[i*lda:] (permuted) and rows weight rows.
 func gemvFP8AVX2x1(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
 
+// gemvFP4QAVX2x1 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 1 packed int16 activation rows a_i = a[i*lda:] and rows weight rows, nb even.
+func gemvFP4QAVX2x1(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
 // gemvFP4AVX2x2 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 2 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
 func gemvFP4AVX2x2(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
 
 // gemvFP8AVX2x2 computes out[i*ldo+j] = Σ_blocks f[b]·Σ a_i·e4m3(w_j)·2^-120 for 2 activation rows a_i = a[i*lda:] (permuted) and rows weight rows.
 func gemvFP8AVX2x2(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+
+// gemvFP4QAVX2x2 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 2 packed int16 activation rows a_i = a[i*lda:] and rows weight rows, nb even.
+func gemvFP4QAVX2x2(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
 
 // gemvFP4AVX2x3 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 3 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
 func gemvFP4AVX2x3(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
@@ -101,8 +107,17 @@ func gemvFP4AVX2x3(a *float32, lda int, w *byte, s *byte, nb int, rows int, out 
 // gemvFP8AVX2x3 computes out[i*ldo+j] = Σ_blocks f[b]·Σ a_i·e4m3(w_j)·2^-120 for 3 activation rows a_i = a[i*lda:] (permuted) and rows weight rows.
 func gemvFP8AVX2x3(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
 
+// gemvFP4QAVX2x3 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 3 packed int16 activation rows a_i = a[i*lda:] and rows weight rows, nb even.
+func gemvFP4QAVX2x3(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
 // gemvFP4AVX2x4 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 4 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
 func gemvFP4AVX2x4(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
 
 // gemvFP8AVX2x4 computes out[i*ldo+j] = Σ_blocks f[b]·Σ a_i·e4m3(w_j)·2^-120 for 4 activation rows a_i = a[i*lda:] (permuted) and rows weight rows.
 func gemvFP8AVX2x4(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+
+// gemvFP4QAVX2x4 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 4 packed int16 activation rows a_i = a[i*lda:] and rows weight rows, nb even.
+func gemvFP4QAVX2x4(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// packFP4QAVX2 packs chunks 64-element chunks of a into dst as packFP4Q does; it returns 0 when a block has an Inf, a NaN or a tiny nonzero maximum.
+func packFP4QAVX2(dst *byte, a *float32, chunks int, c *byte) uint32

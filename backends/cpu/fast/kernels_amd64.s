@@ -3501,6 +3501,80 @@ gemvFP8AVX2x1_end:
 	VZEROUPPER
 	RET
 
+// func gemvFP4QAVX2x1(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP4QAVX2x1(SB), NOSPLIT, $0-80
+	MOVQ    a+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	MOVQ    w+16(FP), CX
+	MOVQ    s+24(FP), DX
+	MOVQ    rows+40(FP), BX
+	MOVQ    out+48(FP), SI
+	MOVQ    sc+64(FP), DI
+	MOVQ    c+72(FP), R8
+	VMOVDQU (R8), Y0
+	TESTQ   BX, BX
+	JZ      gemvFP4QAVX2x1_end
+
+gemvFP4QAVX2x1_row:
+	MOVQ   AX, R9
+	MOVQ   nb+32(FP), R10
+	VXORPS Y1, Y1, Y1
+	TESTQ  R10, R10
+	JZ     gemvFP4QAVX2x1_done
+
+gemvFP4QAVX2x1_loop:
+	PREFETCHT0   2048(CX)
+	VMOVDQU      (CX), Y2
+	VPSRLW       $0x04, Y2, Y3
+	VPAND        32(R8), Y2, Y2
+	VPAND        32(R8), Y3, Y3
+	VPSHUFB      Y2, Y0, Y2
+	VPSHUFB      Y3, Y0, Y3
+	VPSLLW       $0x08, Y2, Y4
+	VPAND        64(R8), Y2, Y2
+	VPSLLW       $0x08, Y3, Y5
+	VPAND        64(R8), Y3, Y3
+	MOVBQZX      (DX), R11
+	MOVBQZX      1(DX), R12
+	VBROADCASTSS (DI)(R11*4), Y6
+	VBROADCASTSS (DI)(R12*4), Y7
+	VBLENDPS     $0xf0, Y7, Y6, Y6
+	VPMADDWD     (R9), Y4, Y4
+	VPMADDWD     32(R9), Y2, Y2
+	VPMADDWD     64(R9), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPMADDWD     96(R9), Y3, Y3
+	VPADDD       Y3, Y2, Y2
+	VPADDD       Y2, Y4, Y4
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       128(R9), Y4, Y4
+	VFMADD231PS  Y6, Y4, Y1
+	ADDQ         $0x000000a0, R9
+	ADDQ         $0x20, CX
+	ADDQ         $0x02, DX
+	SUBQ         $0x02, R10
+	JNZ          gemvFP4QAVX2x1_loop
+
+gemvFP4QAVX2x1_done:
+	MOVQ         ldo+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         SI, R9
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X1, X2, X2
+	VMOVHLPS     X2, X2, X1
+	VADDPS       X1, X2, X2
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       X2, (R9)
+	ADDQ         $0x04, SI
+	DECQ         BX
+	JNZ          gemvFP4QAVX2x1_row
+
+gemvFP4QAVX2x1_end:
+	VZEROUPPER
+	RET
+
 // func gemvFP4AVX2x2(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·gemvFP4AVX2x2(SB), NOSPLIT, $0-80
@@ -3735,6 +3809,99 @@ gemvFP8AVX2x2_end:
 	VZEROUPPER
 	RET
 
+// func gemvFP4QAVX2x2(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP4QAVX2x2(SB), NOSPLIT, $0-80
+	MOVQ    a+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	MOVQ    w+16(FP), DX
+	MOVQ    s+24(FP), BX
+	MOVQ    rows+40(FP), SI
+	MOVQ    out+48(FP), DI
+	MOVQ    sc+64(FP), R8
+	MOVQ    c+72(FP), R9
+	VMOVDQU (R9), Y0
+	TESTQ   SI, SI
+	JZ      gemvFP4QAVX2x2_end
+
+gemvFP4QAVX2x2_row:
+	MOVQ   AX, R10
+	MOVQ   nb+32(FP), R11
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	TESTQ  R11, R11
+	JZ     gemvFP4QAVX2x2_done
+
+gemvFP4QAVX2x2_loop:
+	PREFETCHT0   2048(DX)
+	VMOVDQU      (DX), Y3
+	VPSRLW       $0x04, Y3, Y4
+	VPAND        32(R9), Y3, Y3
+	VPAND        32(R9), Y4, Y4
+	VPSHUFB      Y3, Y0, Y3
+	VPSHUFB      Y4, Y0, Y4
+	VPSLLW       $0x08, Y3, Y5
+	VPAND        64(R9), Y3, Y3
+	VPSLLW       $0x08, Y4, Y6
+	VPAND        64(R9), Y4, Y4
+	MOVBQZX      (BX), R12
+	MOVBQZX      1(BX), R13
+	VBROADCASTSS (R8)(R12*4), Y7
+	VBROADCASTSS (R8)(R13*4), Y8
+	VBLENDPS     $0xf0, Y8, Y7, Y7
+	VPMADDWD     (R10), Y5, Y8
+	VPMADDWD     32(R10), Y3, Y9
+	VPMADDWD     64(R10), Y6, Y10
+	VPADDD       Y10, Y8, Y8
+	VPMADDWD     96(R10), Y4, Y10
+	VPADDD       Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       128(R10), Y8, Y8
+	VFMADD231PS  Y7, Y8, Y1
+	VPMADDWD     (R10)(CX*1), Y5, Y5
+	VPMADDWD     32(R10)(CX*1), Y3, Y3
+	VPMADDWD     64(R10)(CX*1), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPMADDWD     96(R10)(CX*1), Y4, Y4
+	VPADDD       Y4, Y3, Y3
+	VPADDD       Y3, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       128(R10)(CX*1), Y5, Y5
+	VFMADD231PS  Y7, Y5, Y2
+	ADDQ         $0x000000a0, R10
+	ADDQ         $0x20, DX
+	ADDQ         $0x02, BX
+	SUBQ         $0x02, R11
+	JNZ          gemvFP4QAVX2x2_loop
+
+gemvFP4QAVX2x2_done:
+	MOVQ         ldo+56(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DI, R11
+	VEXTRACTF128 $0x01, Y1, X3
+	VADDPS       X1, X3, X3
+	VMOVHLPS     X3, X3, X1
+	VADDPS       X1, X3, X3
+	VMOVSHDUP    X3, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R10, R11
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R11)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4QAVX2x2_row
+
+gemvFP4QAVX2x2_end:
+	VZEROUPPER
+	RET
+
 // func gemvFP4AVX2x3(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
 // Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·gemvFP4AVX2x3(SB), NOSPLIT, $0-80
@@ -3961,6 +4128,119 @@ gemvFP8AVX2x3_done:
 gemvFP8AVX2x3_end:
 	VPMOVMSKB Y3, AX
 	MOVL      AX, nan+64(FP)
+	VZEROUPPER
+	RET
+
+// func gemvFP4QAVX2x3(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP4QAVX2x3(SB), NOSPLIT, $0-80
+	MOVQ    a+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	MOVQ    w+16(FP), DX
+	MOVQ    s+24(FP), BX
+	MOVQ    rows+40(FP), SI
+	MOVQ    out+48(FP), DI
+	MOVQ    sc+64(FP), R8
+	MOVQ    c+72(FP), R9
+	VMOVDQU (R9), Y0
+	LEAQ    (CX)(CX*2), R10
+	TESTQ   SI, SI
+	JZ      gemvFP4QAVX2x3_end
+
+gemvFP4QAVX2x3_row:
+	MOVQ   AX, R10
+	MOVQ   nb+32(FP), R11
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  R11, R11
+	JZ     gemvFP4QAVX2x3_done
+
+gemvFP4QAVX2x3_loop:
+	PREFETCHT0   2048(DX)
+	VMOVDQU      (DX), Y4
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        32(R9), Y4, Y4
+	VPAND        32(R9), Y5, Y5
+	VPSHUFB      Y4, Y0, Y4
+	VPSHUFB      Y5, Y0, Y5
+	VPSLLW       $0x08, Y4, Y6
+	VPAND        64(R9), Y4, Y4
+	VPSLLW       $0x08, Y5, Y7
+	VPAND        64(R9), Y5, Y5
+	MOVBQZX      (BX), R12
+	MOVBQZX      1(BX), R13
+	VBROADCASTSS (R8)(R12*4), Y8
+	VBROADCASTSS (R8)(R13*4), Y9
+	VBLENDPS     $0xf0, Y9, Y8, Y8
+	VPMADDWD     (R10), Y6, Y9
+	VPMADDWD     32(R10), Y4, Y10
+	VPMADDWD     64(R10), Y7, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDWD     96(R10), Y5, Y11
+	VPADDD       Y11, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       128(R10), Y9, Y9
+	VFMADD231PS  Y8, Y9, Y1
+	VPMADDWD     (R10)(CX*1), Y6, Y9
+	VPMADDWD     32(R10)(CX*1), Y4, Y10
+	VPMADDWD     64(R10)(CX*1), Y7, Y11
+	VPADDD       Y11, Y9, Y9
+	VPMADDWD     96(R10)(CX*1), Y5, Y11
+	VPADDD       Y11, Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       128(R10)(CX*1), Y9, Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VPMADDWD     (R10)(CX*2), Y6, Y6
+	VPMADDWD     32(R10)(CX*2), Y4, Y4
+	VPMADDWD     64(R10)(CX*2), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	VPMADDWD     96(R10)(CX*2), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VPADDD       Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       128(R10)(CX*2), Y6, Y6
+	VFMADD231PS  Y8, Y6, Y3
+	ADDQ         $0x000000a0, R10
+	ADDQ         $0x20, DX
+	ADDQ         $0x02, BX
+	SUBQ         $0x02, R11
+	JNZ          gemvFP4QAVX2x3_loop
+
+gemvFP4QAVX2x3_done:
+	MOVQ         ldo+56(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DI, R11
+	VEXTRACTF128 $0x01, Y1, X4
+	VADDPS       X1, X4, X4
+	VMOVHLPS     X4, X4, X1
+	VADDPS       X1, X4, X4
+	VMOVSHDUP    X4, X1
+	VADDSS       X1, X4, X4
+	VMOVSS       X4, (R11)
+	ADDQ         R10, R11
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R11)
+	ADDQ         R10, R11
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R11)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4QAVX2x3_row
+
+gemvFP4QAVX2x3_end:
 	VZEROUPPER
 	RET
 
@@ -4223,4 +4503,288 @@ gemvFP8AVX2x4_end:
 	VPMOVMSKB Y3, AX
 	MOVL      AX, nan+64(FP)
 	VZEROUPPER
+	RET
+
+// func gemvFP4QAVX2x4(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP4QAVX2x4(SB), NOSPLIT, $0-80
+	MOVQ    a+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	MOVQ    w+16(FP), DX
+	MOVQ    s+24(FP), BX
+	MOVQ    rows+40(FP), SI
+	MOVQ    out+48(FP), DI
+	MOVQ    sc+64(FP), R8
+	MOVQ    c+72(FP), R9
+	VMOVDQU (R9), Y0
+	LEAQ    (CX)(CX*2), R11
+	TESTQ   SI, SI
+	JZ      gemvFP4QAVX2x4_end
+
+gemvFP4QAVX2x4_row:
+	MOVQ   AX, R10
+	MOVQ   nb+32(FP), R12
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	TESTQ  R12, R12
+	JZ     gemvFP4QAVX2x4_done
+
+gemvFP4QAVX2x4_loop:
+	PREFETCHT0   2048(DX)
+	VMOVDQU      (DX), Y5
+	VPSRLW       $0x04, Y5, Y6
+	VPAND        32(R9), Y5, Y5
+	VPAND        32(R9), Y6, Y6
+	VPSHUFB      Y5, Y0, Y5
+	VPSHUFB      Y6, Y0, Y6
+	VPSLLW       $0x08, Y5, Y7
+	VPAND        64(R9), Y5, Y5
+	VPSLLW       $0x08, Y6, Y8
+	VPAND        64(R9), Y6, Y6
+	MOVBQZX      (BX), R13
+	MOVBQZX      1(BX), R14
+	VBROADCASTSS (R8)(R13*4), Y9
+	VBROADCASTSS (R8)(R14*4), Y10
+	VBLENDPS     $0xf0, Y10, Y9, Y9
+	VPMADDWD     (R10), Y7, Y10
+	VPMADDWD     32(R10), Y5, Y11
+	VPMADDWD     64(R10), Y8, Y12
+	VPADDD       Y12, Y10, Y10
+	VPMADDWD     96(R10), Y6, Y12
+	VPADDD       Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       128(R10), Y10, Y10
+	VFMADD231PS  Y9, Y10, Y1
+	VPMADDWD     (R10)(CX*1), Y7, Y10
+	VPMADDWD     32(R10)(CX*1), Y5, Y11
+	VPMADDWD     64(R10)(CX*1), Y8, Y12
+	VPADDD       Y12, Y10, Y10
+	VPMADDWD     96(R10)(CX*1), Y6, Y12
+	VPADDD       Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       128(R10)(CX*1), Y10, Y10
+	VFMADD231PS  Y9, Y10, Y2
+	VPMADDWD     (R10)(CX*2), Y7, Y10
+	VPMADDWD     32(R10)(CX*2), Y5, Y11
+	VPMADDWD     64(R10)(CX*2), Y8, Y12
+	VPADDD       Y12, Y10, Y10
+	VPMADDWD     96(R10)(CX*2), Y6, Y12
+	VPADDD       Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       128(R10)(CX*2), Y10, Y10
+	VFMADD231PS  Y9, Y10, Y3
+	VPMADDWD     (R10)(R11*1), Y7, Y7
+	VPMADDWD     32(R10)(R11*1), Y5, Y5
+	VPMADDWD     64(R10)(R11*1), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPMADDWD     96(R10)(R11*1), Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y5, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       128(R10)(R11*1), Y7, Y7
+	VFMADD231PS  Y9, Y7, Y4
+	ADDQ         $0x000000a0, R10
+	ADDQ         $0x20, DX
+	ADDQ         $0x02, BX
+	SUBQ         $0x02, R12
+	JNZ          gemvFP4QAVX2x4_loop
+
+gemvFP4QAVX2x4_done:
+	MOVQ         ldo+56(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DI, R12
+	VEXTRACTF128 $0x01, Y1, X5
+	VADDPS       X1, X5, X5
+	VMOVHLPS     X5, X5, X1
+	VADDPS       X1, X5, X5
+	VMOVSHDUP    X5, X1
+	VADDSS       X1, X5, X5
+	VMOVSS       X5, (R12)
+	ADDQ         R10, R12
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R12)
+	ADDQ         R10, R12
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R12)
+	ADDQ         R10, R12
+	VEXTRACTF128 $0x01, Y4, X1
+	VADDPS       X4, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R12)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4QAVX2x4_row
+
+gemvFP4QAVX2x4_end:
+	VZEROUPPER
+	RET
+
+// func packFP4QAVX2(dst *byte, a *float32, chunks int, c *byte) uint32
+// Requires: AVX, AVX2
+TEXT ·packFP4QAVX2(SB), NOSPLIT, $0-36
+	MOVQ         dst+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         chunks+16(FP), DX
+	MOVQ         c+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VMOVD        SI, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      (BX), Y1
+	MOVL         $0x00000001, BX
+	TESTQ        DX, DX
+	JZ           packFP4QAVX2_end
+
+packFP4QAVX2_loop:
+	VMOVUPS      (CX), Y2
+	VPAND        Y0, Y2, Y6
+	VMOVUPS      32(CX), Y3
+	VPAND        Y0, Y3, Y7
+	VMOVUPS      64(CX), Y4
+	VPAND        Y0, Y4, Y8
+	VMOVUPS      96(CX), Y5
+	VPAND        Y0, Y5, Y9
+	VPMAXUD      Y7, Y6, Y6
+	VPMAXUD      Y9, Y8, Y8
+	VPMAXUD      Y8, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPMAXUD      X7, X6, X7
+	VPSHUFD      $0x4e, X7, X6
+	VPMAXUD      X6, X7, X7
+	VPSHUFD      $0xb1, X7, X6
+	VPMAXUD      X6, X7, X7
+	VMOVD        X7, SI
+	XORL         DI, DI
+	XORL         R8, R8
+	CMPL         SI, $0x7f800000
+	JAE          packFP4QAVX2_fail
+	TESTL        SI, SI
+	JZ           packFP4QAVX2_zero0
+	SHRL         $0x17, SI
+	CMPL         SI, $0x18
+	JB           packFP4QAVX2_fail
+	MOVL         $0x0000010c, DI
+	SUBL         SI, DI
+	SHLL         $0x17, DI
+	LEAL         -23(SI), R8
+	SHLL         $0x17, R8
+
+packFP4QAVX2_zero0:
+	VMOVD        DI, X6
+	VPBROADCASTD X6, Y6
+	VMULPS       Y6, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VMULPS       Y6, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       Y6, Y4, Y4
+	VCVTPS2DQ    Y4, Y4
+	VMULPS       Y6, Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VMOVD        R8, X6
+	VPBROADCASTD X6, X6
+	VMOVDQU      X6, 128(AX)
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y5, Y4, Y4
+	VPSHUFB      Y1, Y2, Y2
+	VPSHUFB      Y1, Y4, Y4
+	VPERM2I128   $0x20, Y4, Y2, Y3
+	VPERM2I128   $0x31, Y4, Y2, Y2
+	VPUNPCKLWD   Y2, Y3, Y4
+	VPUNPCKHWD   Y2, Y3, Y2
+	VPERMQ       $0xd8, Y4, Y4
+	VPERMQ       $0xd8, Y2, Y2
+	VMOVDQU      X4, (AX)
+	VEXTRACTI128 $0x01, Y4, 32(AX)
+	VMOVDQU      X2, 64(AX)
+	VEXTRACTI128 $0x01, Y2, 96(AX)
+	VMOVUPS      128(CX), Y2
+	VPAND        Y0, Y2, Y6
+	VMOVUPS      160(CX), Y3
+	VPAND        Y0, Y3, Y7
+	VMOVUPS      192(CX), Y4
+	VPAND        Y0, Y4, Y8
+	VMOVUPS      224(CX), Y5
+	VPAND        Y0, Y5, Y9
+	VPMAXUD      Y7, Y6, Y6
+	VPMAXUD      Y9, Y8, Y8
+	VPMAXUD      Y8, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPMAXUD      X7, X6, X7
+	VPSHUFD      $0x4e, X7, X6
+	VPMAXUD      X6, X7, X7
+	VPSHUFD      $0xb1, X7, X6
+	VPMAXUD      X6, X7, X7
+	VMOVD        X7, SI
+	XORL         DI, DI
+	XORL         R8, R8
+	CMPL         SI, $0x7f800000
+	JAE          packFP4QAVX2_fail
+	TESTL        SI, SI
+	JZ           packFP4QAVX2_zero1
+	SHRL         $0x17, SI
+	CMPL         SI, $0x18
+	JB           packFP4QAVX2_fail
+	MOVL         $0x0000010c, DI
+	SUBL         SI, DI
+	SHLL         $0x17, DI
+	LEAL         -23(SI), R8
+	SHLL         $0x17, R8
+
+packFP4QAVX2_zero1:
+	VMOVD        DI, X6
+	VPBROADCASTD X6, Y6
+	VMULPS       Y6, Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VMULPS       Y6, Y3, Y3
+	VCVTPS2DQ    Y3, Y3
+	VMULPS       Y6, Y4, Y4
+	VCVTPS2DQ    Y4, Y4
+	VMULPS       Y6, Y5, Y5
+	VCVTPS2DQ    Y5, Y5
+	VMOVD        R8, X6
+	VPBROADCASTD X6, X6
+	VMOVDQU      X6, 144(AX)
+	VPACKSSDW    Y3, Y2, Y2
+	VPACKSSDW    Y5, Y4, Y4
+	VPSHUFB      Y1, Y2, Y2
+	VPSHUFB      Y1, Y4, Y4
+	VPERM2I128   $0x20, Y4, Y2, Y3
+	VPERM2I128   $0x31, Y4, Y2, Y2
+	VPUNPCKLWD   Y2, Y3, Y4
+	VPUNPCKHWD   Y2, Y3, Y2
+	VPERMQ       $0xd8, Y4, Y4
+	VPERMQ       $0xd8, Y2, Y2
+	VMOVDQU      X4, 16(AX)
+	VEXTRACTI128 $0x01, Y4, 48(AX)
+	VMOVDQU      X2, 80(AX)
+	VEXTRACTI128 $0x01, Y2, 112(AX)
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x000000a0, AX
+	DECQ         DX
+	JNZ          packFP4QAVX2_loop
+	JMP          packFP4QAVX2_end
+
+packFP4QAVX2_fail:
+	XORL BX, BX
+
+packFP4QAVX2_end:
+	VZEROUPPER
+	MOVL BX, ret+32(FP)
 	RET

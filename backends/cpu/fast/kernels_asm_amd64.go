@@ -236,6 +236,35 @@ var avx2Set = &kernelSet{
 			gemvFP4AVX2x4(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4Consts[0])
 		}
 	},
+	gemvFP4Q: func(a []byte, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int) {
+		if rows == 0 {
+			return
+		}
+		if nb == 0 {
+			for i := range r {
+				clear(out[i*ldo : i*ldo+rows])
+			}
+			return
+		}
+		_, _, _, _ = a[(r-1)*lda+fp4QRowBytes(nb)-1], w[rows*nb*16-1], s[rows*nb-1], out[(r-1)*ldo+rows-1]
+		switch r {
+		case 1:
+			gemvFP4QAVX2x1(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
+		case 2:
+			gemvFP4QAVX2x2(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
+		case 3:
+			gemvFP4QAVX2x3(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
+		default:
+			gemvFP4QAVX2x4(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
+		}
+	},
+	packFP4Q: func(dst []byte, a []float32) bool {
+		if len(a) < 64 {
+			return true
+		}
+		_ = dst[fp4QRowBytes(len(a)/32)-1]
+		return packFP4QAVX2(&dst[0], &a[0], len(a)/64, &fp4QShuf[0]) != 0
+	},
 	gemvFP8: func(a []float32, lda, r int, w []byte, f []float32, nb, rows int, out []float32, ldo int) bool {
 		if rows == 0 {
 			return false
@@ -304,6 +333,8 @@ func init() {
 // serve the AVX-512 level too.
 func init() {
 	avx512Set.gemvFP4 = avx2Set.gemvFP4
+	avx512Set.gemvFP4Q = avx2Set.gemvFP4Q
+	avx512Set.packFP4Q = avx2Set.packFP4Q
 	avx512Set.gemvFP8 = avx2Set.gemvFP8
 	avx512Set.pack8 = avx2Set.pack8
 	avx512Set.lanes32 = avx2Set.lanes32

@@ -67,11 +67,20 @@ func matmul(out, a []float32, m int, w *weights, round bool) {
 		return
 	}
 	ks := current()
-	if m <= decodeMaxM {
+	if m <= decodeMaxM || streamsAll(ks, w) {
 		decode(ks, out, a, m, w, round)
 	} else {
 		prefill(ks, out, a, m, w, round)
 	}
+}
+
+// streamsAll reports whether every row count of a matmul on w takes the
+// streaming kernels: fp4 with the 16-bit activation kernels, which compute a
+// row the same way whatever the number of rows (so a token's result does
+// not depend on the call's shape) and, dequantising a block once for 4 rows
+// with 4 VPMADDWD per 64 weights and row, outrun the f32 GEMM.
+func streamsAll(ks *kernelSet, w *weights) bool {
+	return w.kind == kindFP4 && ks.gemvFP4Q != nil && ks.packFP4Q != nil
 }
 
 // fusedSet returns the kernel set whose fused dequantising dots accept the
@@ -127,7 +136,27 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 	}
 	nbv := nb // blocks of the vector kernel; the rest is done in Go on unpermuted activations
 	act := a
-	if (w.kind == kindFP4 && (gemv || fs.fp4Group > 2)) || (w.kind == kindFP8 && gemv) {
+	// fp4 on activations packed as 16-bit integers when they all pack
+	// (finite), else the float kernels
+	var qrows []byte
+	qlda := fp4QRowBytes(nb &^ 1)
+	if w.kind == kindFP4 && ks.gemvFP4Q != nil && ks.packFP4Q != nil && qlda > 0 {
+		qb := getBuf(m * qlda / 4)
+		qrows = asBytes(*qb)
+		for i := range m {
+			if !ks.packFP4Q(qrows[i*qlda:(i+1)*qlda], a[i*k:i*k+(nb&^1)*block]) {
+				qrows = nil
+				break
+			}
+		}
+		if qrows == nil {
+			putBuf(qb)
+		} else {
+			release = func() { putBuf(qb) }
+			gemv, nbv = true, nb&^1
+		}
+	}
+	if qrows == nil && ((w.kind == kindFP4 && (gemv || fs.fp4Group > 2)) || (w.kind == kindFP8 && gemv)) {
 		pb := getBuf(m * k)
 		release = func() { putBuf(pb) }
 		act = *pb
@@ -156,7 +185,7 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 	if gemv {
 		tb := getBuf(chunks * gemvRows * decodeRows)
 		tmps = *tb
-		prev := release
+		prev := release // (the packed or permuted activations)
 		release = func() { prev(); putBuf(tb) }
 		if w.kind == kindFP8 {
 			fb := getBuf(chunks * max(nb, 1))
@@ -180,6 +209,17 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 			whole := nbv == kb
 			for i0 := 0; i0 < m; i0 += gemvRows {
 				r := min(gemvRows, m-i0)
+				if qrows != nil && whole {
+					// straight into out, rounded there (the many-row fp4
+					// matmuls of prefill come this way)
+					ks.gemvFP4Q(qrows[i0*qlda:], qlda, r, w.q[j0*k/2:], w.s[j0*kb:], nbv, j1-j0, out[i0*n+j0:], n)
+					if round {
+						for i := range r {
+							numfmt.BF16RoundSlice(out[(i0+i)*n+j0 : (i0+i)*n+j1])
+						}
+					}
+					continue
+				}
 				ai := act[i0*k:]
 				var nan bool
 				for j := j0; j < j1; {
@@ -187,7 +227,9 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 					if whole {
 						rows = j1 - j
 					}
-					if w.kind == kindFP4 {
+					if qrows != nil {
+						ks.gemvFP4Q(qrows[i0*qlda:], qlda, r, w.q[j*k/2:], w.s[j*kb:], nbv, rows, tmp[j-j0:], decodeRows)
+					} else if w.kind == kindFP4 {
 						ks.gemvFP4(ai, k, r, w.q[j*k/2:], w.s[j*kb:], nbv, rows, tmp[j-j0:], decodeRows)
 					} else {
 						nan = fs.gemvFP8(ai, k, r, w.q[j*k:], fac, nb, rows, tmp[j-j0:], decodeRows) || nan

@@ -50,7 +50,9 @@ func main() {
 	for r := 1; r <= 4; r++ {
 		gemvFP4AVX2(r)
 		gemvFP8AVX2(r)
+		gemvFP4QAVX2(r)
 	}
+	packFP4QAVX2()
 	Generate()
 }
 
@@ -612,6 +614,210 @@ func gemvFP4AVX2(r int) {
 	JNZ(LabelRef(name + "_row"))
 	Label(name + "_end")
 	VZEROUPPER()
+	RET()
+}
+
+// gemvFP4QAVX2 emits gemvFP4QAVX2x<r>, the fp4 GEMV on activations held as
+// 16-bit integers (see packFP4Q): r activation rows (stride lda bytes, 160
+// bytes per 64-element chunk: four vectors of int16 in the order the
+// weights are decoded, then 8 float32 chunk factors, 4 per block) against
+// rows consecutive fp4 weight rows of nb 32-blocks each (nb even).
+//
+// Per chunk (32 bytes of codes = two blocks, one per 128-bit lane) the
+// nibbles become int8 values 2·e2m1 by one VPSHUFB table each; a shift left
+// by 8 and a mask of the high bytes give four vectors of 16-bit words
+// 256·2·e2m1 (exact). VPMADDWD against the activation words sums the
+// products in pairs exactly in 32 bits; the four results are added (at
+// most 8 products of |x| < 2^15 and |w| ≤ 3072 per dword: < 2^30), converted
+// to float32 and scaled by the chunk factors of the activation row and the
+// e8m0 factors of the two blocks (looked up in sc). This is 4 VPMADDWD per
+// 64 weights and activation row instead of 8 FMAs and 8 widening ops.
+// out[i*ldo+j] receives the sum of activation row i and weight row j. c
+// points to 3 32-byte constants: the int8 table of 2·e2m1, 0x0F bytes and
+// 0xFF00 words.
+func gemvFP4QAVX2(r int) {
+	name := fmt.Sprintf("gemvFP4QAVX2x%d", r)
+	TEXT(name, NOSPLIT, "func(a *byte, lda int, w, s *byte, nb, rows int, out *float32, ldo int, sc *float32, c *byte)")
+	Doc(fmt.Sprintf("%s computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for %d packed int16 activation rows a_i = a[i*lda:] and rows weight rows, nb even.", name, r))
+	a := Load(Param("a"), GP64())
+	lda := Load(Param("lda"), GP64())
+	w := Load(Param("w"), GP64())
+	s := Load(Param("s"), GP64())
+	rows := Load(Param("rows"), GP64())
+	o := Load(Param("out"), GP64())
+	sc := Load(Param("sc"), GP64())
+	cp := Load(Param("c"), GP64())
+	tab := YMM()
+	VMOVDQU(Mem{Base: cp}, tab)
+	m0f := Mem{Base: cp, Disp: 32}
+	mhi := Mem{Base: cp, Disp: 64}
+	ac := GP64()
+	rowMem := activationRows(ac, lda, r)
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	Label(name + "_row")
+	MOVQ(a, ac)
+	nb := Load(Param("nb"), GP64())
+	acc := make([][]reg.VecVirtual, r)
+	for i := range acc {
+		x := YMM()
+		VXORPS(x, x, x)
+		acc[i] = []reg.VecVirtual{x}
+	}
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	prefetch(w)
+	x := YMM()
+	VMOVDQU(Mem{Base: w}, x)
+	lo, hi := YMM(), YMM()
+	VPSRLW(Imm(4), x, hi)
+	VPAND(m0f, x, lo)
+	VPAND(m0f, hi, hi)
+	VPSHUFB(lo, tab, lo)
+	VPSHUFB(hi, tab, hi)
+	// words: v0 = elements 4i, v1 = 4i+2 (from the low nibbles), v2 = 4i+1,
+	// v3 = 4i+3 (high nibbles), i < 8 per lane, each times 256
+	wv := []reg.VecVirtual{YMM(), YMM(), YMM(), YMM()}
+	VPSLLW(Imm(8), lo, wv[0])
+	VPAND(mhi, lo, wv[1])
+	VPSLLW(Imm(8), hi, wv[2])
+	VPAND(mhi, hi, wv[3])
+	f := YMM()
+	f1 := YMM()
+	s0, s1 := GP64(), GP64()
+	MOVBQZX(Mem{Base: s}, s0)
+	MOVBQZX(Mem{Base: s, Disp: 1}, s1)
+	VBROADCASTSS(Mem{Base: sc, Index: s0, Scale: 4}, f)
+	VBROADCASTSS(Mem{Base: sc, Index: s1, Scale: 4}, f1)
+	VBLENDPS(Imm(0xF0), f1, f, f)
+	for i := 0; i < r; i++ {
+		p := []reg.VecVirtual{YMM(), YMM()}
+		for v := range wv {
+			if v < 2 {
+				VPMADDWD(rowMem(i, 32*v), wv[v], p[v])
+			} else {
+				t := YMM()
+				VPMADDWD(rowMem(i, 32*v), wv[v], t)
+				VPADDD(t, p[v-2], p[v-2])
+			}
+		}
+		VPADDD(p[1], p[0], p[0])
+		VCVTDQ2PS(p[0], p[0])
+		VMULPS(rowMem(i, 128), p[0], p[0])
+		VFMADD231PS(f, p[0], acc[i][0])
+	}
+	ADDQ(U32(160), ac)
+	ADDQ(Imm(32), w)
+	ADDQ(Imm(2), s)
+	SUBQ(Imm(2), nb)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	storeRowSums(acc, o)
+	ADDQ(Imm(4), o)
+	DECQ(rows)
+	JNZ(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
+// packFP4QAVX2 emits packFP4QAVX2, packFP4Q in vectors: per 32-block the
+// largest magnitude (integer max of the bit patterns, which also flags Inf
+// and NaN), the factors from its exponent, VCVTPS2DQ of x·2^k (round to
+// nearest even), VPACKSSDW (saturating 2^15) and the word order of
+// gemvFP4QAVX2. It returns 1, or 0 when a block needs the float path.
+func packFP4QAVX2() {
+	name := "packFP4QAVX2"
+	TEXT(name, NOSPLIT, "func(dst *byte, a *float32, chunks int, c *byte) uint32")
+	Doc(name + " packs chunks 64-element chunks of a into dst as packFP4Q does; it returns 0 when a block has an Inf, a NaN or a tiny nonzero maximum.")
+	dst := Load(Param("dst"), GP64())
+	a := Load(Param("a"), GP64())
+	n := Load(Param("chunks"), GP64())
+	cp := Load(Param("c"), GP64())
+	absMask := constVec(0x7FFFFFFF, false)
+	ctl := YMM()
+	VMOVDQU(Mem{Base: cp}, ctl)
+	ret := GP32()
+	MOVL(U32(1), ret)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_end"))
+	Label(name + "_loop")
+	for l := 0; l < 2; l++ {
+		d := []reg.VecVirtual{YMM(), YMM(), YMM(), YMM()}
+		m := []reg.VecVirtual{YMM(), YMM(), YMM(), YMM()}
+		for j := range d {
+			VMOVUPS(Mem{Base: a, Disp: 128*l + 32*j}, d[j])
+			VPAND(absMask, d[j], m[j])
+		}
+		VPMAXUD(m[1], m[0], m[0])
+		VPMAXUD(m[3], m[2], m[2])
+		VPMAXUD(m[2], m[0], m[0])
+		hx := XMM()
+		VEXTRACTI128(Imm(1), m[0], hx)
+		VPMAXUD(hx, m[0].AsX(), hx)
+		t := XMM()
+		VPSHUFD(Imm(0x4E), hx, t)
+		VPMAXUD(t, hx, hx)
+		VPSHUFD(Imm(0xB1), hx, t)
+		VPMAXUD(t, hx, hx)
+		amax, eb, mul, fac := GP32(), GP32(), GP32(), GP32()
+		VMOVD(hx, amax)
+		XORL(mul, mul)
+		XORL(fac, fac)
+		CMPL(amax, U32(0x7F800000))
+		JAE(LabelRef(name + "_fail"))
+		TESTL(amax, amax)
+		JZ(LabelRef(fmt.Sprintf("%s_zero%d", name, l)))
+		MOVL(amax, eb)
+		SHRL(Imm(23), eb)
+		CMPL(eb, Imm(24))
+		JB(LabelRef(name + "_fail"))
+		MOVL(U32(268), mul)
+		SUBL(eb, mul)
+		SHLL(Imm(23), mul)
+		LEAL(Mem{Base: eb, Disp: -23}, fac)
+		SHLL(Imm(23), fac)
+		Label(fmt.Sprintf("%s_zero%d", name, l))
+		mv, fv := XMM(), YMM()
+		VMOVD(mul, mv)
+		VPBROADCASTD(mv, fv)
+		for j := range d {
+			VMULPS(fv, d[j], d[j])
+			VCVTPS2DQ(d[j], d[j])
+		}
+		VMOVD(fac, mv)
+		VPBROADCASTD(mv, mv)
+		VMOVDQU(mv, Mem{Base: dst, Disp: 128 + 16*l})
+		// words [0..3 8..11 | 4..7 12..15] and [16.. 24.. | 20.. 28..]
+		VPACKSSDW(d[1], d[0], d[0])
+		VPACKSSDW(d[3], d[2], d[2])
+		// in each lane [a0 b0 a2 b2 a1 b1 a3 b3] of [a0..a3 b0..b3]
+		VPSHUFB(ctl, d[0], d[0])
+		VPSHUFB(ctl, d[2], d[2])
+		x, y := YMM(), YMM()
+		VPERM2I128(Imm(0x20), d[2], d[0], x) // low lanes
+		VPERM2I128(Imm(0x31), d[2], d[0], y) // high lanes
+		u, v := YMM(), YMM()
+		VPUNPCKLWD(y, x, u) // [4i | 4i+2] halves
+		VPUNPCKHWD(y, x, v) // [4i+1 | 4i+3] halves
+		VPERMQ(Imm(0xD8), u, u)
+		VPERMQ(Imm(0xD8), v, v)
+		VMOVDQU(u.AsX(), Mem{Base: dst, Disp: 16 * l})
+		VEXTRACTI128(Imm(1), u, Mem{Base: dst, Disp: 32 + 16*l})
+		VMOVDQU(v.AsX(), Mem{Base: dst, Disp: 64 + 16*l})
+		VEXTRACTI128(Imm(1), v, Mem{Base: dst, Disp: 96 + 16*l})
+	}
+	ADDQ(U32(256), a)
+	ADDQ(U32(160), dst)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	JMP(LabelRef(name + "_end"))
+	Label(name + "_fail")
+	XORL(ret, ret)
+	Label(name + "_end")
+	VZEROUPPER()
+	Store(ret, ReturnIndex(0))
 	RET()
 }
 

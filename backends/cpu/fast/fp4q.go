@@ -1,0 +1,125 @@
+package fast
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/ds4go/ds4/internal/numfmt"
+)
+
+// The fp4 GEMV on 16-bit activations (gemvFP4Q).
+//
+// An fp4 Linear multiplies e2m1 weights by activations that act_quant has
+// already rounded to e4m3 codes times a power of two per 32-block. Such a
+// block is held exactly by 16-bit integers times one power of two (the
+// codes of magnitude ≥ 1/8 of the code scale are multiples of 2^-6 of it),
+// and 2·e2m1 is a small integer, so a block's dot product can be summed
+// exactly in 32-bit integers by VPMADDWD, which does 16 multiply-adds per
+// instruction where the float path needs a widening and an FMA per 8. That
+// makes the decode GEMV of the routed experts memory-bound instead of
+// shuffle-bound. Any other activations (not quantised) lose at most half a
+// unit of 2^-15 of their block's largest magnitude per element.
+
+// fp4QChunk is the packed size of 64 activations: 4 vectors of 16 int16
+// and 8 float32 factors.
+const fp4QChunk = 160
+
+// fp4QRowBytes is the packed size of an activation row of nb blocks (nb even).
+func fp4QRowBytes(nb int) int { return nb / 2 * fp4QChunk }
+
+// fp4QWord[el] is the word (within lane 0 of a packed chunk) that holds
+// element el of a 32-block: vector v word i holds element fp4QElem(v, i),
+// the order in which gemvFP4QAVX2 decodes the weights (v0 = 4i, v1 = 4i+2,
+// v2 = 4i+1, v3 = 4i+3).
+var fp4QWord = func() (w [32]int) {
+	for i := range 8 {
+		w[4*i], w[4*i+2], w[4*i+1], w[4*i+3] = i, 16+i, 32+i, 48+i
+	}
+	return w
+}()
+
+// packFP4Q packs the activation row a (len a multiple of 64) into dst
+// (fp4QRowBytes(len(a)/32) bytes) for gemvFP4Q: per block the integers
+// round(x·2^k), k = 15 − e for the largest magnitude 2^(e-1) ≤ amax < 2^e,
+// and the factor 2^(e−24) that undoes k and the kernel's 2·256 weight
+// scaling. It reports false, dst partly written, when a block has an Inf or
+// NaN or a nonzero largest magnitude below 2^-103 (the factor would not be
+// a normal float); the caller then takes the float path.
+func packFP4Q(dst []byte, a []float32) bool {
+	_ = dst[fp4QRowBytes(len(a)/32)-1]
+	for c := 0; c+64 <= len(a); c += 64 {
+		ch := dst[c/64*fp4QChunk : c/64*fp4QChunk+fp4QChunk : c/64*fp4QChunk+fp4QChunk]
+		words := (*[72]int16)(unsafe.Pointer(&ch[0])) // 64 words; 72 for ws below
+		facs := (*[8]float32)(unsafe.Pointer(&ch[128]))
+		for l := range 2 {
+			blk := (*[32]float32)(a[c+32*l : c+32*l+32])
+			var amax uint32
+			for _, x := range blk {
+				amax = max(amax, math.Float32bits(x)&0x7FFFFFFF)
+			}
+			if amax >= 0x7F800000 {
+				return false
+			}
+			var mul, fac float32
+			if amax != 0 {
+				e := int(amax>>23) - 126 // 2^(e-1) ≤ amax < 2^e
+				if e < -102 {
+					return false
+				}
+				mul = math.Float32frombits(uint32(127+15-e) << 23)
+				fac = math.Float32frombits(uint32(127+e-24) << 23)
+			}
+			ws := (*[64]int16)(words[l*8:])
+			for el, x := range blk {
+				// round to nearest even: |x·mul| < 2^15, so x·mul + 1.5·2^23
+				// has the rounded integer in its low mantissa bits (2^15 at
+				// most, which saturates)
+				q := int32(math.Float32bits(x*mul+12582912)) - 0x4B400000
+				ws[fp4QWord[el]&63] = int16(min(q, 32767))
+			}
+			for q := range 4 {
+				facs[l*4+q] = fac
+			}
+		}
+	}
+	return true
+}
+
+// fp4QConsts are the constants of gemvFP4QAVX2: the int8 table of 2·e2m1
+// per 128-bit lane, 0x0F bytes and 0xFF00 words.
+var fp4QConsts [96]byte
+
+func init() {
+	for i := range 16 {
+		v := int8(2 * numfmt.E2M1ToF32(byte(i))) // (lutE2M1 is set by a later init)
+		for l := range 2 {
+			fp4QConsts[16*l+i] = byte(v)
+		}
+	}
+	for i := range 32 {
+		fp4QConsts[32+i] = 0x0F
+		if i%2 == 1 {
+			fp4QConsts[64+i] = 0xFF
+		}
+	}
+}
+
+// fp4QShuf is the VPSHUFB control of packFP4QAVX2: in each 128-bit lane the
+// words [a0 a1 a2 a3 b0 b1 b2 b3] become [a0 b0 a2 b2 a1 b1 a3 b3].
+var fp4QShuf = func() (c [32]byte) {
+	for l := range 2 {
+		for w, src := range [8]int{0, 4, 2, 6, 1, 5, 3, 7} {
+			c[16*l+2*w], c[16*l+2*w+1] = byte(2*src), byte(2*src+1)
+		}
+	}
+	return c
+}()
+
+// asBytes views a float32 buffer as bytes (the packed activations live in
+// pooled float32 buffers).
+func asBytes(f []float32) []byte {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), 4*len(f))
+}
