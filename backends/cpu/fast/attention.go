@@ -8,16 +8,16 @@ import (
 	"github.com/ds4go/ds4/internal/numfmt"
 )
 
-// SparseAttn is kernels.SparseAttn, bit for bit, restructured for speed:
-// a work unit is one query position (b, m) with all its heads, so that the
-// key rows of an index block are dotted with every head's query at once
-// (heads in vector lanes, each logit the reference's sequential float64
-// sum), and P·V accumulates four head-dim elements per vector (each pv[d]
-// receives its terms in the reference order). Every per-head value goes
-// through the reference's operations in the reference's order.
+// SparseAttn is kernels.SparseAttn with its two dot products in f32 (see
+// sparseAttnUnitsF32): a work unit is one query position (b, m) with all
+// its heads, so that the key rows of an index block are dotted with every
+// head's query at once (heads in vector lanes); decode (one position)
+// splits the heads over the cores. Without the f32 kernels (portable
+// level), or for head dims not a multiple of 8 or head counts not a
+// multiple of 4, it runs the reference kernel.
 func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []float32, idx []int32, t int, scale float32) {
 	ks := current()
-	if ks.qkF64 == nil || d%4 != 0 || h < 4 {
+	if !sparseAttnF32(ks, h, d) {
 		kernels.SparseAttn(out, q, b, m, h, d, kv, n, sink, idx, t, scale)
 		return
 	}
@@ -31,44 +31,49 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 		hg := ceilDiv(ceilDiv(h, 4), p) * 4
 		parallel(ceilDiv(h, hg), func(g int) {
 			h0, h1 := g*hg, min(h, (g+1)*hg)
-			sparseAttn1(ks, out[h0*d:h1*d], q[h0*d:h1*d], h1-h0, d, kv, n, sink[h0:h1], idx, t, scale)
+			sparseAttnUnitsF32(ks, out[h0*d:h1*d], q[h0*d:h1*d], 1, 1, h1-h0, d, kv, n, sink[h0:h1], idx, t, scale)
 		})
 		return
 	}
-	sparseAttnUnits(ks, out, q, b, m, h, d, kv, n, sink, idx, t, scale)
+	sparseAttnUnitsF32(ks, out, q, b, m, h, d, kv, n, sink, idx, t, scale)
 }
 
-// sparseAttn1 is SparseAttn of one query position on the caller.
-func sparseAttn1(ks *kernelSet, out, q []float32, h, d int, kv []float32, n int, sink []float32, idx []int32, t int, scale float32) {
-	if h < 4 {
-		kernels.SparseAttn(out, q, 1, 1, h, d, kv, n, sink, idx, t, scale)
-		return
-	}
-	sparseAttnUnits(ks, out, q, 1, 1, h, d, kv, n, sink, idx, t, scale)
+// sparseAttnF32 reports whether SparseAttn takes the f32 path on ks for
+// head count h and head dim d.
+func sparseAttnF32(ks *kernelSet, h, d int) bool {
+	return ks.qkF32Keys != nil && ks.axpyF32 != nil && d%8 == 0 && h%4 == 0
 }
 
-// sparseAttnUnits runs SparseAttn's work units (one query position each).
-func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float32, n int, sink []float32, idx []int32, t int, scale float32) {
+// sparseAttnUnitsF32 runs SparseAttn's work units (one query position
+// each) with the reference's numerics except for the two dot products: a
+// logit is one FMA chain over the head dim (heads in vector lanes, padded
+// to a multiple of 8) and P·V one FMA per term, in the reference's order.
+// Everything else (block maxima, exps, bf16 probabilities, the float64 sum
+// of the probabilities, the rescaling) is the reference's. A head's results
+// do not depend on how heads are grouped, so decode (heads split over the
+// cores) and prefill agree bit for bit; against the float64 sums of the
+// reference they differ by f32 rounding (≈ 2^-24 relative per dot).
+func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float32, n int, sink []float32, idx []int32, t int, scale float32) {
 	const blkN = kernels.SparseAttnBlock
 	negInf := float32(math.Inf(-1))
-	h4 := h &^ 3
+	h8 := (h + 7) &^ 7
 	parallel(b*m, func(u int) {
 		bi, mi := u/m, u%m
 		kvb := kv[bi*n*d : (bi+1)*n*d]
 		row := idx[(bi*m+mi)*t : (bi*m+mi+1)*t]
 		qs := q[(bi*m+mi)*h*d : (bi*m+mi+1)*h*d]
-		qT := make([]float64, d*h4)
-		for hh := range h4 {
+		qT := make([]float32, d*h8) // padding lanes stay 0
+		for hh := range h {
 			for i, v := range qs[hh*d : (hh+1)*d] {
-				qT[i*h4+hh] = float64(v)
+				qT[i*h8+hh] = v
 			}
 		}
 		s := make([]float32, h*blkN) // s[hh*blkN+j]
 		pb := make([]float32, blkN)
 		exps := make([]float32, blkN)
 		acc := make([]float32, h*d)
-		pv := make([]float64, d)
-		dots := make([]float64, 32)
+		pv := make([]float32, d)
+		dots := make([]float32, 64)
 		valid := make([]int, blkN)
 		use := make([]int, blkN)
 		mu := make([]float32, h)
@@ -76,6 +81,7 @@ func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float
 		for hh := range mu {
 			mu[hh] = float32(-1e30) // attentionInitMax
 		}
+		var keys [8][]float32
 		for t0 := 0; t0 < t; t0 += blkN {
 			blk := row[t0:min(t0+blkN, t)]
 			nv := 0
@@ -92,33 +98,28 @@ func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float
 				valid[nv] = j
 				nv++
 			}
-			vi := 0
-			if ks.qkF64Keys != nil && h4 == h {
-				// the head vectors of several keys at once (independent sums)
-				vi = qkKeys(ks, qT, h4, kvb, d, blk, valid[:nv], s, blkN, scale, dots)
-			}
-			for _, j := range valid[vi:nv] {
-				krow := kvb[int(blk[j])*d : int(blk[j]+1)*d]
-				hh := 0
-				for ; hh+16 <= h4; hh += 16 {
-					ks.qkF64(qT[hh:], h4, krow, d, dots, 4)
-					for x := range 16 {
-						s[(hh+x)*blkN+j] = float32(dots[x]) * scale
+			// logits: 16 heads × 4 keys or 8 heads × 8 keys per call, the
+			// last call's missing keys filled with a repeat
+			for hh := 0; hh < h && nv > 0; {
+				g := 1
+				if h8-hh >= 16 {
+					g = 2
+				}
+				nk := 8 / g
+				for v0 := 0; v0 < nv; v0 += nk {
+					for x := range nk {
+						ix := int(blk[valid[min(v0+x, nv-1)]])
+						keys[x] = kvb[ix*d : (ix+1)*d]
+					}
+					ks.qkF32Keys(qT[hh:], h8, &keys, d, dots, g)
+					for x := range min(nk, nv-v0) {
+						j := valid[v0+x]
+						for y := range min(8*g, h-hh) {
+							s[(hh+y)*blkN+j] = dots[x*8*g+y] * scale
+						}
 					}
 				}
-				for ; hh < h4; hh += 4 {
-					ks.qkF64(qT[hh:], h4, krow, d, dots, 1)
-					for x := range 4 {
-						s[(hh+x)*blkN+j] = float32(dots[x]) * scale
-					}
-				}
-				for ; hh < h; hh++ {
-					var sum float64
-					for i, v := range qs[hh*d : (hh+1)*d] {
-						sum += float64(float64(v) * float64(krow[i]))
-					}
-					s[hh*blkN+j] = float32(sum) * scale
-				}
+				hh += 8 * g
 			}
 			for hh := range h {
 				sh := s[hh*blkN : hh*blkN+len(blk)]
@@ -131,7 +132,6 @@ func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float
 				var psum float64
 				clear(pv)
 				nu := 0
-				// the block's exps first, four at a time when the kernel is there
 				ex := exps[:len(blk)]
 				for j := range blk {
 					ex[j] = sh[j] - newMu
@@ -157,35 +157,27 @@ func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float
 					use[nu] = j
 					nu++
 				}
+				var p4 [4]float32
+				var kr [4][]float32
 				x := 0
-				var p4 [4]float64
 				for ; x+4 <= nu; x += 4 {
-					var kr [4][]float32
 					for y := range 4 {
 						jy := use[x+y]
-						p4[y] = float64(pb[jy])
+						p4[y] = pb[jy]
 						kr[y] = kvb[int(blk[jy])*d : int(blk[jy]+1)*d]
 					}
-					ks.axpy4F64(pv, &p4, kr[0], kr[1], kr[2], kr[3])
+					ks.axpyF32(pv, &p4, &kr, 4)
 				}
-				for ; x+2 <= nu; x += 2 {
-					ja, jb := use[x], use[x+1]
-					ka := kvb[int(blk[ja])*d : int(blk[ja]+1)*d]
-					kb := kvb[int(blk[jb])*d : int(blk[jb]+1)*d]
-					ks.axpy2F64(pv, float64(pb[ja]), float64(pb[jb]), ka, kb)
-				}
-				if x < nu {
+				for ; x < nu; x++ {
 					j := use[x]
-					pj := float64(pb[j])
-					for di, kvv := range kvb[int(blk[j])*d : int(blk[j]+1)*d] {
-						pv[di] += float64(pj * float64(kvv))
-					}
+					p4[0], kr[0] = pb[j], kvb[int(blk[j])*d:int(blk[j]+1)*d]
+					ks.axpyF32(pv, &p4, &kr, 1)
 				}
 				lh := float32(l[hh]*alpha) + float32(psum)
 				l[hh] = lh
 				ah := acc[hh*d : (hh+1)*d]
 				for di := range ah {
-					ah[di] = float32(ah[di]*alpha) + float32(pv[di])
+					ah[di] = float32(ah[di]*alpha) + pv[di]
 				}
 				mu[hh] = newMu
 			}
@@ -198,42 +190,6 @@ func sparseAttnUnits(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float
 			}
 		}
 	})
-}
-
-// qkKeys sets s[hh*blkN+j] = float32(q_hh·k_j)·scale for the first keys of
-// valid (positions j in blk) with the qkF64Keys kernel, for every head of
-// the h4 (a multiple of 4) in qT; it returns how many keys it did (a
-// multiple of the keys per call; the caller does the rest).
-func qkKeys(ks *kernelSet, qT []float64, h4 int, kvb []float32, d int, blk []int32, valid []int, s []float32, blkN int, scale float32, dots []float64) int {
-	var keys [4][]float32
-	done := len(valid)
-	for hh := 0; hh < h4; {
-		g := 1
-		switch {
-		case h4-hh >= 16:
-			g = 4
-		case h4-hh >= 8:
-			g = 2
-		}
-		nk := keysPerCall(g)
-		whole := len(valid) / nk * nk
-		done = min(done, whole)
-		for v0 := 0; v0 < whole; v0 += nk {
-			for x := range nk {
-				ix := int(blk[valid[v0+x]])
-				keys[x] = kvb[ix*d : (ix+1)*d]
-			}
-			ks.qkF64Keys(qT[hh:], h4, &keys, d, dots, g)
-			for x := range nk {
-				j := valid[v0+x]
-				for y := range 4 * g {
-					s[(hh+y)*blkN+j] = float32(dots[x*4*g+y]) * scale
-				}
-			}
-		}
-		hh += 4 * g
-	}
-	return done
 }
 
 // IndexScore is kernels.IndexScore, bit for bit: the float64 dots of a key

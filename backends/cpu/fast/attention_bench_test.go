@@ -30,12 +30,3 @@ func BenchmarkSparseAttnDecode(b *testing.B) {
 		SparseAttn(out, q, 1, 1, h, d, kv, n, sink, idx, t, 0.04)
 	}
 }
-
-// BenchmarkSparseAttnDecodeNoKeys is BenchmarkSparseAttnDecode with the dots
-// of one key at a time (one add chain per head vector), for comparison.
-func BenchmarkSparseAttnDecodeNoKeys(b *testing.B) {
-	prev := avx2Set.qkF64Keys
-	avx2Set.qkF64Keys = nil
-	defer func() { avx2Set.qkF64Keys = prev }()
-	BenchmarkSparseAttnDecode(b)
-}

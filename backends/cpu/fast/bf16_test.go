@@ -97,11 +97,18 @@ func TestGroupedLoRA(t *testing.T) {
 	}
 }
 
-// TestSparseAttn checks bit-identity with kernels.SparseAttn.
+// TestSparseAttn checks SparseAttn against kernels.SparseAttn: bit for bit
+// where it runs the reference (portable level, shapes the f32 kernels do
+// not take), else within the f32 rounding of its two dot products (≤ 1
+// bf16 ulp, ≤ 2 % of the elements off at all); and that a query position's
+// result does not depend on the call (decode splits the heads over the
+// cores, prefill runs all heads of a position together).
 func TestSparseAttn(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
+	shapes := [][6]int{{1, 3, 16, 64, 40, 150}, {2, 2, 6, 32, 9, 70}, {1, 1, 20, 36, 300, 64}, {1, 2, 3, 16, 10, 20},
+		{1, 1, 16, 64, 200, 150}, {1, 1, 10, 32, 50, 40}, {1, 2, 16, 512, 700, 640}, {1, 3, 12, 128, 90, 130}, {1, 2, 4, 64, 30, 40}}
 	for _, l := range levels() {
-		for _, sh := range [][6]int{{1, 3, 16, 64, 40, 150}, {2, 2, 6, 32, 9, 70}, {1, 1, 20, 36, 300, 64}, {1, 2, 3, 16, 10, 20}, {1, 1, 16, 64, 200, 150}, {1, 1, 10, 32, 50, 40}} {
+		for _, sh := range shapes {
 			b, m, h, d, n, tt := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]
 			q := randF32(r, b*m*h*d, true)
 			kv := randF32(r, b*n*d, true)
@@ -118,10 +125,50 @@ func TestSparseAttn(t *testing.T) {
 			}
 			want, got := make([]float32, b*m*h*d), make([]float32, b*m*h*d)
 			kernels.SparseAttn(want, q, b, m, h, d, kv, n, sink, idx, tt, 0.125)
-			withLevel(l, func() { SparseAttn(got, q, b, m, h, d, kv, n, sink, idx, tt, 0.125) })
+			var f32 bool
+			withLevel(l, func() {
+				SparseAttn(got, q, b, m, h, d, kv, n, sink, idx, tt, 0.125)
+				f32 = sparseAttnF32(current(), h, d)
+			})
+			// off by more than 1 ulp only where the head's output is small:
+			// within 2^-9 of the head row's largest magnitude
+			off, over1 := 0, 0
 			for i := range want {
-				if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
-					t.Fatalf("%v %v: [%d] = %g, want %g", l, sh, i, got[i], want[i])
+				if math.Float32bits(want[i]) == math.Float32bits(got[i]) {
+					continue
+				}
+				off++
+				du := bf16Ord(got[i]) - bf16Ord(want[i])
+				if du >= -1 && du <= 1 && f32 {
+					continue
+				}
+				over1++
+				var rowMax float64
+				for _, v := range want[i/d*d : i/d*d+d] {
+					rowMax = math.Max(rowMax, math.Abs(float64(v)))
+				}
+				if !f32 || math.Abs(float64(got[i]-want[i])) > rowMax/512 {
+					t.Fatalf("%v %v (f32 %v): [%d] = %g, want %g (head max %g)", l, sh, f32, i, got[i], want[i], rowMax)
+				}
+			}
+			if f32 && off > 0 {
+				t.Logf("%v %v: %d of %d elements differ from the reference, %d by more than 1 ulp", l, sh, off, len(want), over1)
+			}
+			if off*50 > len(want) || over1*1000 > len(want) {
+				t.Fatalf("%v %v: %d of %d elements differ from the reference, %d by more than 1 ulp", l, sh, off, len(want), over1)
+			}
+			// each query position alone (decode's head split) gives the same bits
+			if b == 1 {
+				for mi := range m {
+					one := make([]float32, h*d)
+					withLevel(l, func() {
+						SparseAttn(one, q[mi*h*d:(mi+1)*h*d], 1, 1, h, d, kv, n, sink, idx[mi*tt:(mi+1)*tt], tt, 0.125)
+					})
+					for i, v := range one {
+						if math.Float32bits(v) != math.Float32bits(got[mi*h*d+i]) {
+							t.Fatalf("%v %v: position %d alone: [%d] = %g, in the call %g", l, sh, mi, i, v, got[mi*h*d+i])
+						}
+					}
 				}
 			}
 		}

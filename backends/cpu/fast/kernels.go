@@ -48,15 +48,13 @@ type kernelSet struct {
 	// qkF64, when set, sets out[x] = Σ_i qT[i*ldq+x]·k[i] (sequential
 	// float64 sums) for x < 4g, g = 1 or 4.
 	qkF64 func(qT []float64, ldq int, k []float32, n int, out []float64, g int)
-	// qkF64Keys, when set, is qkF64 for the keys k[0..keysPerCall(g)):
-	// out[j*4g+x] receives key j's sums (g = 1, 2 or 4; every k[j] must be
-	// a valid row of length n, repeat one to fill a call).
-	qkF64Keys func(qT []float64, ldq int, k *[4][]float32, n int, out []float64, g int)
-	// axpy2F64 sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64, in
-	// the scalar order.
-	axpy2F64 func(pv []float64, pa, pb float64, ka, kb []float32)
-	// axpy4F64 is axpy2F64 with four rows, added in order.
-	axpy4F64 func(pv []float64, p *[4]float64, k0, k1, k2, k3 []float32)
+	// qkF32Keys, when set, sets out[j*8g+x] = Σ_i qT[i*ldq+x]·k[j][i] for
+	// x < 8g (g = 1 or 2) and the keys j < 8/g: each lane one f32 FMA chain
+	// over i (every k[j] a valid row of length n; repeat one to fill).
+	qkF32Keys func(qT []float32, ldq int, k *[8][]float32, n int, out []float32, g int)
+	// axpyF32, when set, adds p[j]·k[j][i] to pv[i] for the keys j < nk
+	// (1 or 4) in order, one f32 FMA each (len(pv) a multiple of 8).
+	axpyF32 func(pv []float32, p *[4]float32, k *[4][]float32, nk int)
 	// pack8, when set, dequantises 8 weight rows (at w + l*ldw bytes) of
 	// kind over nb 32-blocks (fp8, fp4) or 8-groups (bf16) into
 	// dst[c*ldd+l] (scales folded in exactly; fp8 rows share the scale
@@ -77,15 +75,6 @@ type kernelSet struct {
 	lanes4 func(x []float32, p *[3][]float32, n int, out []float32)
 	// lanes32, when set, is lanes32Go.
 	lanes32 func(x, p []float32, n int, out []float32)
-}
-
-// keysPerCall is the number of key rows one qkF64Keys call with g head
-// vectors takes.
-func keysPerCall(g int) int {
-	if g == 4 {
-		return 2
-	}
-	return 4
 }
 
 // gemvRows is the most activation rows one gemv call takes.

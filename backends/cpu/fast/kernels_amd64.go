@@ -56,15 +56,6 @@ func packBF16x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, n
 // qkF64AVX2x4 sets out[h] = Σ_i qT[i*ldq+h]·k[i] (sequential float64 sums) for h < 16.
 func qkF64AVX2x4(qT *float64, ldq int, k *float32, n int, out *float64)
 
-// qkF64AVX2g1k4 sets out[j*4+h] = Σ_i qT[i*ldq+h]·k_j[i] (sequential float64 sums) for h < 4 and the first 4 keys k_j.
-func qkF64AVX2g1k4(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
-
-// qkF64AVX2g2k4 sets out[j*8+h] = Σ_i qT[i*ldq+h]·k_j[i] (sequential float64 sums) for h < 8 and the first 4 keys k_j.
-func qkF64AVX2g2k4(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
-
-// qkF64AVX2g4k2 sets out[j*16+h] = Σ_i qT[i*ldq+h]·k_j[i] (sequential float64 sums) for h < 16 and the first 2 keys k_j.
-func qkF64AVX2g4k2(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
-
 // absMaxBitsAVX2 returns max over i < n (a multiple of 8) of bits(x[i]) &^ 0x80000000.
 func absMaxBitsAVX2(x *float32, n int) uint32
 
@@ -76,12 +67,6 @@ func lanes4AVX2(x *float32, p0 *float32, p1 *float32, p2 *float32, n int, out *f
 
 // expF32AVX2 sets dst[i] = float32(math.Exp(float64(src[i]))) for i < n (a multiple of 4); bad ≠ 0 when some src[i] > 700 or is NaN (dst is then partly wrong).
 func expF32AVX2(dst *float32, src *float32, n int, c *float64) (bad uint32)
-
-// axpy2F64AVX2 sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64 for i < n (a multiple of 4).
-func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
-
-// axpy4F64AVX2 sets pv[i] = (((pv[i] + p0·k0[i]) + p1·k1[i]) + p2·k2[i]) + p3·k3[i] in float64 for i < n (a multiple of 4).
-func axpy4F64AVX2(pv *float64, p *float64, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)
 
 // gemvFP4AVX2x1 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 1 activation rows a_i = a[i*lda:] (permuted) and rows weight rows, nb even.
 func gemvFP4AVX2x1(a *float32, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
@@ -121,3 +106,15 @@ func gemvFP4QAVX2x4(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *f
 
 // packFP4QAVX2 packs chunks 64-element chunks of a into dst as packFP4Q does; it returns 0 when a block has an Inf, a NaN or a tiny nonzero maximum.
 func packFP4QAVX2(dst *byte, a *float32, chunks int, c *byte) uint32
+
+// qkF32AVX2g1k8 sets out[j*8+h] = Σ_i qT[i*ldq+h]·k_j[i] (one f32 FMA chain in i) for h < 8 and the 8 keys k_j.
+func qkF32AVX2g1k8(qT *float32, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, k4 *float32, k5 *float32, k6 *float32, k7 *float32, n int, out *float32)
+
+// qkF32AVX2g2k4 sets out[j*16+h] = Σ_i qT[i*ldq+h]·k_j[i] (one f32 FMA chain in i) for h < 16 and the 4 keys k_j.
+func qkF32AVX2g2k4(qT *float32, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float32)
+
+// axpyF32AVX2k1 adds p[j]·k_j[i] to pv[i] for the 1 keys in order (f32 FMAs), n a multiple of 8.
+func axpyF32AVX2k1(pv *float32, p *float32, k0 *float32, n int)
+
+// axpyF32AVX2k4 adds p[j]·k_j[i] to pv[i] for the 4 keys in order (f32 FMAs), n a multiple of 8.
+func axpyF32AVX2k4(pv *float32, p *float32, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)

@@ -2859,193 +2859,6 @@ qkF64AVX2x4_done:
 	VZEROUPPER
 	RET
 
-// func qkF64AVX2g1k4(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
-// Requires: AVX
-TEXT ·qkF64AVX2g1k4(SB), NOSPLIT, $0-64
-	MOVQ   qT+0(FP), AX
-	MOVQ   ldq+8(FP), CX
-	MOVQ   k0+16(FP), DX
-	MOVQ   k1+24(FP), BX
-	MOVQ   k2+32(FP), SI
-	MOVQ   k3+40(FP), DI
-	MOVQ   n+48(FP), R8
-	SHLQ   $0x03, CX
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	VXORPD Y2, Y2, Y2
-	VXORPD Y3, Y3, Y3
-	TESTQ  R8, R8
-	JZ     qkF64AVX2g1k4_done
-
-qkF64AVX2g1k4_loop:
-	VMOVUPD      (AX), Y4
-	VBROADCASTSS (DX), X5
-	VCVTPS2PD    X5, Y5
-	VMULPD       Y4, Y5, Y5
-	VADDPD       Y5, Y0, Y0
-	ADDQ         $0x04, DX
-	VBROADCASTSS (BX), X5
-	VCVTPS2PD    X5, Y5
-	VMULPD       Y4, Y5, Y5
-	VADDPD       Y5, Y1, Y1
-	ADDQ         $0x04, BX
-	VBROADCASTSS (SI), X5
-	VCVTPS2PD    X5, Y5
-	VMULPD       Y4, Y5, Y5
-	VADDPD       Y5, Y2, Y2
-	ADDQ         $0x04, SI
-	VBROADCASTSS (DI), X5
-	VCVTPS2PD    X5, Y5
-	VMULPD       Y4, Y5, Y4
-	VADDPD       Y4, Y3, Y3
-	ADDQ         $0x04, DI
-	ADDQ         CX, AX
-	DECQ         R8
-	JNZ          qkF64AVX2g1k4_loop
-
-qkF64AVX2g1k4_done:
-	MOVQ    out+56(FP), AX
-	VMOVUPD Y0, (AX)
-	VMOVUPD Y1, 32(AX)
-	VMOVUPD Y2, 64(AX)
-	VMOVUPD Y3, 96(AX)
-	VZEROUPPER
-	RET
-
-// func qkF64AVX2g2k4(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
-// Requires: AVX
-TEXT ·qkF64AVX2g2k4(SB), NOSPLIT, $0-64
-	MOVQ   qT+0(FP), AX
-	MOVQ   ldq+8(FP), CX
-	MOVQ   k0+16(FP), DX
-	MOVQ   k1+24(FP), BX
-	MOVQ   k2+32(FP), SI
-	MOVQ   k3+40(FP), DI
-	MOVQ   n+48(FP), R8
-	SHLQ   $0x03, CX
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	VXORPD Y2, Y2, Y2
-	VXORPD Y3, Y3, Y3
-	VXORPD Y4, Y4, Y4
-	VXORPD Y5, Y5, Y5
-	VXORPD Y6, Y6, Y6
-	VXORPD Y7, Y7, Y7
-	TESTQ  R8, R8
-	JZ     qkF64AVX2g2k4_done
-
-qkF64AVX2g2k4_loop:
-	VMOVUPD      (AX), Y8
-	VMOVUPD      32(AX), Y9
-	VBROADCASTSS (DX), X10
-	VCVTPS2PD    X10, Y10
-	VMULPD       Y8, Y10, Y11
-	VADDPD       Y11, Y0, Y0
-	VMULPD       Y9, Y10, Y10
-	VADDPD       Y10, Y1, Y1
-	ADDQ         $0x04, DX
-	VBROADCASTSS (BX), X10
-	VCVTPS2PD    X10, Y10
-	VMULPD       Y8, Y10, Y11
-	VADDPD       Y11, Y2, Y2
-	VMULPD       Y9, Y10, Y10
-	VADDPD       Y10, Y3, Y3
-	ADDQ         $0x04, BX
-	VBROADCASTSS (SI), X10
-	VCVTPS2PD    X10, Y10
-	VMULPD       Y8, Y10, Y11
-	VADDPD       Y11, Y4, Y4
-	VMULPD       Y9, Y10, Y10
-	VADDPD       Y10, Y5, Y5
-	ADDQ         $0x04, SI
-	VBROADCASTSS (DI), X10
-	VCVTPS2PD    X10, Y10
-	VMULPD       Y8, Y10, Y8
-	VADDPD       Y8, Y6, Y6
-	VMULPD       Y9, Y10, Y8
-	VADDPD       Y8, Y7, Y7
-	ADDQ         $0x04, DI
-	ADDQ         CX, AX
-	DECQ         R8
-	JNZ          qkF64AVX2g2k4_loop
-
-qkF64AVX2g2k4_done:
-	MOVQ    out+56(FP), AX
-	VMOVUPD Y0, (AX)
-	VMOVUPD Y1, 32(AX)
-	VMOVUPD Y2, 64(AX)
-	VMOVUPD Y3, 96(AX)
-	VMOVUPD Y4, 128(AX)
-	VMOVUPD Y5, 160(AX)
-	VMOVUPD Y6, 192(AX)
-	VMOVUPD Y7, 224(AX)
-	VZEROUPPER
-	RET
-
-// func qkF64AVX2g4k2(qT *float64, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float64)
-// Requires: AVX
-TEXT ·qkF64AVX2g4k2(SB), NOSPLIT, $0-64
-	MOVQ   qT+0(FP), AX
-	MOVQ   ldq+8(FP), CX
-	MOVQ   k0+16(FP), DX
-	MOVQ   k1+24(FP), BX
-	MOVQ   n+48(FP), SI
-	SHLQ   $0x03, CX
-	VXORPD Y0, Y0, Y0
-	VXORPD Y1, Y1, Y1
-	VXORPD Y2, Y2, Y2
-	VXORPD Y3, Y3, Y3
-	VXORPD Y4, Y4, Y4
-	VXORPD Y5, Y5, Y5
-	VXORPD Y6, Y6, Y6
-	VXORPD Y7, Y7, Y7
-	TESTQ  SI, SI
-	JZ     qkF64AVX2g4k2_done
-
-qkF64AVX2g4k2_loop:
-	VMOVUPD      (AX), Y8
-	VMOVUPD      32(AX), Y9
-	VMOVUPD      64(AX), Y10
-	VMOVUPD      96(AX), Y11
-	VBROADCASTSS (DX), X12
-	VCVTPS2PD    X12, Y12
-	VMULPD       Y8, Y12, Y13
-	VADDPD       Y13, Y0, Y0
-	VMULPD       Y9, Y12, Y13
-	VADDPD       Y13, Y1, Y1
-	VMULPD       Y10, Y12, Y13
-	VADDPD       Y13, Y2, Y2
-	VMULPD       Y11, Y12, Y12
-	VADDPD       Y12, Y3, Y3
-	ADDQ         $0x04, DX
-	VBROADCASTSS (BX), X12
-	VCVTPS2PD    X12, Y12
-	VMULPD       Y8, Y12, Y8
-	VADDPD       Y8, Y4, Y4
-	VMULPD       Y9, Y12, Y8
-	VADDPD       Y8, Y5, Y5
-	VMULPD       Y10, Y12, Y8
-	VADDPD       Y8, Y6, Y6
-	VMULPD       Y11, Y12, Y8
-	VADDPD       Y8, Y7, Y7
-	ADDQ         $0x04, BX
-	ADDQ         CX, AX
-	DECQ         SI
-	JNZ          qkF64AVX2g4k2_loop
-
-qkF64AVX2g4k2_done:
-	MOVQ    out+56(FP), AX
-	VMOVUPD Y0, (AX)
-	VMOVUPD Y1, 32(AX)
-	VMOVUPD Y2, 64(AX)
-	VMOVUPD Y3, 96(AX)
-	VMOVUPD Y4, 128(AX)
-	VMOVUPD Y5, 160(AX)
-	VMOVUPD Y6, 192(AX)
-	VMOVUPD Y7, 224(AX)
-	VZEROUPPER
-	RET
-
 // func absMaxBitsAVX2(x *float32, n int) uint32
 // Requires: AVX, AVX2
 TEXT ·absMaxBitsAVX2(SB), NOSPLIT, $0-20
@@ -3230,82 +3043,6 @@ expF32AVX2_loop:
 expF32AVX2_done:
 	VMOVMSKPD Y0, AX
 	MOVL      AX, bad+32(FP)
-	VZEROUPPER
-	RET
-
-// func axpy2F64AVX2(pv *float64, pa float64, pb float64, ka *float32, kb *float32, n int)
-// Requires: AVX
-TEXT ·axpy2F64AVX2(SB), NOSPLIT, $0-48
-	MOVQ         pv+0(FP), AX
-	MOVQ         ka+24(FP), CX
-	MOVQ         kb+32(FP), DX
-	MOVQ         n+40(FP), BX
-	VBROADCASTSD pa+8(FP), Y0
-	VBROADCASTSD pb+16(FP), Y1
-	SHRQ         $0x02, BX
-	TESTQ        BX, BX
-	JZ           axpy2F64AVX2_done
-
-axpy2F64AVX2_loop:
-	VCVTPS2PD (CX), Y2
-	VMULPD    Y0, Y2, Y2
-	VCVTPS2PD (DX), Y3
-	VMULPD    Y1, Y3, Y3
-	VADDPD    (AX), Y2, Y2
-	VADDPD    Y3, Y2, Y2
-	VMOVUPD   Y2, (AX)
-	ADDQ      $0x20, AX
-	ADDQ      $0x10, CX
-	ADDQ      $0x10, DX
-	DECQ      BX
-	JNZ       axpy2F64AVX2_loop
-
-axpy2F64AVX2_done:
-	VZEROUPPER
-	RET
-
-// func axpy4F64AVX2(pv *float64, p *float64, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)
-// Requires: AVX
-TEXT ·axpy4F64AVX2(SB), NOSPLIT, $0-56
-	MOVQ         pv+0(FP), AX
-	MOVQ         p+8(FP), CX
-	MOVQ         k0+16(FP), DX
-	MOVQ         k1+24(FP), BX
-	MOVQ         k2+32(FP), SI
-	MOVQ         k3+40(FP), DI
-	MOVQ         n+48(FP), R8
-	VBROADCASTSD (CX), Y0
-	VBROADCASTSD 8(CX), Y1
-	VBROADCASTSD 16(CX), Y2
-	VBROADCASTSD 24(CX), Y3
-	SHRQ         $0x02, R8
-	TESTQ        R8, R8
-	JZ           axpy4F64AVX2_done
-
-axpy4F64AVX2_loop:
-	VMOVUPD   (AX), Y4
-	VCVTPS2PD (DX), Y5
-	VMULPD    Y0, Y5, Y5
-	VADDPD    Y5, Y4, Y4
-	ADDQ      $0x10, DX
-	VCVTPS2PD (BX), Y5
-	VMULPD    Y1, Y5, Y5
-	VADDPD    Y5, Y4, Y4
-	ADDQ      $0x10, BX
-	VCVTPS2PD (SI), Y5
-	VMULPD    Y2, Y5, Y5
-	VADDPD    Y5, Y4, Y4
-	ADDQ      $0x10, SI
-	VCVTPS2PD (DI), Y5
-	VMULPD    Y3, Y5, Y5
-	VADDPD    Y5, Y4, Y4
-	ADDQ      $0x10, DI
-	VMOVUPD   Y4, (AX)
-	ADDQ      $0x20, AX
-	DECQ      R8
-	JNZ       axpy4F64AVX2_loop
-
-axpy4F64AVX2_done:
 	VZEROUPPER
 	RET
 
@@ -4787,4 +4524,234 @@ packFP4QAVX2_fail:
 packFP4QAVX2_end:
 	VZEROUPPER
 	MOVL BX, ret+32(FP)
+	RET
+
+// func qkF32AVX2g1k8(qT *float32, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, k4 *float32, k5 *float32, k6 *float32, k7 *float32, n int, out *float32)
+// Requires: AVX, FMA3
+TEXT ·qkF32AVX2g1k8(SB), NOSPLIT, $0-96
+	MOVQ   qT+0(FP), AX
+	MOVQ   ldq+8(FP), CX
+	MOVQ   k0+16(FP), DX
+	MOVQ   k1+24(FP), BX
+	MOVQ   k2+32(FP), SI
+	MOVQ   k3+40(FP), DI
+	MOVQ   k4+48(FP), R8
+	MOVQ   k5+56(FP), R9
+	MOVQ   k6+64(FP), R10
+	MOVQ   k7+72(FP), R11
+	MOVQ   n+80(FP), R12
+	SHLQ   $0x02, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   R13, R13
+	TESTQ  R12, R12
+	JZ     qkF32AVX2g1k8_done
+
+qkF32AVX2g1k8_loop:
+	VMOVUPS      (AX), Y8
+	VBROADCASTSS (DX)(R13*4), Y9
+	VFMADD231PS  Y8, Y9, Y0
+	VBROADCASTSS (BX)(R13*4), Y9
+	VFMADD231PS  Y8, Y9, Y1
+	VBROADCASTSS (SI)(R13*4), Y9
+	VFMADD231PS  Y8, Y9, Y2
+	VBROADCASTSS (DI)(R13*4), Y9
+	VFMADD231PS  Y8, Y9, Y3
+	VBROADCASTSS (R8)(R13*4), Y9
+	VFMADD231PS  Y8, Y9, Y4
+	VBROADCASTSS (R9)(R13*4), Y9
+	VFMADD231PS  Y8, Y9, Y5
+	VBROADCASTSS (R10)(R13*4), Y9
+	VFMADD231PS  Y8, Y9, Y6
+	VBROADCASTSS (R11)(R13*4), Y9
+	VFMADD231PS  Y8, Y9, Y7
+	ADDQ         CX, AX
+	INCQ         R13
+	CMPQ         R13, R12
+	JNE          qkF32AVX2g1k8_loop
+
+qkF32AVX2g1k8_done:
+	MOVQ    out+88(FP), AX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VMOVUPS Y4, 128(AX)
+	VMOVUPS Y5, 160(AX)
+	VMOVUPS Y6, 192(AX)
+	VMOVUPS Y7, 224(AX)
+	VZEROUPPER
+	RET
+
+// func qkF32AVX2g2k4(qT *float32, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int, out *float32)
+// Requires: AVX, FMA3
+TEXT ·qkF32AVX2g2k4(SB), NOSPLIT, $0-64
+	MOVQ   qT+0(FP), AX
+	MOVQ   ldq+8(FP), CX
+	MOVQ   k0+16(FP), DX
+	MOVQ   k1+24(FP), BX
+	MOVQ   k2+32(FP), SI
+	MOVQ   k3+40(FP), DI
+	MOVQ   n+48(FP), R8
+	SHLQ   $0x02, CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   R9, R9
+	TESTQ  R8, R8
+	JZ     qkF32AVX2g2k4_done
+
+qkF32AVX2g2k4_loop:
+	VMOVUPS      (AX), Y8
+	VMOVUPS      32(AX), Y9
+	VBROADCASTSS (DX)(R9*4), Y10
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y9, Y10, Y1
+	VBROADCASTSS (BX)(R9*4), Y10
+	VFMADD231PS  Y8, Y10, Y2
+	VFMADD231PS  Y9, Y10, Y3
+	VBROADCASTSS (SI)(R9*4), Y10
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y9, Y10, Y5
+	VBROADCASTSS (DI)(R9*4), Y10
+	VFMADD231PS  Y8, Y10, Y6
+	VFMADD231PS  Y9, Y10, Y7
+	ADDQ         CX, AX
+	INCQ         R9
+	CMPQ         R9, R8
+	JNE          qkF32AVX2g2k4_loop
+
+qkF32AVX2g2k4_done:
+	MOVQ    out+56(FP), AX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VMOVUPS Y4, 128(AX)
+	VMOVUPS Y5, 160(AX)
+	VMOVUPS Y6, 192(AX)
+	VMOVUPS Y7, 224(AX)
+	VZEROUPPER
+	RET
+
+// func axpyF32AVX2k1(pv *float32, p *float32, k0 *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·axpyF32AVX2k1(SB), NOSPLIT, $0-32
+	MOVQ         pv+0(FP), AX
+	MOVQ         p+8(FP), CX
+	MOVQ         k0+16(FP), DX
+	MOVQ         n+24(FP), BX
+	VBROADCASTSS (CX), Y0
+	XORQ         CX, CX
+	MOVQ         BX, SI
+	SHRQ         $0x05, SI
+	SHLQ         $0x05, SI
+	CMPQ         SI, $0x00
+	JE           axpyF32AVX2k1_tail
+
+axpyF32AVX2k1_loop:
+	VMOVUPS     (AX)(CX*4), Y1
+	VMOVUPS     32(AX)(CX*4), Y2
+	VMOVUPS     64(AX)(CX*4), Y3
+	VMOVUPS     96(AX)(CX*4), Y4
+	VFMADD231PS (DX)(CX*4), Y0, Y1
+	VFMADD231PS 32(DX)(CX*4), Y0, Y2
+	VFMADD231PS 64(DX)(CX*4), Y0, Y3
+	VFMADD231PS 96(DX)(CX*4), Y0, Y4
+	VMOVUPS     Y1, (AX)(CX*4)
+	VMOVUPS     Y2, 32(AX)(CX*4)
+	VMOVUPS     Y3, 64(AX)(CX*4)
+	VMOVUPS     Y4, 96(AX)(CX*4)
+	ADDQ        $0x20, CX
+	CMPQ        CX, SI
+	JNE         axpyF32AVX2k1_loop
+
+axpyF32AVX2k1_tail:
+	CMPQ        CX, BX
+	JE          axpyF32AVX2k1_done
+	VMOVUPS     (AX)(CX*4), Y1
+	VFMADD231PS (DX)(CX*4), Y0, Y1
+	VMOVUPS     Y1, (AX)(CX*4)
+	ADDQ        $0x08, CX
+	JMP         axpyF32AVX2k1_tail
+
+axpyF32AVX2k1_done:
+	VZEROUPPER
+	RET
+
+// func axpyF32AVX2k4(pv *float32, p *float32, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·axpyF32AVX2k4(SB), NOSPLIT, $0-56
+	MOVQ         pv+0(FP), AX
+	MOVQ         p+8(FP), CX
+	MOVQ         k0+16(FP), DX
+	MOVQ         k1+24(FP), BX
+	MOVQ         k2+32(FP), SI
+	MOVQ         k3+40(FP), DI
+	MOVQ         n+48(FP), R8
+	VBROADCASTSS (CX), Y0
+	VBROADCASTSS 4(CX), Y1
+	VBROADCASTSS 8(CX), Y2
+	VBROADCASTSS 12(CX), Y3
+	XORQ         CX, CX
+	MOVQ         R8, R9
+	SHRQ         $0x05, R9
+	SHLQ         $0x05, R9
+	CMPQ         R9, $0x00
+	JE           axpyF32AVX2k4_tail
+
+axpyF32AVX2k4_loop:
+	VMOVUPS     (AX)(CX*4), Y4
+	VMOVUPS     32(AX)(CX*4), Y5
+	VMOVUPS     64(AX)(CX*4), Y6
+	VMOVUPS     96(AX)(CX*4), Y7
+	VFMADD231PS (DX)(CX*4), Y0, Y4
+	VFMADD231PS 32(DX)(CX*4), Y0, Y5
+	VFMADD231PS 64(DX)(CX*4), Y0, Y6
+	VFMADD231PS 96(DX)(CX*4), Y0, Y7
+	VFMADD231PS (BX)(CX*4), Y1, Y4
+	VFMADD231PS 32(BX)(CX*4), Y1, Y5
+	VFMADD231PS 64(BX)(CX*4), Y1, Y6
+	VFMADD231PS 96(BX)(CX*4), Y1, Y7
+	VFMADD231PS (SI)(CX*4), Y2, Y4
+	VFMADD231PS 32(SI)(CX*4), Y2, Y5
+	VFMADD231PS 64(SI)(CX*4), Y2, Y6
+	VFMADD231PS 96(SI)(CX*4), Y2, Y7
+	VFMADD231PS (DI)(CX*4), Y3, Y4
+	VFMADD231PS 32(DI)(CX*4), Y3, Y5
+	VFMADD231PS 64(DI)(CX*4), Y3, Y6
+	VFMADD231PS 96(DI)(CX*4), Y3, Y7
+	VMOVUPS     Y4, (AX)(CX*4)
+	VMOVUPS     Y5, 32(AX)(CX*4)
+	VMOVUPS     Y6, 64(AX)(CX*4)
+	VMOVUPS     Y7, 96(AX)(CX*4)
+	ADDQ        $0x20, CX
+	CMPQ        CX, R9
+	JNE         axpyF32AVX2k4_loop
+
+axpyF32AVX2k4_tail:
+	CMPQ        CX, R8
+	JE          axpyF32AVX2k4_done
+	VMOVUPS     (AX)(CX*4), Y4
+	VFMADD231PS (DX)(CX*4), Y0, Y4
+	VFMADD231PS (BX)(CX*4), Y1, Y4
+	VFMADD231PS (SI)(CX*4), Y2, Y4
+	VFMADD231PS (DI)(CX*4), Y3, Y4
+	VMOVUPS     Y4, (AX)(CX*4)
+	ADDQ        $0x08, CX
+	JMP         axpyF32AVX2k4_tail
+
+axpyF32AVX2k4_done:
+	VZEROUPPER
 	RET

@@ -114,17 +114,6 @@ var avx2Set = &kernelSet{
 			qkF64AVX2x1(&qT[0], ldq, &k[0], n, &out[0])
 		}
 	},
-	axpy2F64: func(pv []float64, pa, pb float64, ka, kb []float32) {
-		n := len(ka) &^ 3
-		if n > 0 {
-			_, _, _ = pv[n-1], ka[n-1], kb[n-1]
-			axpy2F64AVX2(&pv[0], pa, pb, &ka[0], &kb[0], n)
-		}
-		for i := n; i < len(ka); i++ {
-			x := pv[i] + float64(pa*float64(ka[i]))
-			pv[i] = x + float64(pb*float64(kb[i]))
-		}
-	},
 	pack8: func(kind wkind, dst []float32, ldd int, w []byte, ldw int, s []byte, lds, nb int) {
 		if nb == 0 {
 			return
@@ -141,38 +130,43 @@ var avx2Set = &kernelSet{
 			packBF16x8AVX2(&dst[0], ldd, &w[0], ldw, nil, 0, nb, nil, nil)
 		}
 	},
-	axpy4F64: func(pv []float64, p *[4]float64, k0, k1, k2, k3 []float32) {
-		n := len(k0) &^ 3
-		if n > 0 {
-			_, _, _, _, _ = pv[n-1], k0[n-1], k1[n-1], k2[n-1], k3[n-1]
-			axpy4F64AVX2(&pv[0], &p[0], &k0[0], &k1[0], &k2[0], &k3[0], n)
-		}
-		for i := n; i < len(k0); i++ {
-			x := pv[i] + float64(p[0]*float64(k0[i]))
-			x += float64(p[1] * float64(k1[i]))
-			x += float64(p[2] * float64(k2[i]))
-			pv[i] = x + float64(p[3]*float64(k3[i]))
-		}
-	},
-	qkF64Keys: func(qT []float64, ldq int, k *[4][]float32, n int, out []float64, g int) {
-		nk := keysPerCall(g)
+	qkF32Keys: func(qT []float32, ldq int, k *[8][]float32, n int, out []float32, g int) {
+		nk := 8 / g
 		if n == 0 {
-			clear(out[:nk*4*g])
+			clear(out[:nk*8*g])
 			return
 		}
-		_, _ = qT[(n-1)*ldq+4*g-1], out[nk*4*g-1]
+		_, _ = qT[(n-1)*ldq+8*g-1], out[64-1]
 		for j := range nk {
 			_ = k[j][n-1]
 		}
 		switch g {
 		case 1:
-			qkF64AVX2g1k4(&qT[0], ldq, &k[0][0], &k[1][0], &k[2][0], &k[3][0], n, &out[0])
+			qkF32AVX2g1k8(&qT[0], ldq, &k[0][0], &k[1][0], &k[2][0], &k[3][0], &k[4][0], &k[5][0], &k[6][0], &k[7][0], n, &out[0])
 		case 2:
-			qkF64AVX2g2k4(&qT[0], ldq, &k[0][0], &k[1][0], &k[2][0], &k[3][0], n, &out[0])
-		case 4:
-			qkF64AVX2g4k2(&qT[0], ldq, &k[0][0], &k[1][0], &k[0][0], &k[0][0], n, &out[0])
+			qkF32AVX2g2k4(&qT[0], ldq, &k[0][0], &k[1][0], &k[2][0], &k[3][0], n, &out[0])
 		default:
-			panic("fast: qkF64Keys: g must be 1, 2 or 4")
+			panic("fast: qkF32Keys: g must be 1 or 2")
+		}
+	},
+	axpyF32: func(pv []float32, p *[4]float32, k *[4][]float32, nk int) {
+		n := len(pv)
+		if n == 0 {
+			return
+		}
+		if n%8 != 0 {
+			panic("fast: axpyF32: length not a multiple of 8")
+		}
+		for j := range nk {
+			_ = k[j][n-1]
+		}
+		switch nk {
+		case 1:
+			axpyF32AVX2k1(&pv[0], &p[0], &k[0][0], n)
+		case 4:
+			axpyF32AVX2k4(&pv[0], &p[0], &k[0][0], &k[1][0], &k[2][0], &k[3][0], n)
+		default:
+			panic("fast: axpyF32: nk must be 1 or 4")
 		}
 	},
 	actQuant: func(xb []float32) bool {
@@ -340,10 +334,9 @@ func init() {
 	avx512Set.lanes32 = avx2Set.lanes32
 	avx512Set.loraFP8x8 = avx2Set.loraFP8x8
 	avx512Set.qkF64 = avx2Set.qkF64
-	avx512Set.qkF64Keys = avx2Set.qkF64Keys
 	avx512Set.actQuant = avx2Set.actQuant
 	avx512Set.lanes4 = avx2Set.lanes4
 	avx512Set.expF32 = avx2Set.expF32
-	avx512Set.axpy2F64 = avx2Set.axpy2F64
-	avx512Set.axpy4F64 = avx2Set.axpy4F64
+	avx512Set.qkF32Keys = avx2Set.qkF32Keys
+	avx512Set.axpyF32 = avx2Set.axpyF32
 }

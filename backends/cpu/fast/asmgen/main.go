@@ -38,21 +38,20 @@ func main() {
 		pack8AVX2(kind)
 	}
 	qkF64AVX2(4)
-	qkF64KeysAVX2(1, 4)
-	qkF64KeysAVX2(2, 4)
-	qkF64KeysAVX2(4, 2)
 	absMaxBitsAVX2()
 	actQuantAVX2()
 	lanes4AVX2()
 	expF32AVX2()
-	axpyF64AVX2()
-	axpy4F64AVX2()
 	for r := 1; r <= 4; r++ {
 		gemvFP4AVX2(r)
 		gemvFP8AVX2(r)
 		gemvFP4QAVX2(r)
 	}
 	packFP4QAVX2()
+	qkF32KeysAVX2(1, 8)
+	qkF32KeysAVX2(2, 4)
+	axpyF32AVX2(1)
+	axpyF32AVX2(4)
 	Generate()
 }
 
@@ -1274,15 +1273,19 @@ func qkF64AVX2(g int) {
 	RET()
 }
 
-// qkF64KeysAVX2 emits qkF64AVX2g<g>k<nk>: qkF64AVX2x<g> for nk key rows at
-// once. Each (key, head) dot is its own sequential float64 sum, as in
-// qkF64AVX2x<g>, but the g·nk independent sums interleave, so the loop is
-// bound by throughput instead of the latency of one add chain per head
-// vector.
-func qkF64KeysAVX2(g, nk int) {
-	name := fmt.Sprintf("qkF64AVX2g%dk%d", g, nk)
-	TEXT(name, NOSPLIT, "func(qT *float64, ldq int, k0, k1, k2, k3 *float32, n int, out *float64)")
-	Doc(fmt.Sprintf("%s sets out[j*%d+h] = Σ_i qT[i*ldq+h]·k_j[i] (sequential float64 sums) for h < %d and the first %d keys k_j.", name, 4*g, 4*g, nk))
+// qkF32KeysAVX2 emits qkF32AVX2g<g>k<nk>: the attention logits of nk keys
+// against 8g heads (f32, heads in lanes: qT [n][ldq]), each lane one FMA
+// chain over i = 0..n-1, so a head's logit does not depend on how many
+// heads or keys share the call.
+func qkF32KeysAVX2(g, nk int) {
+	name := fmt.Sprintf("qkF32AVX2g%dk%d", g, nk)
+	sig := "func(qT *float32, ldq int"
+	for j := range nk {
+		sig += fmt.Sprintf(", k%d", j)
+	}
+	sig += " *float32, n int, out *float32)"
+	TEXT(name, NOSPLIT, sig)
+	Doc(fmt.Sprintf("%s sets out[j*%d+h] = Σ_i qT[i*ldq+h]·k_j[i] (one f32 FMA chain in i) for h < %d and the %d keys k_j.", name, 8*g, 8*g, nk))
 	q := Load(Param("qT"), GP64())
 	ldq := Load(Param("ldq"), GP64())
 	ks := []reg.Register{}
@@ -1290,45 +1293,110 @@ func qkF64KeysAVX2(g, nk int) {
 		ks = append(ks, Load(Param(fmt.Sprintf("k%d", j)), GP64()))
 	}
 	n := Load(Param("n"), GP64())
-	SHLQ(Imm(3), ldq)
+	SHLQ(Imm(2), ldq)
 	acc := make([][]reg.VecVirtual, nk)
 	for j := range acc {
 		for range g {
 			x := YMM()
-			VXORPD(x, x, x)
+			VXORPS(x, x, x)
 			acc[j] = append(acc[j], x)
 		}
 	}
+	i := GP64()
+	XORQ(i, i)
 	TESTQ(n, n)
 	JZ(LabelRef(name + "_done"))
 	Label(name + "_loop")
 	qv := make([]reg.VecVirtual, g)
-	for i := range qv {
-		qv[i] = YMM()
-		VMOVUPD(Mem{Base: q, Disp: 32 * i}, qv[i])
+	for v := range qv {
+		qv[v] = YMM()
+		VMOVUPS(Mem{Base: q, Disp: 32 * v}, qv[v])
 	}
 	for j, kp := range ks {
-		kf := YMM()
-		VBROADCASTSS(Mem{Base: kp}, kf.AsX())
 		kb := YMM()
-		VCVTPS2PD(kf.AsX(), kb)
-		for i := range qv {
-			t := YMM()
-			VMULPD(qv[i], kb, t)
-			VADDPD(t, acc[j][i], acc[j][i])
+		VBROADCASTSS(Mem{Base: kp, Index: i, Scale: 4}, kb)
+		for v := range qv {
+			VFMADD231PS(qv[v], kb, acc[j][v])
 		}
-		ADDQ(Imm(4), kp)
 	}
 	ADDQ(ldq, q)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
+	INCQ(i)
+	CMPQ(i, n)
+	JNE(LabelRef(name + "_loop"))
 	Label(name + "_done")
 	o := Load(Param("out"), GP64())
 	for j := range acc {
-		for i, a := range acc[j] {
-			VMOVUPD(a, Mem{Base: o, Disp: 32 * (j*g + i)})
+		for v, a := range acc[j] {
+			VMOVUPS(a, Mem{Base: o, Disp: 32 * (j*g + v)})
 		}
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// axpyF32AVX2 emits axpyF32AVX2k<nk>: pv[i] = fma(p_{nk-1}, k_{nk-1}[i],
+// … fma(p_0, k_0[i], pv[i])) for i < n (a multiple of 8): the keys' terms
+// in order, one rounding each, the same bits as nk calls with one key.
+func axpyF32AVX2(nk int) {
+	name := fmt.Sprintf("axpyF32AVX2k%d", nk)
+	sig := "func(pv *float32, p *float32"
+	for j := range nk {
+		sig += fmt.Sprintf(", k%d", j)
+	}
+	sig += " *float32, n int)"
+	TEXT(name, NOSPLIT, sig)
+	Doc(fmt.Sprintf("%s adds p[j]·k_j[i] to pv[i] for the %d keys in order (f32 FMAs), n a multiple of 8.", name, nk))
+	pv := Load(Param("pv"), GP64())
+	pp := Load(Param("p"), GP64())
+	ks := []reg.Register{}
+	for j := range nk {
+		ks = append(ks, Load(Param(fmt.Sprintf("k%d", j)), GP64()))
+	}
+	n := Load(Param("n"), GP64())
+	pb := make([]reg.VecVirtual, nk)
+	for j := range pb {
+		pb[j] = YMM()
+		VBROADCASTSS(Mem{Base: pp, Disp: 4 * j}, pb[j])
+	}
+	i := GP64()
+	XORQ(i, i)
+	const unroll = 4
+	n4 := GP64()
+	MOVQ(n, n4)
+	SHRQ(Imm(5), n4) // 32 = 8·unroll floats per iteration
+	SHLQ(Imm(5), n4)
+	// unrolled: 4 vectors (32 floats) per iteration, then single vectors
+	CMPQ(n4, Imm(0))
+	JE(LabelRef(name + "_tail"))
+	Label(name + "_loop")
+	acc := make([]reg.VecVirtual, unroll)
+	for u := range acc {
+		acc[u] = YMM()
+		VMOVUPS(Mem{Base: pv, Index: i, Scale: 4, Disp: 32 * u}, acc[u])
+	}
+	for j, kp := range ks {
+		for u := range acc {
+			VFMADD231PS(Mem{Base: kp, Index: i, Scale: 4, Disp: 32 * u}, pb[j], acc[u])
+		}
+	}
+	for u := range acc {
+		VMOVUPS(acc[u], Mem{Base: pv, Index: i, Scale: 4, Disp: 32 * u})
+	}
+	ADDQ(Imm(8*unroll), i)
+	CMPQ(i, n4)
+	JNE(LabelRef(name + "_loop"))
+	Label(name + "_tail")
+	CMPQ(i, n)
+	JE(LabelRef(name + "_done"))
+	a := YMM()
+	VMOVUPS(Mem{Base: pv, Index: i, Scale: 4}, a)
+	for j, kp := range ks {
+		VFMADD231PS(Mem{Base: kp, Index: i, Scale: 4}, pb[j], a)
+	}
+	VMOVUPS(a, Mem{Base: pv, Index: i, Scale: 4})
+	ADDQ(Imm(8), i)
+	JMP(LabelRef(name + "_tail"))
+	Label(name + "_done")
 	VZEROUPPER()
 	RET()
 }
@@ -1545,42 +1613,6 @@ func expF32AVX2() {
 	RET()
 }
 
-// axpyF64AVX2 emits axpy2F64AVX2: pv[i] = (pv[i] + fl64(pa·ka[i])) +
-// fl64(pb·kb[i]) for i < n (a multiple of 4), the products exact, in the
-// scalar order.
-func axpyF64AVX2() {
-	name := "axpy2F64AVX2"
-	TEXT(name, NOSPLIT, "func(pv *float64, pa, pb float64, ka, kb *float32, n int)")
-	Doc(name + " sets pv[i] = (pv[i] + pa·ka[i]) + pb·kb[i] in float64 for i < n (a multiple of 4).")
-	pv := Load(Param("pv"), GP64())
-	ka := Load(Param("ka"), GP64())
-	kb := Load(Param("kb"), GP64())
-	n := Load(Param("n"), GP64())
-	pa, pb := YMM(), YMM()
-	VBROADCASTSD(NewParamAddr("pa", 8), pa)
-	VBROADCASTSD(NewParamAddr("pb", 16), pb)
-	SHRQ(Imm(2), n)
-	TESTQ(n, n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	x, y, v := YMM(), YMM(), YMM()
-	VCVTPS2PD(Mem{Base: ka}, x)
-	VMULPD(pa, x, x)
-	VCVTPS2PD(Mem{Base: kb}, y)
-	VMULPD(pb, y, y)
-	VADDPD(Mem{Base: pv}, x, v)
-	VADDPD(y, v, v)
-	VMOVUPD(v, Mem{Base: pv})
-	ADDQ(Imm(32), pv)
-	ADDQ(Imm(16), ka)
-	ADDQ(Imm(16), kb)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
-}
-
 // transpose8 transposes the 8×8 f32 matrix whose rows are r, passing each
 // column d to use as soon as it is formed.
 func transpose8(r []reg.VecVirtual, use func(d int, c reg.VecVirtual)) {
@@ -1732,44 +1764,6 @@ func pack8AVX2(kind string) {
 		INCQ(s)
 	}
 	DECQ(nb)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
-}
-
-// axpy4F64AVX2 emits axpy4F64AVX2: pv[i] = (((pv[i] + p0·k0[i]) + p1·k1[i])
-// + p2·k2[i]) + p3·k3[i] in float64 for i < n (a multiple of 4), the
-// products exact, in the scalar order; p holds p0..p3, k the 4 row pointers.
-func axpy4F64AVX2() {
-	name := "axpy4F64AVX2"
-	TEXT(name, NOSPLIT, "func(pv *float64, p *float64, k0, k1, k2, k3 *float32, n int)")
-	Doc(name + " sets pv[i] = (((pv[i] + p0·k0[i]) + p1·k1[i]) + p2·k2[i]) + p3·k3[i] in float64 for i < n (a multiple of 4).")
-	pv := Load(Param("pv"), GP64())
-	pp := Load(Param("p"), GP64())
-	ks := []reg.Register{Load(Param("k0"), GP64()), Load(Param("k1"), GP64()), Load(Param("k2"), GP64()), Load(Param("k3"), GP64())}
-	n := Load(Param("n"), GP64())
-	ps := make([]reg.VecVirtual, 4)
-	for i := range ps {
-		ps[i] = YMM()
-		VBROADCASTSD(Mem{Base: pp, Disp: 8 * i}, ps[i])
-	}
-	SHRQ(Imm(2), n)
-	TESTQ(n, n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	v := YMM()
-	VMOVUPD(Mem{Base: pv}, v)
-	for i := range ks {
-		x := YMM()
-		VCVTPS2PD(Mem{Base: ks[i]}, x)
-		VMULPD(ps[i], x, x)
-		VADDPD(x, v, v)
-		ADDQ(Imm(16), ks[i])
-	}
-	VMOVUPD(v, Mem{Base: pv})
-	ADDQ(Imm(32), pv)
-	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
 	VZEROUPPER()
