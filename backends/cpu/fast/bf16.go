@@ -72,16 +72,20 @@ func MatmulBF16W16(out, a []float32, w []byte, m, k, n int) {
 	matmul(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, true)
 }
 
-// GroupedLoRA is kernels.GroupedLoRA, bit for bit:
+// GroupedLoRA is kernels.GroupedLoRA:
 //
 //	out[i, g*rank+r] = bf16( Σ_d o[i, g*dg+d] · woA[g*rank+r, d] )
 //
-// summed sequentially in ascending d from +0 with every product rounded to
-// fp32. The weights are either f32 (woA [groups*rank, dg]) or, when woA is
-// nil, e4m3 codes [groups*rank, dg] with e8m0 block scales
-// [ceil(groups*rank/32), ceil(dg/32)], dequantised on the fly as
-// bf16(e4m3·e8m0) (the binder's former dequantisation). 32 outputs of a
-// group are computed at once in vector lanes, each in the sequential order.
+// The weights are either f32 (woA [groups*rank, dg]) or, when woA is nil,
+// e4m3 codes [groups*rank, dg] with e8m0 block scales [ceil(groups*rank/32),
+// ceil(dg/32)], dequantised on the fly as bf16(e4m3·e8m0) (the binder's
+// former dequantisation). Stored codes whose dequantised values are normal
+// floats (every scale byte in 10..134) and a rank of whole 32-row scale
+// groups run as one fp8 matmul per group (MatmulFP8's numerics: per-block
+// partials, equal to the sequential sum up to fp32 rounding; decode's
+// groups stream as one parallel job). Otherwise the result is bit for bit
+// the reference's sequential sum in ascending d from +0, every product
+// rounded to fp32, 32 outputs of a group at once in vector lanes.
 func GroupedLoRA(out, o []float32, m, groups, dg int, woA []float32, codes, scales []byte, rank int) {
 	rows := groups * rank
 	check("GroupedLoRA", len(out), m*rows, len(o), m*groups*dg)
@@ -92,6 +96,10 @@ func GroupedLoRA(out, o []float32, m, groups, dg int, woA []float32, codes, scal
 		check("GroupedLoRA", len(codes), rows*dg, len(scales), ceilDiv(rows, block)*kbs)
 	}
 	if m == 0 || rows == 0 {
+		return
+	}
+	if codes != nil && rank%block == 0 && loraExact(scales) {
+		groupedFP8(out, o, m, groups, dg, codes, scales, rank)
 		return
 	}
 	const lw = 32
@@ -192,6 +200,63 @@ func GroupedLoRA(out, o []float32, m, groups, dg int, woA []float32, codes, scal
 		}
 		putBuf(pb)
 	})
+}
+
+// groupedFP8 is GroupedLoRA on stored codes as one fp8 matmul per group:
+// o's columns of group g against the group's rank rows of codes (whole
+// 32-row scale groups).
+func groupedFP8(out, o []float32, m, groups, dg int, codes, scales []byte, rank int) {
+	kbs := ceilDiv(dg, block)
+	rows := groups * rank
+	ws := make([]weights, groups)
+	for g := range ws {
+		ws[g] = weights{kind: kindFP8, n: rank, k: dg, q: codes[g*rank*dg : (g+1)*rank*dg],
+			s: scales[g*rank/block*kbs : (g+1)*rank/block*kbs], kb: kbs}
+	}
+	// each group's activation rows and outputs, contiguous
+	xs, outs := make([][]float32, groups), make([][]float32, groups)
+	var bufs []*[]float32
+	for g := range groups {
+		if m == 1 {
+			xs[g], outs[g] = o[g*dg:(g+1)*dg], out[g*rank:(g+1)*rank]
+			continue
+		}
+		xb, ob := getBuf(m*dg), getBuf(m*rank)
+		bufs = append(bufs, xb, ob)
+		xs[g], outs[g] = *xb, *ob
+		for i := range m {
+			copy(xs[g][i*dg:(i+1)*dg], o[(i*groups+g)*dg:(i*groups+g+1)*dg])
+		}
+	}
+	if m <= decodeMaxM {
+		ks := current()
+		tasks := make([]func(int), groups)
+		chunks := 0
+		var releases []func()
+		for g := range groups {
+			task, n, release := decodeTasks(ks, outs[g], xs[g], m, &ws[g], true)
+			tasks[g], chunks = task, n
+			releases = append(releases, release)
+		}
+		parallel(groups*chunks, func(c int) { tasks[c/chunks](c % chunks) })
+		for _, r := range releases {
+			r()
+		}
+	} else {
+		for g := range groups {
+			matmul(outs[g], xs[g], m, &ws[g], true)
+		}
+	}
+	if m > 1 {
+		for g := range groups {
+			for i := range m {
+				copy(out[i*rows+g*rank:i*rows+(g+1)*rank], outs[g][i*rank:(i+1)*rank])
+			}
+		}
+		for _, b := range bufs {
+			putBuf(b)
+		}
+	}
 }
 
 // loraDirectMaxM is the most tokens for which GroupedLoRA dequantises e4m3
