@@ -95,7 +95,11 @@ func (r *run) slot() int {
 func round(dt ir.DType, x []float32) {
 	switch dt {
 	case ir.BF16:
-		numfmt.BF16RoundSlice(x)
+		if UseFast {
+			fast.BF16RoundSlice(x) // the same bits, in vectors
+		} else {
+			numfmt.BF16RoundSlice(x)
+		}
 	case ir.F16:
 		for i, v := range x {
 			x[i] = numfmt.F16ToF32(numfmt.F32ToF16(v))

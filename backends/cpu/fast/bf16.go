@@ -480,7 +480,7 @@ func hcMixesFew(ks *kernelSet, out, h []float32, tokens, mix, n int, fn []float3
 func SwiGLUClamp(out, g, u []float32, rows, inter int, limit float32, routeWeight []float32) {
 	ks := current()
 	n := rows * inter
-	if ks.expF32 == nil || inter == 0 {
+	if ks.expF32 == nil || ks.swigluGate == nil || ks.swigluElem == nil || inter == 0 {
 		kernels.SwiGLUClamp(out, g, u, rows, inter, limit, routeWeight)
 		return
 	}
@@ -488,12 +488,19 @@ func SwiGLUClamp(out, g, u []float32, rows, inter int, limit float32, routeWeigh
 	if routeWeight != nil {
 		check("SwiGLUClamp", len(routeWeight), rows)
 	}
-	const chunk = 2048 // elements per task, a multiple of 4
+	lim := limit // the kernels' clamps: none for limit ≤ 0
+	if !(limit > 0) {
+		lim = float32(math.Inf(1))
+	}
+	const chunk = 2048 // elements per task, a multiple of 8
 	parallel(ceilDiv(n, chunk), func(c int) {
 		j0, j1 := c*chunk, min(n, (c+1)*chunk)
-		var xb, eb [chunk]float32
-		x, e := xb[:j1-j0], eb[:j1-j0]
-		for j := j0; j < j1; j++ {
+		xb := getBuf(2 * chunk) // (a local array would escape through the kernel funcs)
+		defer putBuf(xb)
+		x, e := (*xb)[:j1-j0], (*xb)[chunk:chunk+j1-j0]
+		n8 := len(x) &^ 7
+		ks.swigluGate(x[:n8], g[j0:j0+n8], lim)
+		for j := j0 + n8; j < j1; j++ {
 			x[j-j0] = -kernels.SwiGLUGate(g[j], limit)
 		}
 		whole := len(e) &^ 3
@@ -503,12 +510,30 @@ func SwiGLUClamp(out, g, u []float32, rows, inter int, limit float32, routeWeigh
 		for i := whole; i < len(e); i++ {
 			e[i] = float32(math.Exp(float64(x[i])))
 		}
-		for j := j0; j < j1; j++ {
-			var w float32
+		// per row segment (one route weight each): 8 at a time, then Go
+		for j := j0; j < j1; {
+			row := j / inter
+			end := min(j1, (row+1)*inter)
+			w, vw := float32(1), float32(0)
 			if routeWeight != nil {
-				w = routeWeight[j/inter]
+				w, vw = routeWeight[row], routeWeight[row]
 			}
-			out[j] = kernels.SwiGLUElement(-x[j-j0], e[j-j0], u[j], limit, w, routeWeight != nil)
+			s8 := (end - j) &^ 7
+			ks.swigluElem(out[j:j+s8], x[j-j0:], e[j-j0:], u[j:], lim, w)
+			for k := j + s8; k < end; k++ {
+				out[k] = kernels.SwiGLUElement(-x[k-j0], e[k-j0], u[k], limit, vw, routeWeight != nil)
+			}
+			j = end
 		}
 	})
+}
+
+// BF16RoundSlice is numfmt.BF16RoundSlice (the same bits), in vectors where
+// the kernels have it.
+func BF16RoundSlice(x []float32) {
+	if ks := current(); ks.bf16Round != nil {
+		ks.bf16Round(x)
+		x = x[len(x)&^7:]
+	}
+	numfmt.BF16RoundSlice(x)
 }

@@ -393,6 +393,8 @@ func TestSwiGLUClamp(t *testing.T) {
 				g[i] *= 8
 			}
 			g[5], g[len(g)-1] = -800, float32(math.Copysign(0, -1))
+			nan, inf := float32(math.NaN()), float32(math.Inf(1))
+			g[7], g[13], g[15], u[9], u[11], u[12], u[14] = nan, inf, -inf, nan, inf, -inf, 25
 			w := randF32(r, rows, false)
 			for _, limit := range []float32{0, 10} {
 				for _, rw := range [][]float32{nil, w} {
@@ -400,11 +402,37 @@ func TestSwiGLUClamp(t *testing.T) {
 					kernels.SwiGLUClamp(want, g, u, rows, inter, limit, rw)
 					withLevel(l, func() { SwiGLUClamp(got, g, u, rows, inter, limit, rw) })
 					for i := range want {
-						if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
-							t.Fatalf("%v %v limit %g: [%d] = %g, want %g", l, sh, limit, i, got[i], want[i])
+						if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) { // (any NaN for a NaN)
+							t.Fatalf("%v %v limit %g: [%d] = %g (%#x), want %g (%#x)", l, sh, limit, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestBF16RoundSlice checks the vector rounding against numfmt bit for bit:
+// random bit patterns (NaNs with any payload, Infs, subnormals), exact ties
+// and values that round up to Inf.
+func TestBF16RoundSlice(t *testing.T) {
+	r := rand.New(rand.NewPCG(14, 14))
+	x := make([]float32, 4099)
+	for i := range x {
+		x[i] = math.Float32frombits(r.Uint32())
+	}
+	x[1] = math.Float32frombits(0x3F808000) // tie, even below
+	x[2] = math.Float32frombits(0x3F818000) // tie, odd below
+	x[3] = math.Float32frombits(0x7F7FFFFF) // rounds to Inf
+	x[4] = math.Float32frombits(0x7F800001) // NaN with a low payload
+	x[5] = math.Float32frombits(0xFFC00000)
+	for _, l := range levels() {
+		want, got := append([]float32(nil), x...), append([]float32(nil), x...)
+		numfmt.BF16RoundSlice(want)
+		withLevel(l, func() { BF16RoundSlice(got) })
+		for i := range want {
+			if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+				t.Fatalf("%v: [%d] %#x -> %#x, want %#x", l, i, math.Float32bits(x[i]), math.Float32bits(got[i]), math.Float32bits(want[i]))
 			}
 		}
 	}

@@ -70,6 +70,16 @@ type kernelSet struct {
 	// bit for bit (len(src) a multiple of 4) and reports true, or reports
 	// false when some src[i] > 700 or is NaN (dst then partly written).
 	expF32 func(dst, src []float32) bool
+	// bf16Round, when set, is numfmt.BF16RoundSlice on len(x), a multiple
+	// of 8.
+	bf16Round func(x []float32)
+	// swigluGate, when set, sets x[i] = −min(g[i], limit) (len(x) a multiple
+	// of 8; limit +Inf for no clamp).
+	swigluGate func(x, g []float32, limit float32)
+	// swigluElem, when set, is kernels.SwiGLUElement in lanes: out[i] =
+	// bf16(w·(−x[i]/(1+e[i])·clamp(u[i], ±limit))) (len(out) a multiple of
+	// 8; limit +Inf for no clamps, w = 1 for no route weight).
+	swigluElem func(out, x, e, u []float32, limit, w float32)
 	// lanes4, when set, is lanes32Go with 4 lanes for three panels at once:
 	// out[4k+l] from panel p[k] ([n][4] each; repeat one to fill).
 	lanes4 func(x []float32, p *[3][]float32, n int, out []float32)

@@ -118,3 +118,12 @@ func axpyF32AVX2k1(pv *float32, p *float32, k0 *float32, n int)
 
 // axpyF32AVX2k4 adds p[j]·k_j[i] to pv[i] for the 4 keys in order (f32 FMAs), n a multiple of 8.
 func axpyF32AVX2k4(pv *float32, p *float32, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)
+
+// bf16RoundAVX2 rounds x[i] to bfloat16 in place for i < n (a multiple of 8), as numfmt.BF16Round.
+func bf16RoundAVX2(x *float32, n int)
+
+// swigluGateAVX2 sets x[i] = −min(gate[i], limit) for i < n (a multiple of 8).
+func swigluGateAVX2(x *float32, gate *float32, n int, limit float32)
+
+// swigluElemAVX2 sets out[i] = bf16(w·(−x[i]/(1+e[i])·clamp(u[i], ±limit))) for i < n (a multiple of 8).
+func swigluElemAVX2(out *float32, x *float32, e *float32, u *float32, n int, limit float32, w float32)

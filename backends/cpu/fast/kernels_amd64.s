@@ -4755,3 +4755,145 @@ axpyF32AVX2k4_tail:
 axpyF32AVX2k4_done:
 	VZEROUPPER
 	RET
+
+// func bf16RoundAVX2(x *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·bf16RoundAVX2(SB), NOSPLIT, $0-16
+	MOVQ         x+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVL         $0x00007fff, DX
+	VMOVD        DX, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000001, DX
+	VMOVD        DX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0xffff0000, DX
+	VMOVD        DX, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x7f800000, DX
+	VMOVD        DX, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x00400000, DX
+	VMOVD        DX, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x7fffffff, DX
+	VMOVD        DX, X5
+	VPBROADCASTD X5, Y5
+	SHRQ         $0x03, CX
+	JZ           bf16RoundAVX2_done
+
+bf16RoundAVX2_loop:
+	VMOVUPS   (AX), Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     Y1, Y7, Y7
+	VPADDD    Y0, Y6, Y8
+	VPADDD    Y7, Y8, Y8
+	VPAND     Y5, Y6, Y7
+	VPCMPGTD  Y3, Y7, Y7
+	VPOR      Y4, Y6, Y6
+	VPBLENDVB Y7, Y6, Y8, Y8
+	VPAND     Y2, Y8, Y6
+	VMOVUPS   Y6, (AX)
+	ADDQ      $0x20, AX
+	DECQ      CX
+	JNZ       bf16RoundAVX2_loop
+
+bf16RoundAVX2_done:
+	VZEROUPPER
+	RET
+
+// func swigluGateAVX2(x *float32, gate *float32, n int, limit float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·swigluGateAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), AX
+	MOVQ         gate+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        limit+24(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x80000000, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	SHRQ         $0x03, DX
+	JZ           swigluGateAVX2_done
+
+swigluGateAVX2_loop:
+	VMINPS  (CX), Y0, Y2
+	VXORPS  Y1, Y2, Y2
+	VMOVUPS Y2, (AX)
+	ADDQ    $0x20, AX
+	ADDQ    $0x20, CX
+	DECQ    DX
+	JNZ     swigluGateAVX2_loop
+
+swigluGateAVX2_done:
+	VZEROUPPER
+	RET
+
+// func swigluElemAVX2(out *float32, x *float32, e *float32, u *float32, n int, limit float32, w float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·swigluElemAVX2(SB), NOSPLIT, $0-48
+	MOVQ         out+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         e+16(FP), DX
+	MOVQ         u+24(FP), BX
+	MOVQ         n+32(FP), SI
+	MOVSS        limit+40(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVSS        w+44(FP), X1
+	VBROADCASTSS X1, Y2
+	MOVL         $0x80000000, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y3
+	VXORPS       Y3, Y0, Y1
+	MOVL         $0x3f800000, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x00007fff, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x00000001, DI
+	VMOVD        DI, X6
+	VPBROADCASTD X6, Y6
+	MOVL         $0xffff0000, DI
+	VMOVD        DI, X7
+	VPBROADCASTD X7, Y7
+	MOVL         $0x7f800000, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	MOVL         $0x00400000, DI
+	VMOVD        DI, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0x7fffffff, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	SHRQ         $0x03, SI
+	JZ           swigluElemAVX2_done
+
+swigluElemAVX2_loop:
+	VXORPS    (CX), Y3, Y11
+	VADDPS    (DX), Y4, Y12
+	VDIVPS    Y12, Y11, Y11
+	VMINPS    (BX), Y0, Y12
+	VMAXPS    Y12, Y1, Y12
+	VMULPS    Y12, Y11, Y11
+	VMULPS    Y2, Y11, Y11
+	VPSRLD    $0x10, Y11, Y12
+	VPAND     Y6, Y12, Y12
+	VPADDD    Y5, Y11, Y13
+	VPADDD    Y12, Y13, Y13
+	VPAND     Y10, Y11, Y12
+	VPCMPGTD  Y8, Y12, Y12
+	VPOR      Y9, Y11, Y11
+	VPBLENDVB Y12, Y11, Y13, Y13
+	VPAND     Y7, Y13, Y11
+	VMOVUPS   Y11, (AX)
+	ADDQ      $0x20, AX
+	ADDQ      $0x20, CX
+	ADDQ      $0x20, DX
+	ADDQ      $0x20, BX
+	DECQ      SI
+	JNZ       swigluElemAVX2_loop
+
+swigluElemAVX2_done:
+	VZEROUPPER
+	RET

@@ -196,6 +196,23 @@ var avx2Set = &kernelSet{
 		_ = dst[n-1]
 		return expF32AVX2(&dst[0], &src[0], n, &expConsts[0]) == 0
 	},
+	bf16Round: func(x []float32) {
+		if len(x) > 0 {
+			bf16RoundAVX2(&x[0], len(x)&^7)
+		}
+	},
+	swigluGate: func(x, g []float32, limit float32) {
+		if n := len(x) &^ 7; n > 0 {
+			_ = g[n-1]
+			swigluGateAVX2(&x[0], &g[0], n, limit)
+		}
+	},
+	swigluElem: func(out, x, e, u []float32, limit, w float32) {
+		if n := len(out) &^ 7; n > 0 {
+			_, _, _ = x[n-1], e[n-1], u[n-1]
+			swigluElemAVX2(&out[0], &x[0], &e[0], &u[0], n, limit, w)
+		}
+	},
 	lanes4: func(x []float32, p *[3][]float32, n int, out []float32) {
 		if n == 0 {
 			clear(out[:12])
@@ -339,4 +356,7 @@ func init() {
 	avx512Set.expF32 = avx2Set.expF32
 	avx512Set.qkF32Keys = avx2Set.qkF32Keys
 	avx512Set.axpyF32 = avx2Set.axpyF32
+	avx512Set.bf16Round = avx2Set.bf16Round
+	avx512Set.swigluGate = avx2Set.swigluGate
+	avx512Set.swigluElem = avx2Set.swigluElem
 }

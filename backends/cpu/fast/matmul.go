@@ -215,7 +215,7 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 					ks.gemvFP4Q(qrows[i0*qlda:], qlda, r, w.q[j0*k/2:], w.s[j0*kb:], nbv, j1-j0, out[i0*n+j0:], n)
 					if round {
 						for i := range r {
-							numfmt.BF16RoundSlice(out[(i0+i)*n+j0 : (i0+i)*n+j1])
+							BF16RoundSlice(out[(i0+i)*n+j0 : (i0+i)*n+j1])
 						}
 					}
 					continue
@@ -398,7 +398,7 @@ func prefill(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 		}
 		if round {
 			for i := i0; i < i1; i++ {
-				numfmt.BF16RoundSlice(out[i*n+j0 : i*n+j1])
+				BF16RoundSlice(out[i*n+j0 : i*n+j1])
 			}
 		}
 		putBuf(bpb)

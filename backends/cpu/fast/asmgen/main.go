@@ -52,6 +52,9 @@ func main() {
 	qkF32KeysAVX2(2, 4)
 	axpyF32AVX2(1)
 	axpyF32AVX2(4)
+	bf16RoundAVX2()
+	swigluGateAVX2()
+	swigluElemAVX2()
 	Generate()
 }
 
@@ -1396,6 +1399,127 @@ func axpyF32AVX2(nk int) {
 	VMOVUPS(a, Mem{Base: pv, Index: i, Scale: 4})
 	ADDQ(Imm(8), i)
 	JMP(LabelRef(name + "_tail"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// bf16Round rounds the 8 floats of x to bfloat16 in place as numfmt.BF16Round
+// does: ties to even on the bit pattern, NaN kept a NaN with its top
+// mantissa bit set (c: 0x7FFF, 1, 0xFFFF0000, 0x7F800000, 0x00400000).
+type bf16Consts struct{ r7fff, one, hi, inf, quiet, abs reg.VecVirtual }
+
+func newBF16Consts() bf16Consts {
+	return bf16Consts{constVec(0x7FFF, false), constVec(1, false), constVec(0xFFFF0000, false),
+		constVec(0x7F800000, false), constVec(0x00400000, false), constVec(0x7FFFFFFF, false)}
+}
+
+func bf16Round(x reg.VecVirtual, c bf16Consts) {
+	odd, r, nan := YMM(), YMM(), YMM()
+	VPSRLD(Imm(16), x, odd)
+	VPAND(c.one, odd, odd)
+	VPADDD(c.r7fff, x, r)
+	VPADDD(odd, r, r)
+	VPAND(c.abs, x, nan)
+	VPCMPGTD(c.inf, nan, nan) // |bits| > 0x7F800000: NaN
+	q := YMM()
+	VPOR(c.quiet, x, q)
+	VPBLENDVB(nan, q, r, r)
+	VPAND(c.hi, r, x)
+}
+
+// bf16RoundAVX2 emits bf16RoundAVX2: numfmt.BF16RoundSlice on n floats (a
+// multiple of 8) in place.
+func bf16RoundAVX2() {
+	name := "bf16RoundAVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, n int)")
+	Doc(name + " rounds x[i] to bfloat16 in place for i < n (a multiple of 8), as numfmt.BF16Round.")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	c := newBF16Consts()
+	SHRQ(Imm(3), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	v := YMM()
+	VMOVUPS(Mem{Base: x}, v)
+	bf16Round(v, c)
+	VMOVUPS(v, Mem{Base: x})
+	ADDQ(Imm(32), x)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// swigluGateAVX2 emits swigluGateAVX2: x = −min(g, limit) (Go's min: a NaN
+// g stays NaN; limit +Inf for no clamp) for n floats (a multiple of 8).
+func swigluGateAVX2() {
+	name := "swigluGateAVX2"
+	TEXT(name, NOSPLIT, "func(x, gate *float32, n int, limit float32)")
+	Doc(name + " sets x[i] = −min(gate[i], limit) for i < n (a multiple of 8).")
+	x := Load(Param("x"), GP64())
+	g := Load(Param("gate"), GP64()) // ("g" is a register name in Go assembly)
+	n := Load(Param("n"), GP64())
+	lim := YMM()
+	VBROADCASTSS(Load(Param("limit"), XMM()), lim)
+	sign := constVec(0x80000000, false)
+	SHRQ(Imm(3), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	v := YMM()
+	// MINPS returns its second source when either is NaN: min(g, limit)
+	// with g's NaN kept is (limit < g ? limit : g)
+	VMINPS(Mem{Base: g}, lim, v)
+	VXORPS(sign, v, v)
+	VMOVUPS(v, Mem{Base: x})
+	ADDQ(Imm(32), x)
+	ADDQ(Imm(32), g)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// swigluElemAVX2 emits swigluElemAVX2: kernels.SwiGLUElement in lanes,
+// out = bf16(w·((gv/(1+e))·clamp(u, ±limit))) with gv = −x, every step the
+// same fp32 operation (limit +Inf for no clamp, w = 1 for no weight).
+func swigluElemAVX2() {
+	name := "swigluElemAVX2"
+	TEXT(name, NOSPLIT, "func(out, x, e, u *float32, n int, limit, w float32)")
+	Doc(name + " sets out[i] = bf16(w·(−x[i]/(1+e[i])·clamp(u[i], ±limit))) for i < n (a multiple of 8).")
+	o := Load(Param("out"), GP64())
+	x := Load(Param("x"), GP64())
+	e := Load(Param("e"), GP64())
+	u := Load(Param("u"), GP64())
+	n := Load(Param("n"), GP64())
+	lim, nlim, wv := YMM(), YMM(), YMM()
+	VBROADCASTSS(Load(Param("limit"), XMM()), lim)
+	VBROADCASTSS(Load(Param("w"), XMM()), wv)
+	sign := constVec(0x80000000, false)
+	VXORPS(sign, lim, nlim)
+	one := constVec(0x3F800000, false)
+	c := newBF16Consts()
+	SHRQ(Imm(3), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	gv, d, uv := YMM(), YMM(), YMM()
+	VXORPS(Mem{Base: x}, sign, gv)
+	VADDPS(Mem{Base: e}, one, d)
+	VDIVPS(d, gv, gv)
+	VMINPS(Mem{Base: u}, lim, uv) // min(u, limit), u's NaN kept
+	VMAXPS(uv, nlim, uv)          // max(., −limit), NaN kept
+	VMULPS(uv, gv, gv)
+	VMULPS(wv, gv, gv)
+	bf16Round(gv, c)
+	VMOVUPS(gv, Mem{Base: o})
+	ADDQ(Imm(32), o)
+	ADDQ(Imm(32), x)
+	ADDQ(Imm(32), e)
+	ADDQ(Imm(32), u)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
