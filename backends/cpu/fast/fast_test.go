@@ -253,8 +253,9 @@ func TestMatmulF32BF16(t *testing.T) {
 // codes, which the assembly paths detect or route to the portable kernels.
 func TestSpecialCodes(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	const k, n = 96, 64
-	for _, m := range []int{1, 8} {
+	const n = 64
+	for _, km := range [][2]int{{96, 1}, {96, 8}, {320, 1}, {320, 5}} {
+		k, m := km[0], km[1]
 		a := randActs(r, m, k)
 		w, s := randFP8(r, n, k)
 		w[5*k+40] = 0x7f // NaN in row 5
@@ -265,12 +266,13 @@ func TestSpecialCodes(t *testing.T) {
 		w4, s4 := randFP4(r, n, k)
 		s4[7] = 0
 		s4[9] = 0xff
+		s4[len(s4)-2] = 0 // (k = 320: the last pair of a row's 10 blocks)
 		for _, l := range levels() {
 			want := make([]float32, m*n)
 			got := make([]float32, m*n)
 			kernels.MatmulFP8(want, a, m, k, w, s, n)
 			withLevel(l, func() { MatmulFP8(got, a, m, k, w, s, n) })
-			compareBF16(t, fmt.Sprintf("fp8 special %v m=%d", l, m), got, want, nil)
+			compareBF16(t, fmt.Sprintf("fp8 special %v k=%d m=%d", l, k, m), got, want, nil)
 			s[1] = 120
 			kernels.MatmulFP8(want, a, m, k, w, s, n)
 			withLevel(l, func() { MatmulFP8(got, a, m, k, w, s, n) })
@@ -278,7 +280,7 @@ func TestSpecialCodes(t *testing.T) {
 			s[1] = 140
 			kernels.MatmulFP4(want, a, m, k, w4, s4, n)
 			withLevel(l, func() { MatmulFP4(got, a, m, k, w4, s4, n) })
-			compareBF16(t, fmt.Sprintf("fp4 special %v m=%d", l, m), got, want, nil)
+			compareBF16(t, fmt.Sprintf("fp4 special %v k=%d m=%d", l, k, m), got, want, nil)
 		}
 	}
 }
