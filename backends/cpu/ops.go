@@ -276,7 +276,11 @@ func kMeanSq(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 		return nil, fmt.Errorf("mean_sq supports the last axis only")
 	}
 	out := r.newF(a[0].DType, shape...)
-	kernels.MeanSquare(out.F32, a[0].F32, rows(a[0]), last(a[0]))
+	if UseFast {
+		fast.MeanSquare(out.F32, a[0].F32, rows(a[0]), last(a[0])) // bit-identical
+	} else {
+		kernels.MeanSquare(out.F32, a[0].F32, rows(a[0]), last(a[0]))
+	}
 	round(a[0].DType, out.F32)
 	return out, nil
 }
@@ -596,7 +600,11 @@ func kMoECombine(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 func kRMSNorm(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, w := a[0], a[1]
 	out := r.newF(x.DType, cloneShape(x.Shape)...)
-	kernels.RMSNorm(out.F32, x.F32, rows(x), last(x), w.F32, float32(n.Attrs.Float("eps", 0)))
+	if UseFast {
+		fast.RMSNorm(out.F32, x.F32, rows(x), last(x), w.F32, float32(n.Attrs.Float("eps", 0))) // bit-identical
+	} else {
+		kernels.RMSNorm(out.F32, x.F32, rows(x), last(x), w.F32, float32(n.Attrs.Float("eps", 0)))
+	}
 	round(x.DType, out.F32)
 	return out, nil
 }

@@ -335,7 +335,7 @@ func HCMixes(out []float32, h []float32, tokens, hc, dim int, fn []float32, eps 
 		ms, rho := make([]float32, 1), make([]float32, 1)
 		for t := c * 4; t < min(tokens, c*4+4); t++ {
 			x := h[t*n : (t+1)*n]
-			kernels.MeanSquare(ms, x, 1, n)
+			MeanSquare(ms, x, 1, n)
 			ms[0] += eps
 			kernels.Rsqrt(rho, ms)
 			ks.lanes32(x, p, n, acc[:])
@@ -451,7 +451,7 @@ func hcMixesFew(ks *kernelSet, out, h []float32, tokens, mix, n int, fn []float3
 	parallel(tokens+tokens*groups, func(u int) {
 		if u < tokens {
 			ms := make([]float32, 1)
-			kernels.MeanSquare(ms, h[u*n:(u+1)*n], 1, n)
+			MeanSquare(ms, h[u*n:(u+1)*n], 1, n)
 			ms[0] += eps
 			kernels.Rsqrt(ms, ms)
 			rho[u] = ms[0]

@@ -3,6 +3,7 @@ package fast
 import (
 	"math"
 
+	"github.com/ds4go/ds4/backends/cpu/kernels"
 	"github.com/ds4go/ds4/internal/numfmt"
 )
 
@@ -80,6 +81,13 @@ type kernelSet struct {
 	// bf16(w·(−x[i]/(1+e[i])·clamp(u[i], ±limit))) (len(out) a multiple of
 	// 8; limit +Inf for no clamps, w = 1 for no route weight).
 	swigluElem func(out, x, e, u []float32, limit, w float32)
+	// squares, when set, sets dst[i] = x[i]·x[i] (len(dst) a multiple of 8).
+	squares func(dst, x []float32)
+	// addRows32, when set, is a kernels.RowAdder for width 32.
+	addRows32 kernels.RowAdder
+	// rmsOut, when set, sets out[i] = bf16(w[i]·(x[i]·rs)) (len(out) a
+	// multiple of 8).
+	rmsOut func(out, x, w []float32, rs float32)
 	// lanes4, when set, is lanes32Go with 4 lanes for three panels at once:
 	// out[4k+l] from panel p[k] ([n][4] each; repeat one to fill).
 	lanes4 func(x []float32, p *[3][]float32, n int, out []float32)

@@ -127,3 +127,12 @@ func swigluGateAVX2(x *float32, gate *float32, n int, limit float32)
 
 // swigluElemAVX2 sets out[i] = bf16(w·(−x[i]/(1+e[i])·clamp(u[i], ±limit))) for i < n (a multiple of 8).
 func swigluElemAVX2(out *float32, x *float32, e *float32, u *float32, n int, limit float32, w float32)
+
+// squaresAVX2 sets dst[i] = x[i]·x[i] for i < n (a multiple of 8).
+func squaresAVX2(dst *float32, x *float32, n int)
+
+// addRows32AVX2 adds the rows of x [rows][32] to acc [32] in order, lane-wise (fp32).
+func addRows32AVX2(acc *float32, x *float32, rows int)
+
+// rmsOutAVX2 sets out[i] = bf16(w[i]·(x[i]·rs)) for i < n (a multiple of 8).
+func rmsOutAVX2(out *float32, x *float32, w *float32, n int, rs float32)

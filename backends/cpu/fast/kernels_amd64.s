@@ -4897,3 +4897,109 @@ swigluElemAVX2_loop:
 swigluElemAVX2_done:
 	VZEROUPPER
 	RET
+
+// func squaresAVX2(dst *float32, x *float32, n int)
+// Requires: AVX
+TEXT ·squaresAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), AX
+	MOVQ x+8(FP), CX
+	MOVQ n+16(FP), DX
+	SHRQ $0x03, DX
+	JZ   squaresAVX2_done
+
+squaresAVX2_loop:
+	VMOVUPS (CX), Y0
+	VMULPS  Y0, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x20, CX
+	ADDQ    $0x20, AX
+	DECQ    DX
+	JNZ     squaresAVX2_loop
+
+squaresAVX2_done:
+	VZEROUPPER
+	RET
+
+// func addRows32AVX2(acc *float32, x *float32, rows int)
+// Requires: AVX
+TEXT ·addRows32AVX2(SB), NOSPLIT, $0-24
+	MOVQ    acc+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	TESTQ   DX, DX
+	JZ      addRows32AVX2_done
+
+addRows32AVX2_loop:
+	VADDPS (CX), Y0, Y0
+	VADDPS 32(CX), Y1, Y1
+	VADDPS 64(CX), Y2, Y2
+	VADDPS 96(CX), Y3, Y3
+	ADDQ   $0x00000080, CX
+	DECQ   DX
+	JNZ    addRows32AVX2_loop
+
+addRows32AVX2_done:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func rmsOutAVX2(out *float32, x *float32, w *float32, n int, rs float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·rmsOutAVX2(SB), NOSPLIT, $0-36
+	MOVQ         out+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         n+24(FP), BX
+	MOVSS        rs+32(FP), X0
+	VBROADCASTSS X0, Y0
+	MOVL         $0x00007fff, SI
+	VMOVD        SI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00000001, SI
+	VMOVD        SI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0xffff0000, SI
+	VMOVD        SI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x7f800000, SI
+	VMOVD        SI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x00400000, SI
+	VMOVD        SI, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x7fffffff, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	SHRQ         $0x03, BX
+	JZ           rmsOutAVX2_done
+
+rmsOutAVX2_loop:
+	VMULPS    (CX), Y0, Y7
+	VMOVUPS   (DX), Y8
+	VMULPS    Y7, Y8, Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     Y2, Y8, Y8
+	VPADDD    Y1, Y7, Y9
+	VPADDD    Y8, Y9, Y9
+	VPAND     Y6, Y7, Y8
+	VPCMPGTD  Y4, Y8, Y8
+	VPOR      Y5, Y7, Y7
+	VPBLENDVB Y8, Y7, Y9, Y9
+	VPAND     Y3, Y9, Y7
+	VMOVUPS   Y7, (AX)
+	ADDQ      $0x20, AX
+	ADDQ      $0x20, CX
+	ADDQ      $0x20, DX
+	DECQ      BX
+	JNZ       rmsOutAVX2_loop
+
+rmsOutAVX2_done:
+	VZEROUPPER
+	RET

@@ -213,6 +213,24 @@ var avx2Set = &kernelSet{
 			swigluElemAVX2(&out[0], &x[0], &e[0], &u[0], n, limit, w)
 		}
 	},
+	squares: func(dst, x []float32) {
+		if n := len(dst); n > 0 {
+			_ = x[n-1]
+			squaresAVX2(&dst[0], &x[0], n&^7)
+		}
+	},
+	addRows32: func(acc, x []float32, rows int) {
+		if rows > 0 {
+			_, _ = acc[31], x[rows*32-1]
+			addRows32AVX2(&acc[0], &x[0], rows)
+		}
+	},
+	rmsOut: func(out, x, w []float32, rs float32) {
+		if n := len(out); n > 0 {
+			_, _ = x[n-1], w[n-1]
+			rmsOutAVX2(&out[0], &x[0], &w[0], n&^7, rs)
+		}
+	},
 	lanes4: func(x []float32, p *[3][]float32, n int, out []float32) {
 		if n == 0 {
 			clear(out[:12])
@@ -359,4 +377,7 @@ func init() {
 	avx512Set.bf16Round = avx2Set.bf16Round
 	avx512Set.swigluGate = avx2Set.swigluGate
 	avx512Set.swigluElem = avx2Set.swigluElem
+	avx512Set.squares = avx2Set.squares
+	avx512Set.addRows32 = avx2Set.addRows32
+	avx512Set.rmsOut = avx2Set.rmsOut
 }

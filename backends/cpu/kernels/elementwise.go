@@ -258,7 +258,25 @@ const (
 //
 // This differs from a sequential sum by a few fp32 ulps; matching it makes
 // RMSNorm and the hc ρ bit-exact with the reference.
-func elemTorchSum(x []float32) float32 {
+func elemTorchSum(x []float32) float32 { return TorchSum(x, addRowsGo) }
+
+// RowAdder adds the rows of x [rows][len(acc)] to acc lane by lane, in row
+// order (acc[l] += x[r*len(acc)+l], fp32). TorchSum takes it so that a
+// vector version (backends/cpu/fast) runs the same cascade.
+type RowAdder func(acc, x []float32, rows int)
+
+func addRowsGo(acc, x []float32, rows int) {
+	w := len(acc)
+	for r := range rows {
+		for l, v := range x[r*w : (r+1)*w] {
+			acc[l] += v
+		}
+	}
+}
+
+// TorchSum is elemTorchSum with the lane-wise row additions done by add
+// (whose width is 32 = 8 lanes × 4 accumulators whenever len(x) ≥ 8).
+func TorchSum(x []float32, add RowAdder) float32 {
 	lanes := elemSumLanes
 	if len(x) < lanes {
 		lanes = 1
@@ -266,7 +284,8 @@ func elemTorchSum(x []float32) float32 {
 	nv := len(x) / lanes
 	wide := lanes * elemSumILP
 	nRows := nv / elemSumILP
-	acc := elemCascade(x[:nRows*wide], wide) // 4 accumulators side by side
+	var accs [elemSumLevels * elemSumLanes * elemSumILP]float32
+	acc := elemCascade(accs[:elemSumLevels*wide], x[:nRows*wide], wide, add) // 4 accumulators side by side
 	a0 := acc[:lanes]
 	for v := nRows * elemSumILP; v < nv; v++ {
 		for l := range lanes {
@@ -293,26 +312,21 @@ func elemTorchSum(x []float32) float32 {
 // accumulator; after every 2^p rows (p = max(4, ceilLog2(rows)/4)) level 0
 // is folded into level 1, and a level j is folded into level j+1 whenever
 // the row count is a multiple of 2^(p·(j+1)); at the end the leftover rows
-// go into level 0 and levels 1..3 are added to level 0 in order.
-func elemCascade(x []float32, width int) []float32 {
+// go into level 0 and levels 1..3 are added to level 0 in order. accs
+// (zeroed, elemSumLevels·width) holds the levels; the result is its first
+// width elements.
+func elemCascade(accs, x []float32, width int, add RowAdder) []float32 {
 	rows := len(x) / width
 	p := max(4, elemCeilLog2(rows)/elemSumLevels)
 	step, mask := 1<<p, 1<<p-1
 	var acc [elemSumLevels][]float32
 	for j := range acc {
-		acc[j] = make([]float32, width)
-	}
-	addRow := func(i int) {
-		for l, v := range x[i*width : (i+1)*width] {
-			acc[0][l] += v
-		}
+		acc[j] = accs[j*width : (j+1)*width]
 	}
 	i := 0
 	for i+step <= rows {
-		for range step {
-			addRow(i)
-			i++
-		}
+		add(acc[0], x[i*width:(i+step)*width], step)
+		i += step
 		for j := 1; j < elemSumLevels; j++ {
 			for l := range width {
 				acc[j][l] += acc[j-1][l]
@@ -323,9 +337,7 @@ func elemCascade(x []float32, width int) []float32 {
 			}
 		}
 	}
-	for ; i < rows; i++ {
-		addRow(i)
-	}
+	add(acc[0], x[i*width:rows*width], rows-i)
 	for j := 1; j < elemSumLevels; j++ {
 		for l := range width {
 			acc[0][l] += acc[j][l]

@@ -55,6 +55,9 @@ func main() {
 	bf16RoundAVX2()
 	swigluGateAVX2()
 	swigluElemAVX2()
+	squaresAVX2()
+	addRows32AVX2()
+	rmsOutAVX2()
 	Generate()
 }
 
@@ -1518,6 +1521,94 @@ func swigluElemAVX2() {
 	ADDQ(Imm(32), x)
 	ADDQ(Imm(32), e)
 	ADDQ(Imm(32), u)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// squaresAVX2 emits squaresAVX2: dst[i] = x[i]·x[i] (fp32) for n floats (a
+// multiple of 8).
+func squaresAVX2() {
+	name := "squaresAVX2"
+	TEXT(name, NOSPLIT, "func(dst, x *float32, n int)")
+	Doc(name + " sets dst[i] = x[i]·x[i] for i < n (a multiple of 8).")
+	d := Load(Param("dst"), GP64())
+	x := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	SHRQ(Imm(3), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	v := YMM()
+	VMOVUPS(Mem{Base: x}, v)
+	VMULPS(v, v, v)
+	VMOVUPS(v, Mem{Base: d})
+	ADDQ(Imm(32), x)
+	ADDQ(Imm(32), d)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// addRows32AVX2 emits addRows32AVX2: acc[l] += x[r*32+l] for the rows r <
+// rows in order, lane by lane (the row additions of torch's cascade sum).
+func addRows32AVX2() {
+	name := "addRows32AVX2"
+	TEXT(name, NOSPLIT, "func(acc, x *float32, rows int)")
+	Doc(name + " adds the rows of x [rows][32] to acc [32] in order, lane-wise (fp32).")
+	ap := Load(Param("acc"), GP64())
+	x := Load(Param("x"), GP64())
+	n := Load(Param("rows"), GP64())
+	a := make([]reg.VecVirtual, 4)
+	for i := range a {
+		a[i] = YMM()
+		VMOVUPS(Mem{Base: ap, Disp: 32 * i}, a[i])
+	}
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	for i := range a {
+		VADDPS(Mem{Base: x, Disp: 32 * i}, a[i], a[i]) // a + x, a the first operand as in Go's a += x
+	}
+	ADDQ(U32(128), x)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	for i := range a {
+		VMOVUPS(a[i], Mem{Base: ap, Disp: 32 * i})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// rmsOutAVX2 emits rmsOutAVX2: out[i] = bf16(w[i]·(x[i]·rs)), RMSNorm's
+// output step, for n floats (a multiple of 8).
+func rmsOutAVX2() {
+	name := "rmsOutAVX2"
+	TEXT(name, NOSPLIT, "func(out, x, w *float32, n int, rs float32)")
+	Doc(name + " sets out[i] = bf16(w[i]·(x[i]·rs)) for i < n (a multiple of 8).")
+	o := Load(Param("out"), GP64())
+	x := Load(Param("x"), GP64())
+	w := Load(Param("w"), GP64())
+	n := Load(Param("n"), GP64())
+	r := YMM()
+	VBROADCASTSS(Load(Param("rs"), XMM()), r)
+	c := newBF16Consts()
+	SHRQ(Imm(3), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	v, wv := YMM(), YMM()
+	VMULPS(Mem{Base: x}, r, v) // (x·rs: Go's v*rs with x first; same value)
+	VMOVUPS(Mem{Base: w}, wv)
+	VMULPS(v, wv, v)
+	bf16Round(v, c)
+	VMOVUPS(v, Mem{Base: o})
+	ADDQ(Imm(32), o)
+	ADDQ(Imm(32), x)
+	ADDQ(Imm(32), w)
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
