@@ -627,7 +627,11 @@ func kHCPre(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	hc, D := s[len(s)-2], s[len(s)-1]
 	tokens := h.NumElements() / (hc * D)
 	out := r.newF(ir.BF16, append(cloneShape(s[:len(s)-2]), D)...)
-	kernels.HCPre(out.F32, h.F32, perToken(a[1], tokens, hc), tokens, hc, D)
+	if UseFast {
+		fast.HCPre(out.F32, h.F32, perToken(a[1], tokens, hc), tokens, hc, D) // bit-identical
+	} else {
+		kernels.HCPre(out.F32, h.F32, perToken(a[1], tokens, hc), tokens, hc, D)
+	}
 	return out, nil
 }
 

@@ -357,6 +357,7 @@ func HCPost(out, y, res, post, comb []float32, tokens, hc, dim int) {
 		kernels.HCPost(out, y, res, post, comb, tokens, hc, dim)
 		return
 	}
+	ks := current()
 	parallel(tokens*hc, func(u int) {
 		t, j := u/hc, u%hc
 		base := t * hc * dim
@@ -367,13 +368,47 @@ func HCPost(out, y, res, post, comb []float32, tokens, hc, dim int) {
 		p := post[t*hc+j]
 		yt := y[t*dim : (t+1)*dim]
 		o := out[base+j*dim : base+(j+1)*dim]
-		for d := range o {
+		d0 := 0
+		if ks.hcPost4 != nil {
+			d0 = dim &^ 7
+			ks.hcPost4(o[:d0], &[4][]float32{r0, r1, r2, r3}, &[4]float32{c0, c1, c2, c3}, yt, p)
+		}
+		for d := d0; d < dim; d++ {
 			var s float32
 			s += float32(c0 * r0[d])
 			s += float32(c1 * r1[d])
 			s += float32(c2 * r2[d])
 			s += float32(c3 * r3[d])
 			o[d] = numfmt.BF16Round(float32(p*yt[d]) + s)
+		}
+	})
+}
+
+// HCPre is kernels.HCPre, bit for bit: out[t,d] = bf16(Σ_i pre[t,i]·h[t,i,d])
+// (fp32, i ascending from +0), in vectors for hc = 4.
+func HCPre(out, h, pre []float32, tokens, hc, dim int) {
+	ks := current()
+	if hc != 4 || ks.hcSum4 == nil || dim < 8 {
+		kernels.HCPre(out, h, pre, tokens, hc, dim)
+		return
+	}
+	check("HCPre", len(out), tokens*dim, len(h), tokens*hc*dim, len(pre), tokens*hc)
+	per := max(1, 8192/dim) // tokens per task
+	parallel(ceilDiv(tokens, per), func(c int) {
+		for t := c * per; t < min(tokens, (c+1)*per); t++ {
+			base := t * hc * dim
+			r := [4][]float32{h[base : base+dim], h[base+dim : base+2*dim], h[base+2*dim : base+3*dim], h[base+3*dim : base+4*dim]}
+			w := [4]float32{pre[t*hc], pre[t*hc+1], pre[t*hc+2], pre[t*hc+3]}
+			o := out[t*dim : (t+1)*dim]
+			d0 := dim &^ 7
+			ks.hcSum4(o[:d0], &r, &w)
+			for d := d0; d < dim; d++ {
+				var s float32
+				for i := range hc {
+					s += float32(w[i] * r[i][d])
+				}
+				o[d] = numfmt.BF16Round(s)
+			}
 		}
 	})
 }

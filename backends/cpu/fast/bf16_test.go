@@ -274,11 +274,11 @@ func TestHCMixes(t *testing.T) {
 	}
 }
 
-// TestHCPost checks the row-wise HCPost against the reference kernel, bit
-// for bit (signed zeros included: the sums start from +0).
+// TestHCPost checks HCPost and HCPre against the reference kernels bit for
+// bit (signed zeros included: the sums start from +0; any NaN for a NaN).
 func TestHCPost(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
-	for _, sh := range [][3]int{{1, 4, 64}, {5, 4, 33}, {3, 2, 16}} {
+	for _, sh := range [][3]int{{1, 4, 64}, {5, 4, 33}, {3, 2, 16}, {1, 4, 2048}, {7, 4, 40}} {
 		tokens, hc, dim := sh[0], sh[1], sh[2]
 		y := randF32(r, tokens*dim, true)
 		res := randF32(r, tokens*hc*dim, true)
@@ -287,12 +287,27 @@ func TestHCPost(t *testing.T) {
 		for i := 0; i < len(res); i += 7 {
 			res[i] = float32(math.Copysign(0, -1)) // -0 products
 		}
-		want, got := make([]float32, tokens*hc*dim), make([]float32, tokens*hc*dim)
-		kernels.HCPost(want, y, res, post, comb, tokens, hc, dim)
-		HCPost(got, y, res, post, comb, tokens, hc, dim)
-		for i := range want {
-			if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
-				t.Fatalf("%v: [%d] = %g, want %g", sh, i, got[i], want[i])
+		for i := 0; i < len(y); i += 5 {
+			y[i] = float32(math.Copysign(0, -1))
+		}
+		res[1], y[2] = float32(math.Inf(1)), float32(math.NaN())
+		for _, l := range levels() {
+			want, got := make([]float32, tokens*hc*dim), make([]float32, tokens*hc*dim)
+			kernels.HCPost(want, y, res, post, comb, tokens, hc, dim)
+			withLevel(l, func() { HCPost(got, y, res, post, comb, tokens, hc, dim) })
+			for i := range want {
+				if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
+					t.Fatalf("%v %v: [%d] = %g, want %g", l, sh, i, got[i], want[i])
+				}
+			}
+			// HCPre on the same stream
+			wantPre, gotPre := make([]float32, tokens*dim), make([]float32, tokens*dim)
+			kernels.HCPre(wantPre, res, post, tokens, hc, dim)
+			withLevel(l, func() { HCPre(gotPre, res, post, tokens, hc, dim) })
+			for i := range wantPre {
+				if math.Float32bits(wantPre[i]) != math.Float32bits(gotPre[i]) && !(wantPre[i] != wantPre[i] && gotPre[i] != gotPre[i]) {
+					t.Fatalf("%v %v: pre [%d] = %g, want %g", l, sh, i, gotPre[i], wantPre[i])
+				}
 			}
 		}
 	}

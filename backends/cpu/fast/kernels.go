@@ -88,6 +88,12 @@ type kernelSet struct {
 	// rmsOut, when set, sets out[i] = bf16(w[i]·(x[i]·rs)) (len(out) a
 	// multiple of 8).
 	rmsOut func(out, x, w []float32, rs float32)
+	// hcSum4, when set, sets out[d] = bf16(Σ_i c[i]·r_i[d]) (fp32, i
+	// ascending from +0; len(out) a multiple of 8): HCPre's sum.
+	hcSum4 func(out []float32, r *[4][]float32, c *[4]float32)
+	// hcPost4, when set, is hcSum4 with bf16(p·y[d] + Σ_i c[i]·r_i[d]):
+	// HCPost's output.
+	hcPost4 func(out []float32, r *[4][]float32, c *[4]float32, y []float32, p float32)
 	// lanes4, when set, is lanes32Go with 4 lanes for three panels at once:
 	// out[4k+l] from panel p[k] ([n][4] each; repeat one to fill).
 	lanes4 func(x []float32, p *[3][]float32, n int, out []float32)

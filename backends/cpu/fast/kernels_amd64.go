@@ -136,3 +136,9 @@ func addRows32AVX2(acc *float32, x *float32, rows int)
 
 // rmsOutAVX2 sets out[i] = bf16(w[i]·(x[i]·rs)) for i < n (a multiple of 8).
 func rmsOutAVX2(out *float32, x *float32, w *float32, n int, rs float32)
+
+// hcSum4AVX2 sets out[d] = bf16([p·y[d] +] Σ_i c[i]·r_i[d]) (fp32, i ascending from +0) for d < n (a multiple of 8).
+func hcSum4AVX2(out *float32, r0 *float32, r1 *float32, r2 *float32, r3 *float32, n int, c *[4]float32)
+
+// hcPost4AVX2 sets out[d] = bf16([p·y[d] +] Σ_i c[i]·r_i[d]) (fp32, i ascending from +0) for d < n (a multiple of 8).
+func hcPost4AVX2(out *float32, r0 *float32, r1 *float32, r2 *float32, r3 *float32, n int, c *[4]float32, y *float32, p float32)

@@ -5003,3 +5003,136 @@ rmsOutAVX2_loop:
 rmsOutAVX2_done:
 	VZEROUPPER
 	RET
+
+// func hcSum4AVX2(out *float32, r0 *float32, r1 *float32, r2 *float32, r3 *float32, n int, c *[4]float32)
+// Requires: AVX, AVX2
+TEXT ·hcSum4AVX2(SB), NOSPLIT, $0-56
+	MOVQ         out+0(FP), AX
+	MOVQ         r0+8(FP), CX
+	MOVQ         r1+16(FP), DX
+	MOVQ         r2+24(FP), BX
+	MOVQ         r3+32(FP), SI
+	MOVQ         n+40(FP), DI
+	MOVQ         c+48(FP), R8
+	VBROADCASTSS (R8), Y0
+	VBROADCASTSS 4(R8), Y1
+	VBROADCASTSS 8(R8), Y2
+	VBROADCASTSS 12(R8), Y3
+	MOVL         $0x00007fff, R8
+	VMOVD        R8, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x00000001, R8
+	VMOVD        R8, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0xffff0000, R8
+	VMOVD        R8, X6
+	VPBROADCASTD X6, Y6
+	MOVL         $0x7f800000, R8
+	VMOVD        R8, X7
+	VPBROADCASTD X7, Y7
+	MOVL         $0x00400000, R8
+	VMOVD        R8, X8
+	VPBROADCASTD X8, Y8
+	MOVL         $0x7fffffff, R8
+	VMOVD        R8, X9
+	VPBROADCASTD X9, Y9
+	XORQ         R8, R8
+	SHRQ         $0x03, DI
+	JZ           hcSum4AVX2_done
+
+hcSum4AVX2_loop:
+	VXORPS    Y10, Y10, Y10
+	VMULPS    (CX)(R8*1), Y0, Y11
+	VADDPS    Y11, Y10, Y10
+	VMULPS    (DX)(R8*1), Y1, Y11
+	VADDPS    Y11, Y10, Y10
+	VMULPS    (BX)(R8*1), Y2, Y11
+	VADDPS    Y11, Y10, Y10
+	VMULPS    (SI)(R8*1), Y3, Y11
+	VADDPS    Y11, Y10, Y10
+	VPSRLD    $0x10, Y10, Y11
+	VPAND     Y5, Y11, Y11
+	VPADDD    Y4, Y10, Y12
+	VPADDD    Y11, Y12, Y12
+	VPAND     Y9, Y10, Y11
+	VPCMPGTD  Y7, Y11, Y11
+	VPOR      Y8, Y10, Y10
+	VPBLENDVB Y11, Y10, Y12, Y12
+	VPAND     Y6, Y12, Y10
+	VMOVUPS   Y10, (AX)(R8*1)
+	ADDQ      $0x20, R8
+	DECQ      DI
+	JNZ       hcSum4AVX2_loop
+
+hcSum4AVX2_done:
+	VZEROUPPER
+	RET
+
+// func hcPost4AVX2(out *float32, r0 *float32, r1 *float32, r2 *float32, r3 *float32, n int, c *[4]float32, y *float32, p float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·hcPost4AVX2(SB), NOSPLIT, $0-68
+	MOVQ         out+0(FP), AX
+	MOVQ         r0+8(FP), CX
+	MOVQ         r1+16(FP), DX
+	MOVQ         r2+24(FP), BX
+	MOVQ         r3+32(FP), SI
+	MOVQ         n+40(FP), DI
+	MOVQ         c+48(FP), R8
+	VBROADCASTSS (R8), Y0
+	VBROADCASTSS 4(R8), Y1
+	VBROADCASTSS 8(R8), Y2
+	VBROADCASTSS 12(R8), Y3
+	MOVQ         y+56(FP), R8
+	MOVSS        p+64(FP), X4
+	VBROADCASTSS X4, Y4
+	MOVL         $0x00007fff, R9
+	VMOVD        R9, X5
+	VPBROADCASTD X5, Y5
+	MOVL         $0x00000001, R9
+	VMOVD        R9, X6
+	VPBROADCASTD X6, Y6
+	MOVL         $0xffff0000, R9
+	VMOVD        R9, X7
+	VPBROADCASTD X7, Y7
+	MOVL         $0x7f800000, R9
+	VMOVD        R9, X8
+	VPBROADCASTD X8, Y8
+	MOVL         $0x00400000, R9
+	VMOVD        R9, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0x7fffffff, R9
+	VMOVD        R9, X10
+	VPBROADCASTD X10, Y10
+	XORQ         R9, R9
+	SHRQ         $0x03, DI
+	JZ           hcPost4AVX2_done
+
+hcPost4AVX2_loop:
+	VXORPS    Y11, Y11, Y11
+	VMULPS    (CX)(R9*1), Y0, Y12
+	VADDPS    Y12, Y11, Y11
+	VMULPS    (DX)(R9*1), Y1, Y12
+	VADDPS    Y12, Y11, Y11
+	VMULPS    (BX)(R9*1), Y2, Y12
+	VADDPS    Y12, Y11, Y11
+	VMULPS    (SI)(R9*1), Y3, Y12
+	VADDPS    Y12, Y11, Y11
+	VMULPS    (R8)(R9*1), Y4, Y12
+	VADDPS    Y11, Y12, Y11
+	VPSRLD    $0x10, Y11, Y12
+	VPAND     Y6, Y12, Y12
+	VPADDD    Y5, Y11, Y13
+	VPADDD    Y12, Y13, Y13
+	VPAND     Y10, Y11, Y12
+	VPCMPGTD  Y8, Y12, Y12
+	VPOR      Y9, Y11, Y11
+	VPBLENDVB Y12, Y11, Y13, Y13
+	VPAND     Y7, Y13, Y11
+	VMOVUPS   Y11, (AX)(R9*1)
+	ADDQ      $0x20, R9
+	DECQ      DI
+	JNZ       hcPost4AVX2_loop
+
+hcPost4AVX2_done:
+	VZEROUPPER
+	RET

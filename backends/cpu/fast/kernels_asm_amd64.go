@@ -231,6 +231,18 @@ var avx2Set = &kernelSet{
 			rmsOutAVX2(&out[0], &x[0], &w[0], n&^7, rs)
 		}
 	},
+	hcSum4: func(out []float32, r *[4][]float32, c *[4]float32) {
+		if n := len(out) &^ 7; n > 0 {
+			_, _, _, _ = r[0][n-1], r[1][n-1], r[2][n-1], r[3][n-1]
+			hcSum4AVX2(&out[0], &r[0][0], &r[1][0], &r[2][0], &r[3][0], n, c)
+		}
+	},
+	hcPost4: func(out []float32, r *[4][]float32, c *[4]float32, y []float32, p float32) {
+		if n := len(out) &^ 7; n > 0 {
+			_, _, _, _, _ = r[0][n-1], r[1][n-1], r[2][n-1], r[3][n-1], y[n-1]
+			hcPost4AVX2(&out[0], &r[0][0], &r[1][0], &r[2][0], &r[3][0], n, c, &y[0], p)
+		}
+	},
 	lanes4: func(x []float32, p *[3][]float32, n int, out []float32) {
 		if n == 0 {
 			clear(out[:12])
@@ -380,4 +392,6 @@ func init() {
 	avx512Set.squares = avx2Set.squares
 	avx512Set.addRows32 = avx2Set.addRows32
 	avx512Set.rmsOut = avx2Set.rmsOut
+	avx512Set.hcSum4 = avx2Set.hcSum4
+	avx512Set.hcPost4 = avx2Set.hcPost4
 }

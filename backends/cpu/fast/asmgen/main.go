@@ -58,6 +58,8 @@ func main() {
 	squaresAVX2()
 	addRows32AVX2()
 	rmsOutAVX2()
+	hcSum4AVX2(false)
+	hcSum4AVX2(true)
 	Generate()
 }
 
@@ -1609,6 +1611,62 @@ func rmsOutAVX2() {
 	ADDQ(Imm(32), o)
 	ADDQ(Imm(32), x)
 	ADDQ(Imm(32), w)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// hcSum4AVX2 emits hcSum4AVX2 (post false: HCPre's sum) or hcPost4AVX2:
+// s = (((0 + c0·r0) + c1·r1) + c2·r2) + c3·r3 per element, every product
+// and sum rounded to fp32 as the reference's loop does, then out =
+// bf16(s), or bf16(p·y + s) for HCPost. n is a multiple of 8.
+func hcSum4AVX2(post bool) {
+	name := "hcSum4AVX2"
+	sig := "func(out, r0, r1, r2, r3 *float32, n int, c *[4]float32)"
+	if post {
+		name = "hcPost4AVX2"
+		sig = "func(out, r0, r1, r2, r3 *float32, n int, c *[4]float32, y *float32, p float32)"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Doc(name + " sets out[d] = bf16([p·y[d] +] Σ_i c[i]·r_i[d]) (fp32, i ascending from +0) for d < n (a multiple of 8).")
+	o := Load(Param("out"), GP64())
+	rs := []reg.Register{Load(Param("r0"), GP64()), Load(Param("r1"), GP64()), Load(Param("r2"), GP64()), Load(Param("r3"), GP64())}
+	n := Load(Param("n"), GP64())
+	cp := Load(Param("c"), GP64())
+	cv := make([]reg.VecVirtual, 4)
+	for i := range cv {
+		cv[i] = YMM()
+		VBROADCASTSS(Mem{Base: cp, Disp: 4 * i}, cv[i])
+	}
+	var y reg.Register
+	pv := YMM()
+	if post {
+		y = Load(Param("y"), GP64())
+		VBROADCASTSS(Load(Param("p"), XMM()), pv)
+	}
+	c := newBF16Consts()
+	i := GP64()
+	XORQ(i, i)
+	SHRQ(Imm(3), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	sv := YMM()
+	VXORPS(sv, sv, sv)
+	for k := range 4 {
+		t := YMM()
+		VMULPS(Mem{Base: rs[k], Index: i, Scale: 1}, cv[k], t) // c·r
+		VADDPS(t, sv, sv)                                       // s + c·r
+	}
+	if post {
+		t := YMM()
+		VMULPS(Mem{Base: y, Index: i, Scale: 1}, pv, t) // p·y
+		VADDPS(sv, t, sv)                               // p·y + s
+	}
+	bf16Round(sv, c)
+	VMOVUPS(sv, Mem{Base: o, Index: i, Scale: 1})
+	ADDQ(Imm(32), i)
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
