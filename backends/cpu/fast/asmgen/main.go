@@ -1657,7 +1657,7 @@ func hcSum4AVX2(post bool) {
 	for k := range 4 {
 		t := YMM()
 		VMULPS(Mem{Base: rs[k], Index: i, Scale: 1}, cv[k], t) // c·r
-		VADDPS(t, sv, sv)                                       // s + c·r
+		VADDPS(t, sv, sv)                                      // s + c·r
 	}
 	if post {
 		t := YMM()
