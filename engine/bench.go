@@ -131,6 +131,9 @@ type BenchReport struct {
 	RSSAnon int64 `json:"rss_anon_bytes"` // RssAnon (heap: converted weights, caches, activations)
 	RSSFile int64 `json:"rss_file_bytes"` // RssFile (mapped checkpoint pages)
 	PeakRSS int64 `json:"peak_rss_bytes"` // VmHWM
+	// FileHuge is the part of RSSFile mapped by 2 MiB pages (FilePmdMapped
+	// of /proc/self/smaps_rollup; see internal/safetensors.mapFile).
+	FileHuge int64 `json:"rss_file_huge_bytes"`
 }
 
 // OpTimeFigure is the time one op's kernels took per decoded token.
@@ -289,6 +292,7 @@ func (m *Model) benchDecode(opt BenchOptions, rep *BenchReport, p [][]int64) err
 	rep.HeldBytesPerDecodeToken = float64(wb.held)/float64(opt.Batch) + heldExperts/steps/float64(opt.Batch)
 	rep.DecodeBytesPerS = rep.WeightBytesPerDecodeToken * rep.DecodeTokensPerS
 	rep.RSS, rep.RSSAnon, rep.RSSFile, rep.PeakRSS = ReadRSS()
+	rep.FileHuge = readFilePmdMapped()
 	return nil
 }
 
@@ -579,6 +583,24 @@ func ReadRSS() (rss, anon, file, peak int64) {
 	return
 }
 
+// readFilePmdMapped returns FilePmdMapped of /proc/self/smaps_rollup in
+// bytes (0 where unavailable).
+func readFilePmdMapped() int64 {
+	b, err := os.ReadFile("/proc/self/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "FilePmdMapped:"); ok {
+			if fs := strings.Fields(v); len(fs) > 0 {
+				kb, _ := strconv.ParseInt(fs[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
 // Text renders a report for a terminal.
 func (r *BenchReport) Text() string {
 	var b strings.Builder
@@ -599,8 +621,8 @@ func (r *BenchReport) Text() string {
 	}
 	b.WriteString("\n")
 	writeOpTimes(&b, r.DecodeOpTimes, "decoded token")
-	fmt.Fprintf(&b, "resident memory after decode: %s (anonymous %s, mapped file %s; peak %s)\n",
-		FormatBytes(r.RSS), FormatBytes(r.RSSAnon), FormatBytes(r.RSSFile), FormatBytes(r.PeakRSS))
+	fmt.Fprintf(&b, "resident memory after decode: %s (anonymous %s, mapped file %s of which %s in 2 MiB pages; peak %s)\n",
+		FormatBytes(r.RSS), FormatBytes(r.RSSAnon), FormatBytes(r.RSSFile), FormatBytes(r.FileHuge), FormatBytes(r.PeakRSS))
 	return b.String()
 }
 

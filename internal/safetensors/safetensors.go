@@ -8,8 +8,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Data type names as written in safetensors headers.
@@ -116,7 +114,7 @@ func (f *File) Close() error {
 	}
 	m := f.mapped
 	f.mapped = nil
-	if err := unix.Munmap(m); err != nil {
+	if err := unmapFile(m); err != nil {
 		return fmt.Errorf("safetensors: %s: munmap: %w", f.Path, err)
 	}
 	return nil
@@ -140,13 +138,13 @@ func Open(path string) (*File, error) {
 	if size > math.MaxInt {
 		return nil, errf(path, "", -1, "file too large (%d bytes)", size)
 	}
-	m, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	m, err := mapFile(int(fd.Fd()), int(size))
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %s: mmap: %w", path, err)
 	}
 	f, err := Parse(path, m)
 	if err != nil {
-		unix.Munmap(m)
+		unmapFile(m)
 		return nil, err
 	}
 	f.mapped = m
