@@ -14,6 +14,7 @@ import (
 
 	"github.com/ds4go/ds4/internal/safetensors"
 	"github.com/ds4go/ds4/models/deepseekv4"
+	"golang.org/x/sys/unix"
 )
 
 // TokenMapFile is the name of the Engram token map next to the shards.
@@ -258,6 +259,15 @@ func writeShard(path string, sh []*tensor, workers int) (err error) {
 	wg.Wait()
 	if first != nil {
 		return fmt.Errorf("synth: %s: %w", path, first)
+	}
+	if base+size >= 2<<20 {
+		// Drop the shard from the page cache once it is on disk: the pages
+		// written here are small folios, and a mapping can use 2 MiB pages
+		// only for 2 MiB folios, which the first load then reads back
+		// (internal/safetensors.mapFile). Best effort.
+		if f.Sync() == nil {
+			_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		}
 	}
 	return nil
 }
