@@ -82,6 +82,8 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 			mu[hh] = float32(-1e30) // attentionInitMax
 		}
 		var keys [8][]float32
+		var p4 [4]float32
+		var kr [4][]float32
 		for t0 := 0; t0 < t; t0 += blkN {
 			blk := row[t0:min(t0+blkN, t)]
 			nv := 0
@@ -157,8 +159,6 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 					use[nu] = j
 					nu++
 				}
-				var p4 [4]float32
-				var kr [4][]float32
 				x := 0
 				for ; x+4 <= nu; x += 4 {
 					for y := range 4 {
@@ -176,7 +176,12 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 				lh := float32(l[hh]*alpha) + float32(psum)
 				l[hh] = lh
 				ah := acc[hh*d : (hh+1)*d]
-				for di := range ah {
+				d8 := 0
+				if ks.scaleAdd != nil {
+					d8 = d &^ 7
+					ks.scaleAdd(ah[:d8], pv, alpha)
+				}
+				for di := d8; di < d; di++ {
 					ah[di] = float32(ah[di]*alpha) + pv[di]
 				}
 				mu[hh] = newMu

@@ -53,6 +53,9 @@ type kernelSet struct {
 	// x < 8g (g = 1 or 2) and the keys j < 8/g: each lane one f32 FMA chain
 	// over i (every k[j] a valid row of length n; repeat one to fill).
 	qkF32Keys func(qT []float32, ldq int, k *[8][]float32, n int, out []float32, g int)
+	// scaleAdd, when set, sets acc[i] = fl(acc[i]·alpha) + pv[i] (len(acc)
+	// a multiple of 8).
+	scaleAdd func(acc, pv []float32, alpha float32)
 	// axpyF32, when set, adds p[j]·k[j][i] to pv[i] for the keys j < nk
 	// (1 or 4) in order, one f32 FMA each (len(pv) a multiple of 8).
 	axpyF32 func(pv []float32, p *[4]float32, k *[4][]float32, nk int)

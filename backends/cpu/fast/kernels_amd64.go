@@ -142,3 +142,6 @@ func hcSum4AVX2(out *float32, r0 *float32, r1 *float32, r2 *float32, r3 *float32
 
 // hcPost4AVX2 sets out[d] = bf16([p·y[d] +] Σ_i c[i]·r_i[d]) (fp32, i ascending from +0) for d < n (a multiple of 8).
 func hcPost4AVX2(out *float32, r0 *float32, r1 *float32, r2 *float32, r3 *float32, n int, c *[4]float32, y *float32, p float32)
+
+// scaleAddAVX2 sets acc[i] = acc[i]·alpha + pv[i] (each step rounded to fp32) for i < n (a multiple of 8).
+func scaleAddAVX2(acc *float32, pv *float32, n int, alpha float32)

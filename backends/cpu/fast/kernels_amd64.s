@@ -5136,3 +5136,28 @@ hcPost4AVX2_loop:
 hcPost4AVX2_done:
 	VZEROUPPER
 	RET
+
+// func scaleAddAVX2(acc *float32, pv *float32, n int, alpha float32)
+// Requires: AVX, AVX2, SSE
+TEXT ·scaleAddAVX2(SB), NOSPLIT, $0-28
+	MOVQ         acc+0(FP), AX
+	MOVQ         pv+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        alpha+24(FP), X0
+	VBROADCASTSS X0, Y0
+	SHRQ         $0x03, DX
+	JZ           scaleAddAVX2_done
+
+scaleAddAVX2_loop:
+	VMOVUPS (AX), Y1
+	VMULPS  Y0, Y1, Y1
+	VADDPS  (CX), Y1, Y1
+	VMOVUPS Y1, (AX)
+	ADDQ    $0x20, AX
+	ADDQ    $0x20, CX
+	DECQ    DX
+	JNZ     scaleAddAVX2_loop
+
+scaleAddAVX2_done:
+	VZEROUPPER
+	RET

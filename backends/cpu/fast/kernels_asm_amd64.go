@@ -149,6 +149,12 @@ var avx2Set = &kernelSet{
 			panic("fast: qkF32Keys: g must be 1 or 2")
 		}
 	},
+	scaleAdd: func(acc, pv []float32, alpha float32) {
+		if n := len(acc); n > 0 {
+			_ = pv[n-1]
+			scaleAddAVX2(&acc[0], &pv[0], n&^7, alpha)
+		}
+	},
 	axpyF32: func(pv []float32, p *[4]float32, k *[4][]float32, nk int) {
 		n := len(pv)
 		if n == 0 {
@@ -386,6 +392,7 @@ func init() {
 	avx512Set.expF32 = avx2Set.expF32
 	avx512Set.qkF32Keys = avx2Set.qkF32Keys
 	avx512Set.axpyF32 = avx2Set.axpyF32
+	avx512Set.scaleAdd = avx2Set.scaleAdd
 	avx512Set.bf16Round = avx2Set.bf16Round
 	avx512Set.swigluGate = avx2Set.swigluGate
 	avx512Set.swigluElem = avx2Set.swigluElem

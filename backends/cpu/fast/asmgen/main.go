@@ -60,6 +60,7 @@ func main() {
 	rmsOutAVX2()
 	hcSum4AVX2(false)
 	hcSum4AVX2(true)
+	scaleAddAVX2()
 	Generate()
 }
 
@@ -1667,6 +1668,34 @@ func hcSum4AVX2(post bool) {
 	bf16Round(sv, c)
 	VMOVUPS(sv, Mem{Base: o, Index: i, Scale: 1})
 	ADDQ(Imm(32), i)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// scaleAddAVX2 emits scaleAddAVX2: acc[i] = fl(acc[i]·alpha) + pv[i], the
+// attention's rescaling of its running output (two roundings, no FMA).
+func scaleAddAVX2() {
+	name := "scaleAddAVX2"
+	TEXT(name, NOSPLIT, "func(acc, pv *float32, n int, alpha float32)")
+	Doc(name + " sets acc[i] = acc[i]·alpha + pv[i] (each step rounded to fp32) for i < n (a multiple of 8).")
+	acc := Load(Param("acc"), GP64())
+	pv := Load(Param("pv"), GP64())
+	n := Load(Param("n"), GP64())
+	al := YMM()
+	VBROADCASTSS(Load(Param("alpha"), XMM()), al)
+	SHRQ(Imm(3), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	v := YMM()
+	VMOVUPS(Mem{Base: acc}, v)
+	VMULPS(al, v, v)            // acc·alpha
+	VADDPS(Mem{Base: pv}, v, v) // + pv
+	VMOVUPS(v, Mem{Base: acc})
+	ADDQ(Imm(32), acc)
+	ADDQ(Imm(32), pv)
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
