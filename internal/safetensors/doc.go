@@ -5,7 +5,9 @@
 // optional "__metadata__" string map), then the data area. data_offsets are
 // [begin, end) relative to the start of the data area.
 //
-// Open memory-maps a file read-only and validates it strictly: the header
+// Open memory-maps a file read-only (at a 2 MiB-aligned address with
+// MADV_HUGEPAGE, so that 2 MiB page-cache folios map as huge pages: see
+// mapFile) and validates it strictly: the header
 // length is within bounds, the JSON is valid, every dtype is known, shapes
 // are non-negative, each tensor's byte size equals its offset span, offsets
 // lie inside the data area, tensors do not overlap and cover the data area
