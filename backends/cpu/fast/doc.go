@@ -20,10 +20,10 @@
 //   - fp4 on AVX2 (fp4q.go): the activations, which act_quant has made e4m3
 //     codes times a power of two per 32-block, are packed once per call as
 //     16-bit integers with one factor per block (packFP4Q, exact for codes
-//     ≥ 1/8 of the scale; other values lose at most 2^-16 of the block's
+//     ≥ 1/8 of the scale; other values lose at most 2^-15 of the block's
 //     largest magnitude), and gemvFP4Q sums each block in 32-bit integers
 //     with VPMADDWD (4 per 64 weights and row instead of 8 widening ops and
-//     8 FMAs). Every row count of an fp4 matmul takes this path, 4
+//     8 FMAs). Every row count of an fp4 matmul takes this path, up to 6
 //     activation rows per weight pass, so a token's result does not depend
 //     on the call's shape (decode equals a one-call prefill) and the prefill
 //     experts run as fast as through the f32 GEMM.

@@ -17,8 +17,11 @@ import (
 // exactly in 32-bit integers by VPMADDWD, which does 16 multiply-adds per
 // instruction where the float path needs a widening and an FMA per 8. That
 // makes the decode GEMV of the routed experts memory-bound instead of
-// shuffle-bound. Any other activations (not quantised) lose at most half a
-// unit of 2^-15 of their block's largest magnitude per element.
+// shuffle-bound. Codes below 1/8 of the scale, and activations that are not
+// quantised at all, are rounded to that grid: off by at most 2^-15 of their
+// block's largest magnitude per element. In a sum that cancels, that can
+// exceed a bf16 ulp of the result (the tests bound it; the golden
+// block-local parity is unchanged).
 
 // fp4QChunk is the packed size of 64 activations: 4 vectors of 16 int16
 // and 8 float32 factors.

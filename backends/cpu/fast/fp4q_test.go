@@ -81,9 +81,9 @@ func TestPackFP4Q(t *testing.T) {
 
 // TestMatmulFP4RawActivations bounds the 16-bit activation path on
 // activations that act_quant has not rounded (the model never feeds such to
-// an fp4 Linear): each element is off by at most 2^-16 of its block's
-// largest magnitude, so a row's result by Σ_blocks amax·2^-16·Σ|w| on top of
-// the fp32 rounding.
+// an fp4 Linear): each element is off by at most 2^-15 of its block's
+// largest magnitude (half the integer grid's step), so a row's result by
+// Σ_blocks amax·2^-15·Σ|w| on top of the fp32 rounding.
 func TestMatmulFP4RawActivations(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	const m, k, n = 5, 512, 96
@@ -107,7 +107,7 @@ func TestMatmulFP4RawActivations(t *testing.T) {
 						mag += math.Abs(x * y)
 						amax, wsum = math.Max(amax, math.Abs(x)), wsum+math.Abs(y)
 					}
-					bound += amax * math.Ldexp(1, -16) * wsum
+					bound += amax * math.Ldexp(1, -15) * wsum
 				}
 				// the result is rounded to bf16 (2^-8 relative) at the end
 				tol := bound + 1e-6*mag + math.Abs(exact)*math.Ldexp(1, -8)

@@ -28,7 +28,7 @@ type kernelSet struct {
 	// dequantising every block once for all activation rows; any scale byte.
 	gemvFP4 func(a []float32, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int)
 	// gemvFP4Q, when set, is gemvFP4 on activation rows packed by
-	// packFP4Q (stride lda bytes).
+	// packFP4Q (stride lda bytes), r ≤ gemvQRows.
 	gemvFP4Q func(a []byte, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int)
 	// packFP4Q, when set with gemvFP4Q, is packFP4Q (the same bytes and
 	// result).
@@ -106,6 +106,11 @@ type kernelSet struct {
 
 // gemvRows is the most activation rows one gemv call takes.
 const gemvRows = 4
+
+// gemvQRows is the most activation rows one gemvFP4Q call takes (its
+// largest kernel: 6 rows per weight pass; more would not fit the 16 AVX2
+// vector registers).
+const gemvQRows = 6
 
 // maxFP8Scale is the largest e8m0 byte the fused fp8 kernels accept (the
 // folded factor 2^(e−7) must stay finite).

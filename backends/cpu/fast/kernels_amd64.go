@@ -107,6 +107,9 @@ func gemvFP4QAVX2x4(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *f
 // packFP4QAVX2 packs chunks 64-element chunks of a into dst as packFP4Q does; it returns 0 when a block has an Inf, a NaN or a tiny nonzero maximum.
 func packFP4QAVX2(dst *byte, a *float32, chunks int, c *byte) uint32
 
+// gemvFP4QAVX2x6 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 6 packed int16 activation rows a_i = a[i*lda:] and rows weight rows, nb even.
+func gemvFP4QAVX2x6(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
 // qkF32AVX2g1k8 sets out[j*8+h] = Σ_i qT[i*ldq+h]·k_j[i] (one f32 FMA chain in i) for h < 8 and the 8 keys k_j.
 func qkF32AVX2g1k8(qT *float32, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, k4 *float32, k5 *float32, k6 *float32, k7 *float32, n int, out *float32)
 

@@ -4526,6 +4526,178 @@ packFP4QAVX2_end:
 	MOVL BX, ret+32(FP)
 	RET
 
+// func gemvFP4QAVX2x6(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·gemvFP4QAVX2x6(SB), NOSPLIT, $0-80
+	MOVQ    a+0(FP), AX
+	MOVQ    lda+8(FP), CX
+	MOVQ    w+16(FP), DX
+	MOVQ    s+24(FP), BX
+	MOVQ    rows+40(FP), SI
+	MOVQ    out+48(FP), DI
+	MOVQ    sc+64(FP), R8
+	MOVQ    c+72(FP), R9
+	VMOVDQU (R9), Y0
+	LEAQ    (CX)(CX*2), R11
+	TESTQ   SI, SI
+	JZ      gemvFP4QAVX2x6_end
+
+gemvFP4QAVX2x6_row:
+	MOVQ   AX, R10
+	LEAQ   (AX)(CX*4), R12
+	MOVQ   nb+32(FP), R13
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	TESTQ  R13, R13
+	JZ     gemvFP4QAVX2x6_done
+
+gemvFP4QAVX2x6_loop:
+	PREFETCHT0   2048(DX)
+	VMOVDQU      (DX), Y7
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        32(R9), Y7, Y7
+	VPAND        32(R9), Y8, Y8
+	VPSHUFB      Y7, Y0, Y7
+	VPSHUFB      Y8, Y0, Y8
+	VPSLLW       $0x08, Y7, Y9
+	VPAND        64(R9), Y7, Y7
+	VPSLLW       $0x08, Y8, Y10
+	VPAND        64(R9), Y8, Y8
+	MOVBQZX      (BX), R14
+	MOVBQZX      1(BX), R15
+	VBROADCASTSS (R8)(R14*4), Y11
+	VBROADCASTSS (R8)(R15*4), Y12
+	VBLENDPS     $0xf0, Y12, Y11, Y11
+	VPMADDWD     (R10), Y9, Y12
+	VPMADDWD     32(R10), Y7, Y13
+	VPMADDWD     64(R10), Y10, Y14
+	VPADDD       Y14, Y12, Y12
+	VPMADDWD     96(R10), Y8, Y14
+	VPADDD       Y14, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10), Y12, Y12
+	VFMADD231PS  Y11, Y12, Y1
+	VPMADDWD     (R10)(CX*1), Y9, Y12
+	VPMADDWD     32(R10)(CX*1), Y7, Y13
+	VPMADDWD     64(R10)(CX*1), Y10, Y14
+	VPADDD       Y14, Y12, Y12
+	VPMADDWD     96(R10)(CX*1), Y8, Y14
+	VPADDD       Y14, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10)(CX*1), Y12, Y12
+	VFMADD231PS  Y11, Y12, Y2
+	VPMADDWD     (R10)(CX*2), Y9, Y12
+	VPMADDWD     32(R10)(CX*2), Y7, Y13
+	VPMADDWD     64(R10)(CX*2), Y10, Y14
+	VPADDD       Y14, Y12, Y12
+	VPMADDWD     96(R10)(CX*2), Y8, Y14
+	VPADDD       Y14, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10)(CX*2), Y12, Y12
+	VFMADD231PS  Y11, Y12, Y3
+	VPMADDWD     (R10)(R11*1), Y9, Y12
+	VPMADDWD     32(R10)(R11*1), Y7, Y13
+	VPMADDWD     64(R10)(R11*1), Y10, Y14
+	VPADDD       Y14, Y12, Y12
+	VPMADDWD     96(R10)(R11*1), Y8, Y14
+	VPADDD       Y14, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R10)(R11*1), Y12, Y12
+	VFMADD231PS  Y11, Y12, Y4
+	VPMADDWD     (R12), Y9, Y12
+	VPMADDWD     32(R12), Y7, Y13
+	VPMADDWD     64(R12), Y10, Y14
+	VPADDD       Y14, Y12, Y12
+	VPMADDWD     96(R12), Y8, Y14
+	VPADDD       Y14, Y13, Y13
+	VPADDD       Y13, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       128(R12), Y12, Y12
+	VFMADD231PS  Y11, Y12, Y5
+	VPMADDWD     (R12)(CX*1), Y9, Y9
+	VPMADDWD     32(R12)(CX*1), Y7, Y7
+	VPMADDWD     64(R12)(CX*1), Y10, Y10
+	VPADDD       Y10, Y9, Y9
+	VPMADDWD     96(R12)(CX*1), Y8, Y8
+	VPADDD       Y8, Y7, Y7
+	VPADDD       Y7, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       128(R12)(CX*1), Y9, Y9
+	VFMADD231PS  Y11, Y9, Y6
+	ADDQ         $0x000000a0, R10
+	ADDQ         $0x000000a0, R12
+	ADDQ         $0x20, DX
+	ADDQ         $0x02, BX
+	SUBQ         $0x02, R13
+	JNZ          gemvFP4QAVX2x6_loop
+
+gemvFP4QAVX2x6_done:
+	MOVQ         ldo+56(FP), R10
+	SHLQ         $0x02, R10
+	MOVQ         DI, R12
+	VEXTRACTF128 $0x01, Y1, X7
+	VADDPS       X1, X7, X7
+	VMOVHLPS     X7, X7, X1
+	VADDPS       X1, X7, X7
+	VMOVSHDUP    X7, X1
+	VADDSS       X1, X7, X7
+	VMOVSS       X7, (R12)
+	ADDQ         R10, R12
+	VEXTRACTF128 $0x01, Y2, X1
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R12)
+	ADDQ         R10, R12
+	VEXTRACTF128 $0x01, Y3, X1
+	VADDPS       X3, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R12)
+	ADDQ         R10, R12
+	VEXTRACTF128 $0x01, Y4, X1
+	VADDPS       X4, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R12)
+	ADDQ         R10, R12
+	VEXTRACTF128 $0x01, Y5, X1
+	VADDPS       X5, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R12)
+	ADDQ         R10, R12
+	VEXTRACTF128 $0x01, Y6, X1
+	VADDPS       X6, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (R12)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4QAVX2x6_row
+
+gemvFP4QAVX2x6_end:
+	VZEROUPPER
+	RET
+
 // func qkF32AVX2g1k8(qT *float32, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, k4 *float32, k5 *float32, k6 *float32, k7 *float32, n int, out *float32)
 // Requires: AVX, FMA3
 TEXT ·qkF32AVX2g1k8(SB), NOSPLIT, $0-96

@@ -294,15 +294,27 @@ var avx2Set = &kernelSet{
 			return
 		}
 		_, _, _, _ = a[(r-1)*lda+fp4QRowBytes(nb)-1], w[rows*nb*16-1], s[rows*nb-1], out[(r-1)*ldo+rows-1]
-		switch r {
-		case 1:
-			gemvFP4QAVX2x1(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
-		case 2:
-			gemvFP4QAVX2x2(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
-		case 3:
-			gemvFP4QAVX2x3(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
-		default:
-			gemvFP4QAVX2x4(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
+		for r > 0 { // (every row's arithmetic is the same whatever kernel takes it)
+			k := min(r, gemvQRows)
+			if k == 5 {
+				k = 4
+			}
+			switch k {
+			case 1:
+				gemvFP4QAVX2x1(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
+			case 2:
+				gemvFP4QAVX2x2(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
+			case 3:
+				gemvFP4QAVX2x3(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
+			case 4:
+				gemvFP4QAVX2x4(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
+			default:
+				gemvFP4QAVX2x6(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts[0])
+			}
+			r -= k
+			if r > 0 {
+				a, out = a[k*lda:], out[k*ldo:]
+			}
 		}
 	},
 	packFP4Q: func(dst []byte, a []float32) bool {

@@ -207,19 +207,22 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 				}
 			}
 			whole := nbv == kb
-			for i0 := 0; i0 < m; i0 += gemvRows {
-				r := min(gemvRows, m-i0)
-				if qrows != nil && whole {
-					// straight into out, rounded there (the many-row fp4
-					// matmuls of prefill come this way)
+			if qrows != nil && whole {
+				// straight into out, rounded there (the many-row fp4
+				// matmuls of prefill come this way), 6 rows per weight pass
+				for i0 := 0; i0 < m; i0 += gemvQRows {
+					r := min(gemvQRows, m-i0)
 					ks.gemvFP4Q(qrows[i0*qlda:], qlda, r, w.q[j0*k/2:], w.s[j0*kb:], nbv, j1-j0, out[i0*n+j0:], n)
 					if round {
 						for i := range r {
 							BF16RoundSlice(out[(i0+i)*n+j0 : (i0+i)*n+j1])
 						}
 					}
-					continue
 				}
+				return
+			}
+			for i0 := 0; i0 < m; i0 += gemvRows {
+				r := min(gemvRows, m-i0)
 				ai := act[i0*k:]
 				var nan bool
 				for j := j0; j < j1; {

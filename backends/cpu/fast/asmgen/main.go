@@ -48,6 +48,7 @@ func main() {
 		gemvFP4QAVX2(r)
 	}
 	packFP4QAVX2()
+	gemvFP4QAVX2(6) // (8 rows would need more than 16 vector registers)
 	qkF32KeysAVX2(1, 8)
 	qkF32KeysAVX2(2, 4)
 	axpyF32AVX2(1)
@@ -660,11 +661,27 @@ func gemvFP4QAVX2(r int) {
 	m0f := Mem{Base: cp, Disp: 32}
 	mhi := Mem{Base: cp, Disp: 64}
 	ac := GP64()
-	rowMem := activationRows(ac, lda, r)
+	lo4 := min(r, 4)
+	rowMemLo := activationRows(ac, lda, lo4)
+	var ac4 reg.GPVirtual
+	var rowMemHi func(i, disp int) Mem
+	if r > 4 {
+		ac4 = GP64()
+		rowMemHi = activationRows(ac4, lda, r-4)
+	}
+	rowMem := func(i, disp int) Mem {
+		if i < 4 {
+			return rowMemLo(i, disp)
+		}
+		return rowMemHi(i-4, disp)
+	}
 	TESTQ(rows, rows)
 	JZ(LabelRef(name + "_end"))
 	Label(name + "_row")
 	MOVQ(a, ac)
+	if r > 4 {
+		LEAQ(Mem{Base: a, Index: lda, Scale: 4}, ac4)
+	}
 	nb := Load(Param("nb"), GP64())
 	acc := make([][]reg.VecVirtual, r)
 	for i := range acc {
@@ -716,6 +733,9 @@ func gemvFP4QAVX2(r int) {
 		VFMADD231PS(f, p[0], acc[i][0])
 	}
 	ADDQ(U32(160), ac)
+	if r > 4 {
+		ADDQ(U32(160), ac4)
+	}
 	ADDQ(Imm(32), w)
 	ADDQ(Imm(2), s)
 	SUBQ(Imm(2), nb)
