@@ -45,6 +45,21 @@ func dotW16Of(lanes int, k func(a *float32, b *byte, n int) float32) func(a []fl
 	}
 }
 
+// gemvEmpty handles the fp4 gemv wrappers' degenerate calls (no weight
+// rows: nothing; no blocks: zeros) and reports whether the call is done.
+func gemvEmpty(r, nb, rows int, out []float32, ldo int) bool {
+	if rows == 0 {
+		return true
+	}
+	if nb == 0 {
+		for i := range r {
+			clear(out[i*ldo : i*ldo+rows])
+		}
+		return true
+	}
+	return false
+}
+
 // dotFP8Of wraps a fused fp8 dot kernel over len(s) whole 32-blocks.
 func dotFP8Of(k func(a *float32, w, s *byte, nb int) (float32, uint32)) func(a []float32, w, s []byte) (float32, bool) {
 	return func(a []float32, w, s []byte) (float32, bool) {
@@ -262,13 +277,7 @@ var avx2Set = &kernelSet{
 		lanes32AVX2(&x[0], &p[0], n, &out[0])
 	},
 	gemvFP4: func(a []float32, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int) {
-		if rows == 0 {
-			return
-		}
-		if nb == 0 {
-			for i := range r {
-				clear(out[i*ldo : i*ldo+rows])
-			}
+		if gemvEmpty(r, nb, rows, out, ldo) {
 			return
 		}
 		_, _, _, _ = a[(r-1)*lda+nb*32-1], w[rows*nb*16-1], s[rows*nb-1], out[(r-1)*ldo+rows-1]
@@ -284,13 +293,7 @@ var avx2Set = &kernelSet{
 		}
 	},
 	gemvFP4Q: func(a []byte, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int) {
-		if rows == 0 {
-			return
-		}
-		if nb == 0 {
-			for i := range r {
-				clear(out[i*ldo : i*ldo+rows])
-			}
+		if gemvEmpty(r, nb, rows, out, ldo) {
 			return
 		}
 		_, _, _, _ = a[(r-1)*lda+fp4QRowBytes(nb)-1], w[rows*nb*16-1], s[rows*nb-1], out[(r-1)*ldo+rows-1]

@@ -598,32 +598,14 @@ func gemvFP4AVX2(r int) {
 			}
 		}
 	}
-	f := YMM()
-	f1 := YMM()
-	s0, s1 := GP64(), GP64()
-	MOVBQZX(Mem{Base: s}, s0)
-	MOVBQZX(Mem{Base: s, Disp: 1}, s1)
-	VBROADCASTSS(Mem{Base: sc, Index: s0, Scale: 4}, f)
-	VBROADCASTSS(Mem{Base: sc, Index: s1, Scale: 4}, f1)
-	VBLENDPS(Imm(0xF0), f1, f, f)
+	f := fp4PairFactors(s, sc)
 	for i := 0; i < r; i++ {
 		for ch := 0; ch < chains; ch++ {
 			VFMADD231PS(f, p[i][ch], acc[i][ch])
 		}
 	}
 	ADDQ(U32(256), ac)
-	ADDQ(Imm(32), w)
-	ADDQ(Imm(2), s)
-	SUBQ(Imm(2), nb)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-	storeRowSums(acc, o)
-	ADDQ(Imm(4), o)
-	DECQ(rows)
-	JNZ(LabelRef(name + "_row"))
-	Label(name + "_end")
-	VZEROUPPER()
-	RET()
+	fp4GemvLoopEnd(name, w, s, nb, o, rows, acc)
 }
 
 // gemvFP4QAVX2 emits gemvFP4QAVX2x<r>, the fp4 GEMV on activations held as
@@ -708,14 +690,7 @@ func gemvFP4QAVX2(r int) {
 	VPAND(mhi, lo, wv[1])
 	VPSLLW(Imm(8), hi, wv[2])
 	VPAND(mhi, hi, wv[3])
-	f := YMM()
-	f1 := YMM()
-	s0, s1 := GP64(), GP64()
-	MOVBQZX(Mem{Base: s}, s0)
-	MOVBQZX(Mem{Base: s, Disp: 1}, s1)
-	VBROADCASTSS(Mem{Base: sc, Index: s0, Scale: 4}, f)
-	VBROADCASTSS(Mem{Base: sc, Index: s1, Scale: 4}, f1)
-	VBLENDPS(Imm(0xF0), f1, f, f)
+	f := fp4PairFactors(s, sc)
 	for i := 0; i < r; i++ {
 		p := []reg.VecVirtual{YMM(), YMM()}
 		for v := range wv {
@@ -736,6 +711,26 @@ func gemvFP4QAVX2(r int) {
 	if r > 4 {
 		ADDQ(U32(160), ac4)
 	}
+	fp4GemvLoopEnd(name, w, s, nb, o, rows, acc)
+}
+
+// fp4PairFactors loads the e8m0 factors of the two blocks whose scale bytes
+// are at s from the table sc: lanes 0..3 the first, 4..7 the second.
+func fp4PairFactors(s, sc reg.Register) reg.VecVirtual {
+	f, f1 := YMM(), YMM()
+	s0, s1 := GP64(), GP64()
+	MOVBQZX(Mem{Base: s}, s0)
+	MOVBQZX(Mem{Base: s, Disp: 1}, s1)
+	VBROADCASTSS(Mem{Base: sc, Index: s0, Scale: 4}, f)
+	VBROADCASTSS(Mem{Base: sc, Index: s1, Scale: 4}, f1)
+	VBLENDPS(Imm(0xF0), f1, f, f)
+	return f
+}
+
+// fp4GemvLoopEnd closes the two fp4 GEMV generators' loops: the next two
+// blocks (32 code bytes, 2 scale bytes), then per weight row the row sums
+// (storeRowSums) and the next row.
+func fp4GemvLoopEnd(name string, w, s, nb, o, rows reg.Register, acc [][]reg.VecVirtual) {
 	ADDQ(Imm(32), w)
 	ADDQ(Imm(2), s)
 	SUBQ(Imm(2), nb)
@@ -1430,6 +1425,24 @@ func axpyF32AVX2(nk int) {
 	RET()
 }
 
+// eachVector emits the loop of the elementwise kernels: n (a count of
+// floats, a multiple of 8) becomes a count of 8-float vectors, body runs
+// once per vector, and each pointer of ptrs then moves on by 32 bytes.
+func eachVector(name string, n reg.Register, ptrs []reg.Register, body func()) {
+	SHRQ(Imm(3), n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	body()
+	for _, p := range ptrs {
+		ADDQ(Imm(32), p)
+	}
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
 // bf16Round rounds the 8 floats of x to bfloat16 in place as numfmt.BF16Round
 // does: ties to even on the bit pattern, NaN kept a NaN with its top
 // mantissa bit set (c: 0x7FFF, 1, 0xFFFF0000, 0x7F800000, 0x00400000).
@@ -1463,19 +1476,12 @@ func bf16RoundAVX2() {
 	x := Load(Param("x"), GP64())
 	n := Load(Param("n"), GP64())
 	c := newBF16Consts()
-	SHRQ(Imm(3), n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	v := YMM()
-	VMOVUPS(Mem{Base: x}, v)
-	bf16Round(v, c)
-	VMOVUPS(v, Mem{Base: x})
-	ADDQ(Imm(32), x)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	eachVector(name, n, []reg.Register{x}, func() {
+		v := YMM()
+		VMOVUPS(Mem{Base: x}, v)
+		bf16Round(v, c)
+		VMOVUPS(v, Mem{Base: x})
+	})
 }
 
 // swigluGateAVX2 emits swigluGateAVX2: x = −min(g, limit) (Go's min: a NaN
@@ -1490,22 +1496,14 @@ func swigluGateAVX2() {
 	lim := YMM()
 	VBROADCASTSS(Load(Param("limit"), XMM()), lim)
 	sign := constVec(0x80000000, false)
-	SHRQ(Imm(3), n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	v := YMM()
-	// MINPS returns its second source when either is NaN: min(g, limit)
-	// with g's NaN kept is (limit < g ? limit : g)
-	VMINPS(Mem{Base: g}, lim, v)
-	VXORPS(sign, v, v)
-	VMOVUPS(v, Mem{Base: x})
-	ADDQ(Imm(32), x)
-	ADDQ(Imm(32), g)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	eachVector(name, n, []reg.Register{x, g}, func() {
+		v := YMM()
+		// MINPS returns its second source when either is NaN: min(g, limit)
+		// with g's NaN kept is (limit < g ? limit : g)
+		VMINPS(Mem{Base: g}, lim, v)
+		VXORPS(sign, v, v)
+		VMOVUPS(v, Mem{Base: x})
+	})
 }
 
 // swigluElemAVX2 emits swigluElemAVX2: kernels.SwiGLUElement in lanes,
@@ -1527,28 +1525,18 @@ func swigluElemAVX2() {
 	VXORPS(sign, lim, nlim)
 	one := constVec(0x3F800000, false)
 	c := newBF16Consts()
-	SHRQ(Imm(3), n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	gv, d, uv := YMM(), YMM(), YMM()
-	VXORPS(Mem{Base: x}, sign, gv)
-	VADDPS(Mem{Base: e}, one, d)
-	VDIVPS(d, gv, gv)
-	VMINPS(Mem{Base: u}, lim, uv) // min(u, limit), u's NaN kept
-	VMAXPS(uv, nlim, uv)          // max(., −limit), NaN kept
-	VMULPS(uv, gv, gv)
-	VMULPS(wv, gv, gv)
-	bf16Round(gv, c)
-	VMOVUPS(gv, Mem{Base: o})
-	ADDQ(Imm(32), o)
-	ADDQ(Imm(32), x)
-	ADDQ(Imm(32), e)
-	ADDQ(Imm(32), u)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	eachVector(name, n, []reg.Register{o, x, e, u}, func() {
+		gv, d, uv := YMM(), YMM(), YMM()
+		VXORPS(Mem{Base: x}, sign, gv)
+		VADDPS(Mem{Base: e}, one, d)
+		VDIVPS(d, gv, gv)
+		VMINPS(Mem{Base: u}, lim, uv) // min(u, limit), u's NaN kept
+		VMAXPS(uv, nlim, uv)          // max(., −limit), NaN kept
+		VMULPS(uv, gv, gv)
+		VMULPS(wv, gv, gv)
+		bf16Round(gv, c)
+		VMOVUPS(gv, Mem{Base: o})
+	})
 }
 
 // squaresAVX2 emits squaresAVX2: dst[i] = x[i]·x[i] (fp32) for n floats (a
@@ -1560,20 +1548,12 @@ func squaresAVX2() {
 	d := Load(Param("dst"), GP64())
 	x := Load(Param("x"), GP64())
 	n := Load(Param("n"), GP64())
-	SHRQ(Imm(3), n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	v := YMM()
-	VMOVUPS(Mem{Base: x}, v)
-	VMULPS(v, v, v)
-	VMOVUPS(v, Mem{Base: d})
-	ADDQ(Imm(32), x)
-	ADDQ(Imm(32), d)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	eachVector(name, n, []reg.Register{x, d}, func() {
+		v := YMM()
+		VMOVUPS(Mem{Base: x}, v)
+		VMULPS(v, v, v)
+		VMOVUPS(v, Mem{Base: d})
+	})
 }
 
 // addRows32AVX2 emits addRows32AVX2: acc[l] += x[r*32+l] for the rows r <
@@ -1620,23 +1600,14 @@ func rmsOutAVX2() {
 	r := YMM()
 	VBROADCASTSS(Load(Param("rs"), XMM()), r)
 	c := newBF16Consts()
-	SHRQ(Imm(3), n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	v, wv := YMM(), YMM()
-	VMULPS(Mem{Base: x}, r, v) // (x·rs: Go's v*rs with x first; same value)
-	VMOVUPS(Mem{Base: w}, wv)
-	VMULPS(v, wv, v)
-	bf16Round(v, c)
-	VMOVUPS(v, Mem{Base: o})
-	ADDQ(Imm(32), o)
-	ADDQ(Imm(32), x)
-	ADDQ(Imm(32), w)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	eachVector(name, n, []reg.Register{o, x, w}, func() {
+		v, wv := YMM(), YMM()
+		VMULPS(Mem{Base: x}, r, v) // (x·rs: Go's v*rs with x first; same value)
+		VMOVUPS(Mem{Base: w}, wv)
+		VMULPS(v, wv, v)
+		bf16Round(v, c)
+		VMOVUPS(v, Mem{Base: o})
+	})
 }
 
 // hcSum4AVX2 emits hcSum4AVX2 (post false: HCPre's sum) or hcPost4AVX2:
@@ -1706,21 +1677,13 @@ func scaleAddAVX2() {
 	n := Load(Param("n"), GP64())
 	al := YMM()
 	VBROADCASTSS(Load(Param("alpha"), XMM()), al)
-	SHRQ(Imm(3), n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	v := YMM()
-	VMOVUPS(Mem{Base: acc}, v)
-	VMULPS(al, v, v)            // acc·alpha
-	VADDPS(Mem{Base: pv}, v, v) // + pv
-	VMOVUPS(v, Mem{Base: acc})
-	ADDQ(Imm(32), acc)
-	ADDQ(Imm(32), pv)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	eachVector(name, n, []reg.Register{acc, pv}, func() {
+		v := YMM()
+		VMOVUPS(Mem{Base: acc}, v)
+		VMULPS(al, v, v)            // acc·alpha
+		VADDPS(Mem{Base: pv}, v, v) // + pv
+		VMOVUPS(v, Mem{Base: acc})
+	})
 }
 
 // absMaxBitsAVX2 emits absMaxBitsAVX2: the largest float32 bit pattern with
