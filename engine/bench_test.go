@@ -124,3 +124,18 @@ func TestLoadProgress(t *testing.T) {
 		t.Errorf("progress output %q", out)
 	}
 }
+
+// TestBenchTextHugePageNote checks the report's hint about a checkpoint
+// mapped with 4 KiB pages: shown when less than half of a sizeable mapping
+// is in 2 MiB pages, not otherwise.
+func TestBenchTextHugePageNote(t *testing.T) {
+	for _, tc := range []struct {
+		file, huge int64
+		want       bool
+	}{{1 << 30, 0, true}, {1 << 30, 1 << 29, false}, {1 << 30, 1 << 30, false}, {1 << 20, 0, false}} {
+		r := &BenchReport{RSSFile: tc.file, FileHuge: tc.huge}
+		if got := strings.Contains(r.Text(), "mapped with 4 KiB pages"); got != tc.want {
+			t.Errorf("file %d, huge %d: note shown %v, want %v", tc.file, tc.huge, got, tc.want)
+		}
+	}
+}
