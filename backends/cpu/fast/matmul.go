@@ -334,7 +334,10 @@ const (
 
 // prefill runs the packed GEMM: A packed once [mt][k][mr], each task packs
 // (dequantises) its N columns of B into [slices][k][nr] and runs the
-// micro-kernel over its M tiles.
+// micro-kernel over its M tiles, B slices outside A tiles (BLIS's order: a
+// kc×nr B micro-panel stays in L1 while the A tiles stream from L2;
+// FP8GEMM 118–132 → 126–139 GFLOP/s in interleaved runs). Each C tile
+// receives its KC slices in order either way.
 func prefill(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 	mr, nr := ks.mr, ks.nr
 	k, n := w.k, w.n
@@ -376,12 +379,12 @@ func prefill(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 			tc1 := min(t1, tc0+mcTiles)
 			for k0 := 0; k0 < k; k0 += kcBlock {
 				kc := min(kcBlock, k-k0)
-				for t := tc0; t < tc1; t++ {
-					apt := ap[(t*k+k0)*mr:]
-					rows := min(mr, m-t*mr)
-					for s := s0; s < s1; s++ {
-						bps := bp[((s-s0)*k+k0)*nr:]
-						cols := min(nr, n-s*nr)
+				for s := s0; s < s1; s++ {
+					bps := bp[((s-s0)*k+k0)*nr:]
+					cols := min(nr, n-s*nr)
+					for t := tc0; t < tc1; t++ {
+						apt := ap[(t*k+k0)*mr:]
+						rows := min(mr, m-t*mr)
 						c0 := t*mr*n + s*nr
 						if rows == mr && cols == nr {
 							ks.tile(apt, bps, out[c0:], n, kc)
