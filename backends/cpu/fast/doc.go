@@ -25,23 +25,31 @@
 //     with VPMADDWD (4 per 64 weights and row instead of 8 widening ops and
 //     8 FMAs). Every row count of an fp4 matmul takes this path, up to 6
 //     activation rows per weight pass, so a token's result does not depend
-//     on the call's shape (decode equals a one-call prefill) and the prefill
-//     experts run as fast as through the f32 GEMM.
+//     on the call's shape (decode equals a one-call prefill); the prefill
+//     experts run faster than through the f32 GEMM.
 //   - Weights kept as stored in bf16 (MatmulF32W16, MatmulBF16W16) are
 //     widened on the fly, bit-identically to the f32 kernels on the widened
-//     values; GroupedLoRA, SparseAttn, IndexScore and HCMixes are
-//     bit-identical vector versions of the reference kernels (independent
-//     outputs in vector lanes, each summed in the reference order).
+//     values; IndexScore and HCMixes are bit-identical vector versions of
+//     the reference kernels (independent outputs in vector lanes, each
+//     summed in the reference order). GroupedLoRA runs its groups as fp8
+//     matmuls where the scales allow, else bit-identically.
+//   - SparseAttn computes its two dot products in f32 (heads in lanes, one
+//     FMA chain per logit, one FMA per P·V term in the reference's order);
+//     the rest of its numerics are the reference's, and a head's result does
+//     not depend on how the heads are grouped over the cores.
 //   - Elementwise ops with reference numerics run in lanes where that is
 //     exact: ActQuant (e4m3 rounding on the float32 bits), the exp kernel
 //     expF32 (Go's math.Exp FMA path on float64 lanes, used by SwiGLUClamp
-//     and the attention softmax), HCPost, and the decode hc mixes against
-//     cached 4-lane panels of fn (HCPanels, owned by the caller per node).
+//     and the attention softmax), SwiGLUClamp's other steps, RMSNorm and
+//     MeanSquare (torch's cascade sum with vector row additions), HCPre,
+//     HCPost, BF16RoundSlice, and the decode hc mixes against cached 4-lane
+//     panels of fn (HCPanels, owned by the caller per node).
 //   - Prefill shape: for a chunk of N columns the weights are dequantised with
 //     the block scale folded in (exact: the scales are powers of two) into a
 //     packed f32 panel [K][NR], the activations are packed once into
 //     [M/MR][K][MR], and a register-blocked MR×NR FMA micro-kernel (12×32 on
-//     AVX-512, 6×16 on AVX2) runs over KC-deep slices.
+//     AVX-512, 6×16 on AVX2) runs over KC-deep slices, each B micro-panel
+//     against all of a task's A tiles.
 //   - Work is split over N chunks (and M chunks when N is small) and run by
 //     GOMAXPROCS goroutines pulling chunk indices from an atomic counter.
 //
