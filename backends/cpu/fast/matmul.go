@@ -77,8 +77,8 @@ func matmul(out, a []float32, m int, w *weights, round bool) {
 // streamsAll reports whether every row count of a matmul on w takes the
 // streaming kernels: fp4 with the 16-bit activation kernels, which compute a
 // row the same way whatever the number of rows (so a token's result does
-// not depend on the call's shape) and, dequantising a block once for 4 rows
-// with 4 VPMADDWD per 64 weights and row, outrun the f32 GEMM.
+// not depend on the call's shape) and, decoding a block once for up to 6
+// rows with 4 VPMADDWD per 64 weights and row, outrun the f32 GEMM.
 func streamsAll(ks *kernelSet, w *weights) bool {
 	return w.kind == kindFP4 && ks.gemvFP4Q != nil && ks.packFP4Q != nil
 }
