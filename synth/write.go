@@ -14,7 +14,6 @@ import (
 
 	"github.com/ds4go/ds4/internal/safetensors"
 	"github.com/ds4go/ds4/models/deepseekv4"
-	"golang.org/x/sys/unix"
 )
 
 // TokenMapFile is the name of the Engram token map next to the shards.
@@ -266,7 +265,7 @@ func writeShard(path string, sh []*tensor, workers int) (err error) {
 		// only for 2 MiB folios, which the first load then reads back
 		// (internal/safetensors.mapFile). Best effort.
 		if f.Sync() == nil {
-			_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+			dropPageCache(f)
 		}
 	}
 	return nil

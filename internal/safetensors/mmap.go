@@ -47,7 +47,7 @@ func mapFile(fd, size int) ([]byte, error) {
 		unix.MunmapPtr(unsafe.Add(res, end), tail)
 	}
 	m := unsafe.Slice((*byte)(p), size)
-	_ = unix.Madvise(m, unix.MADV_HUGEPAGE) // best effort
+	adviseHugePages(m) // best effort
 	return m, nil
 }
 
