@@ -178,18 +178,21 @@ func IndexTopK(out []int32, score []float32, rows, nc, k int, lens []int, offset
 	if k > nc {
 		panic("kernels.IndexTopK: k > nc")
 	}
-	scratch := make([]int, nc)
-	for r := 0; r < rows; r++ {
-		sel := indexTopOrder(score[r*nc:(r+1)*nc], k, scratch)
-		sort.Ints(sel)
-		n := indexLen(lens, rows, r)
-		o := out[r*k : (r+1)*k]
-		for i, p := range sel {
-			if p < n {
-				o[i] = int32(p + offset)
-			} else {
-				o[i] = -1
+	// rows are independent: spread over the cores
+	parallelRange(rows, 1, rows*nc*8, func(r0, r1 int) {
+		scratch := make([]int, nc)
+		for r := r0; r < r1; r++ {
+			sel := indexTopOrder(score[r*nc:(r+1)*nc], k, scratch)
+			sort.Ints(sel)
+			n := indexLen(lens, rows, r)
+			o := out[r*k : (r+1)*k]
+			for i, p := range sel {
+				if p < n {
+					o[i] = int32(p + offset)
+				} else {
+					o[i] = -1
+				}
 			}
 		}
-	}
+	})
 }
