@@ -196,9 +196,11 @@ func kState(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) 
 
 func kCast(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	to, _ := ir.ParseDType(n.Attrs.Str("to", ""))
-	out := r.newF(to, cloneShape(a[0].Shape)...)
-	copy(out.F32, a[0].F32)
-	round(to, out.F32)
+	out := r.newFFull(to, cloneShape(a[0].Shape)...) // every element is written
+	inChunks(len(out.F32), 1, func(lo, hi int) {
+		copy(out.F32[lo:hi], a[0].F32[lo:hi])
+		round(to, out.F32[lo:hi])
+	})
 	return out, nil
 }
 
@@ -227,6 +229,18 @@ func kMaskFill(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 	return out, nil
 }
 
+// inChunks runs fn over [0, n) in chunks of a multiple of unit elements
+// (at least 16,384) on the worker pool, or in one call when n is small: for
+// elementwise work whose chunks are independent.
+func inChunks(n, unit int, fn func(lo, hi int)) {
+	per := max(unit, 16384/max(unit, 1)*unit)
+	if n < 2*per {
+		fn(0, n)
+		return
+	}
+	workpool.Run((n+per-1)/per, func(c int) { fn(c*per, min(n, (c+1)*per)) })
+}
+
 func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	out := r.newF(ir.BF16, cloneShape(a[0].Shape)...)
 	copy(out.F32, a[0].F32)
@@ -248,14 +262,20 @@ func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 }
 
 func kFP4Quant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
-	out := r.newF(ir.BF16, cloneShape(a[0].Shape)...)
-	copy(out.F32, a[0].F32)
+	out := r.newFFull(ir.BF16, cloneShape(a[0].Shape)...) // every element is written
 	block := int(n.Attrs.Int("block", 32))
+	quant := numfmt.FP4ActQuantE8M0
 	if n.Attrs.Str("scale", "e8m0") == "e4m3" {
-		numfmt.FP4ActQuantE4M3(out.F32, block, nil, nil)
-	} else {
-		numfmt.FP4ActQuantE8M0(out.F32, block, nil, nil)
+		quant = numfmt.FP4ActQuantE4M3
 	}
+	unit := block // blocks are independent: chunks of whole blocks
+	if block <= 0 || len(out.F32)%block != 0 {
+		unit = len(out.F32) // (numfmt's own checks decide)
+	}
+	inChunks(len(out.F32), max(unit, 1), func(lo, hi int) {
+		copy(out.F32[lo:hi], a[0].F32[lo:hi])
+		quant(out.F32[lo:hi], block, nil, nil)
+	})
 	return out, nil
 }
 
@@ -580,20 +600,23 @@ func kMoECombine(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 	y, idx := a[0], a[1]
 	N, k, D := y.Shape[0], y.Shape[1], y.Shape[2]
 	out := r.newF(ir.F32, N, D)
-	ord := make([]int, k)
-	for i := 0; i < N; i++ {
-		for j := range ord {
-			ord[j] = j
-		}
-		sort.Slice(ord, func(p, q int) bool { return idx.I64[i*k+ord[p]] < idx.I64[i*k+ord[q]] })
-		acc := out.F32[i*D : (i+1)*D]
-		for _, j := range ord {
-			src := y.F32[(i*k+j)*D : (i*k+j+1)*D]
-			for d := range acc {
-				acc[d] += src[d]
+	// tokens are independent: chunks of whole tokens
+	inChunks(N*D, D, func(lo, hi int) {
+		ord := make([]int, k)
+		for i := lo / D; i < hi/D; i++ {
+			for j := range ord {
+				ord[j] = j
+			}
+			sort.Slice(ord, func(p, q int) bool { return idx.I64[i*k+ord[p]] < idx.I64[i*k+ord[q]] })
+			acc := out.F32[i*D : (i+1)*D]
+			for _, j := range ord {
+				src := y.F32[(i*k+j)*D : (i*k+j+1)*D]
+				for d := range acc {
+					acc[d] += src[d]
+				}
 			}
 		}
-	}
+	})
 	return out, nil
 }
 
@@ -669,8 +692,7 @@ func kPositions(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, err
 
 func kRope(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, tab, pos := a[0], a[1], a[2]
-	out := r.newF(x.DType, cloneShape(x.Shape)...)
-	copy(out.F32, x.F32)
+	out := r.newFFull(x.DType, cloneShape(x.Shape)...) // every element is written below
 	if x.NumElements() == 0 {
 		return out, nil
 	}
@@ -687,8 +709,12 @@ func kRope(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 		}
 		ps[i] = p
 	}
-	kernels.Rotary(out.F32, nrows, W, int(n.Attrs.Int("dim", 0)), tab.F32, ps, n.Attrs.Bool("inverse", false))
-	round(x.DType, out.F32)
+	// rows are independent: chunks of whole rows
+	inChunks(nrows*W, W, func(lo, hi int) {
+		copy(out.F32[lo:hi], x.F32[lo:hi])
+		kernels.Rotary(out.F32[lo:hi], (hi-lo)/W, W, int(n.Attrs.Int("dim", 0)), tab.F32, ps[lo/W:hi/W], n.Attrs.Bool("inverse", false))
+		round(x.DType, out.F32[lo:hi])
+	})
 	return out, nil
 }
 

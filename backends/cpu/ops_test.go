@@ -1,0 +1,106 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/backends/cpu/kernels"
+	"github.com/ds4go/ds4/internal/numfmt"
+	"github.com/ds4go/ds4/ir"
+)
+
+// runOp runs the CPU kernel of op on args (no arena, no plan).
+func runOp(t *testing.T, op string, attrs ir.Attrs, args ...*backends.Tensor) *backends.Tensor {
+	t.Helper()
+	n := &ir.Node{Op: op, Attrs: attrs}
+	out, err := kernelsByOp[op](&run{env: &backends.Env{}, node: n}, n, args)
+	if err != nil {
+		t.Fatalf("%s: %v", op, err)
+	}
+	return out
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: [%d] = %g, want %g", what, i, got[i], want[i])
+		}
+	}
+}
+
+func randTensor(r *rand.Rand, dt ir.DType, shape ...int) *backends.Tensor {
+	t := &backends.Tensor{DType: dt, Shape: shape}
+	t.F32 = make([]float32, t.NumElements())
+	for i := range t.F32 {
+		t.F32[i] = float32(r.NormFloat64() * 3)
+	}
+	return t
+}
+
+// TestChunkedElementwiseOps checks the ops that split large tensors over
+// the worker pool (cast, fp4_quant, rope, moe_combine) against one call of
+// the underlying function over the whole tensor, bit for bit, on sizes well
+// above inChunks' threshold and not multiples of its chunk.
+func TestChunkedElementwiseOps(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 21))
+
+	x := randTensor(r, ir.F32, 3, 70001)
+	want := append([]float32(nil), x.F32...)
+	numfmt.BF16RoundSlice(want)
+	sameBits(t, "cast", runOp(t, "cast", ir.Attrs{"to": "bf16"}, x).F32, want)
+
+	for _, scale := range []string{"e8m0", "e4m3"} {
+		q := randTensor(r, ir.BF16, 5, 41*32*16)
+		want := append([]float32(nil), q.F32...)
+		if scale == "e4m3" {
+			numfmt.FP4ActQuantE4M3(want, 16, nil, nil)
+		} else {
+			numfmt.FP4ActQuantE8M0(want, 16, nil, nil)
+		}
+		sameBits(t, "fp4_quant "+scale, runOp(t, "fp4_quant", ir.Attrs{"block": int64(16), "scale": scale}, q).F32, want)
+	}
+
+	const B, T, H, W, rd, maxPos = 2, 37, 16, 96, 64, 64
+	xr := randTensor(r, ir.BF16, B, T, H, W)
+	tab := randTensor(r, ir.F32, maxPos, rd)
+	pos := &backends.Tensor{DType: ir.I64, Shape: []int{T}, I64: make([]int64, T)}
+	ps := make([]int, B*T*H)
+	for i := range pos.I64 {
+		pos.I64[i] = int64(r.IntN(maxPos))
+	}
+	for i := range ps {
+		ps[i] = int(pos.I64[(i/H)%T])
+	}
+	for _, inverse := range []bool{false, true} {
+		want := append([]float32(nil), xr.F32...)
+		kernels.Rotary(want, B*T*H, W, rd, tab.F32, ps, inverse)
+		numfmt.BF16RoundSlice(want)
+		got := runOp(t, "rope", ir.Attrs{"dim": int64(rd), "inverse": inverse}, xr, tab, pos).F32
+		sameBits(t, "rope", got, want)
+	}
+
+	const N, k, D = 300, 6, 512
+	y := randTensor(r, ir.F32, N, k, D)
+	idx := &backends.Tensor{DType: ir.I64, Shape: []int{N, k}, I64: make([]int64, N*k)}
+	for i := range idx.I64 {
+		idx.I64[i] = int64(r.IntN(64))
+	}
+	wantC := make([]float32, N*D)
+	for i := range N {
+		ord := []int{0, 1, 2, 3, 4, 5}
+		sort.Slice(ord, func(p, q int) bool { return idx.I64[i*k+ord[p]] < idx.I64[i*k+ord[q]] })
+		for _, j := range ord {
+			for d := range D {
+				wantC[i*D+d] += y.F32[(i*k+j)*D+d]
+			}
+		}
+	}
+	sameBits(t, "moe_combine", runOp(t, "moe_combine", nil, y, idx).F32, wantC)
+}
