@@ -116,11 +116,13 @@ func cloneShape(s []int) []int { return append([]int(nil), s...) }
 func unary(fn func(float32) float32) kernel {
 	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 		x := a[0]
-		out := r.newF(x.DType, cloneShape(x.Shape)...)
-		for i, v := range x.F32 {
-			out.F32[i] = fn(v)
-		}
-		round(x.DType, out.F32)
+		out := r.newFFull(x.DType, cloneShape(x.Shape)...) // every element is written
+		inChunks(len(out.F32), 1, func(lo, hi int) {
+			for i, v := range x.F32[lo:hi] {
+				out.F32[lo+i] = fn(v)
+			}
+			round(x.DType, out.F32[lo:hi])
+		})
 		return out, nil
 	}
 }
@@ -132,12 +134,14 @@ func binary(fn func(a, b float32) float32) kernel {
 		if err != nil {
 			return nil, err
 		}
-		out := r.newF(x.DType, shape...)
+		out := r.newFFull(x.DType, shape...) // every element is written
 		xi, yi := bcastIndex(x.Shape, shape), bcastIndex(y.Shape, shape)
-		for i := range out.F32 {
-			out.F32[i] = fn(x.F32[xi(i)], y.F32[yi(i)])
-		}
-		round(x.DType, out.F32)
+		inChunks(len(out.F32), 1, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				out.F32[i] = fn(x.F32[xi(i)], y.F32[yi(i)])
+			}
+			round(x.DType, out.F32[lo:hi])
+		})
 		return out, nil
 	}
 }

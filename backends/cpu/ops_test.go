@@ -45,7 +45,8 @@ func randTensor(r *rand.Rand, dt ir.DType, shape ...int) *backends.Tensor {
 }
 
 // TestChunkedElementwiseOps checks the ops that split large tensors over
-// the worker pool (cast, fp4_quant, rope, moe_combine) against one call of
+// the worker pool (cast, fp4_quant, rope, moe_combine, the unary and binary
+// elementwise ops) against one call of
 // the underlying function over the whole tensor, bit for bit, on sizes well
 // above inChunks' threshold and not multiples of its chunk.
 func TestChunkedElementwiseOps(t *testing.T) {
@@ -66,6 +67,21 @@ func TestChunkedElementwiseOps(t *testing.T) {
 		}
 		sameBits(t, "fp4_quant "+scale, runOp(t, "fp4_quant", ir.Attrs{"block": int64(16), "scale": scale}, q).F32, want)
 	}
+
+	// binary with broadcasting, and a unary op
+	bx, by := randTensor(r, ir.BF16, 3, 70001), randTensor(r, ir.BF16, 70001)
+	wantAdd := make([]float32, 3*70001)
+	for i := range wantAdd {
+		wantAdd[i] = bx.F32[i] + by.F32[i%70001]
+	}
+	numfmt.BF16RoundSlice(wantAdd)
+	sameBits(t, "add", runOp(t, "add", nil, bx, by).F32, wantAdd)
+	wantMul := make([]float32, len(bx.F32))
+	for i, v := range bx.F32 {
+		wantMul[i] = v * 0.75
+	}
+	numfmt.BF16RoundSlice(wantMul)
+	sameBits(t, "mul_scalar", runOp(t, "mul_scalar", ir.Attrs{"value": 0.75}, bx).F32, wantMul)
 
 	const B, T, H, W, rd, maxPos = 2, 37, 16, 96, 64, 64
 	xr := randTensor(r, ir.BF16, B, T, H, W)
