@@ -211,10 +211,11 @@ func IndexScore(out []float32, q []float32, b, s, h, di int, k []float32, nc int
 	}
 	h4 := h &^ 3
 	const rowsPer = 4 // query rows per task
+	terms := ks.indexTerms != nil && h%8 == 0
 	parallel(ceilDiv(b*s, rowsPer), func(c int) {
 		qT := make([]float64, di*h4)
 		dots := make([]float64, 16)
-		e := make([]float32, h)
+		ea := make([]float32, nc*h) // a row's head dots, then its terms, [key][head]
 		for row := c * rowsPer; row < min(b*s, (c+1)*rowsPer); row++ {
 			bi := row / s
 			qs := q[row*h*di : (row+1)*h*di]
@@ -226,6 +227,7 @@ func IndexScore(out []float32, q []float32, b, s, h, di int, k []float32, nc int
 			wr := w[row*h : (row+1)*h]
 			for j := range nc {
 				kv := k[(bi*nc+j)*di : (bi*nc+j+1)*di]
+				e := ea[j*h : (j+1)*h]
 				hh := 0
 				for ; hh+16 <= h4; hh += 16 {
 					ks.qkF64(qT[hh:], h4, kv, di, dots, 4)
@@ -246,8 +248,23 @@ func IndexScore(out []float32, q []float32, b, s, h, di int, k []float32, nc int
 					}
 					e[hh] = float32(dot)
 				}
+			}
+			if terms {
+				// the per-head bf16 steps in vectors, then each key's sum
+				// in head order
+				ks.indexTerms(ea, ea, wr, h)
+				for j := range nc {
+					var sum float32
+					for _, tv := range ea[j*h : (j+1)*h] {
+						sum += tv
+					}
+					out[row*nc+j] = numfmt.BF16Round(sum)
+				}
+				continue
+			}
+			for j := range nc {
 				var sum float32
-				for hi, ev := range e {
+				for hi, ev := range ea[j*h : (j+1)*h] {
 					ev = numfmt.BF16Round(ev)
 					if ev <= 0 {
 						ev = 0

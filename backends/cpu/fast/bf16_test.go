@@ -235,7 +235,7 @@ func TestPackB(t *testing.T) {
 func TestIndexScore(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, l := range levels() {
-		for _, sh := range [][5]int{{1, 5, 16, 128, 37}, {2, 3, 6, 32, 10}, {1, 2, 3, 16, 5}, {1, 9, 20, 64, 70}} {
+		for _, sh := range [][5]int{{1, 5, 16, 128, 37}, {2, 3, 6, 32, 10}, {1, 2, 3, 16, 5}, {1, 9, 20, 64, 70}, {1, 3, 24, 32, 9}, {1, 2, 16, 32, 0}} {
 			b, s, h, di, nc := sh[0], sh[1], sh[2], sh[3], sh[4]
 			q := randF32(r, b*s*h*di, true)
 			k := randF32(r, b*nc*di, true)
@@ -501,6 +501,43 @@ func TestGroupedLoRANaNDirect(t *testing.T) {
 		for i := range want {
 			if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
 				t.Fatalf("%v: [%d] = %g, want %g", l, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestIndexTerms checks the indexer's vector per-head steps against the
+// reference's scalar ones, bit for bit, on signed zeros, NaN, Inf, bf16
+// ties and negative values.
+func TestIndexTerms(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 16))
+	for _, l := range levels() {
+		var ks *kernelSet
+		withLevel(l, func() { ks = current() })
+		if ks.indexTerms == nil {
+			continue
+		}
+		const h, nk = 24, 9
+		e := randF32(r, h*nk, false)
+		w := randF32(r, h, true)
+		special := []float32{float32(math.Copysign(0, -1)), 0, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
+			math.Float32frombits(0x3F808000), math.Float32frombits(0x3F818000), -1e-30, 3e38}
+		copy(e[5:], special)
+		want := make([]float32, h*nk)
+		for j := range nk {
+			for i := range h {
+				ev := numfmt.BF16Round(e[j*h+i])
+				if ev <= 0 {
+					ev = 0
+				}
+				want[j*h+i] = numfmt.BF16Round(ev * w[i])
+			}
+		}
+		got := make([]float32, h*nk)
+		ks.indexTerms(got, e, w, h)
+		for i := range want {
+			if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
+				t.Fatalf("%v: [%d] (e %g) = %g, want %g", l, i, e[i], got[i], want[i])
 			}
 		}
 	}

@@ -49,6 +49,10 @@ type kernelSet struct {
 	// qkF64, when set, sets out[x] = Σ_i qT[i*ldq+x]·k[i] (sequential
 	// float64 sums) for x < 4g, g = 1 or 4.
 	qkF64 func(qT []float64, ldq int, k []float32, n int, out []float64, g int)
+	// indexTerms, when set, sets t[j*h+i] = bf16(relu(bf16(e[j*h+i]))·w[i])
+	// for the len(t)/h keys (h a multiple of 8), relu as the reference's
+	// "if ev <= 0 { ev = 0 }".
+	indexTerms func(t, e, w []float32, h int)
 	// qkF32Keys, when set, sets out[j*8g+x] = Σ_i qT[i*ldq+x]·k[j][i] for
 	// x < 8g (g = 1 or 2) and the keys j < 8/g: each lane one f32 FMA chain
 	// over i (every k[j] a valid row of length n; repeat one to fill).

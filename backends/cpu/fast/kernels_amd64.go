@@ -148,3 +148,6 @@ func hcPost4AVX2(out *float32, r0 *float32, r1 *float32, r2 *float32, r3 *float3
 
 // scaleAddAVX2 sets acc[i] = acc[i]·alpha + pv[i] (each step rounded to fp32) for i < n (a multiple of 8).
 func scaleAddAVX2(acc *float32, pv *float32, n int, alpha float32)
+
+// indexTermsAVX2 sets t[j*h+i] = bf16(relu(bf16(e[j*h+i]))·w[i]) for j < nk, i < h (a multiple of 8).
+func indexTermsAVX2(t *float32, e *float32, w *float32, h int, nk int)

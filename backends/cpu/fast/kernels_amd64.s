@@ -5333,3 +5333,73 @@ scaleAddAVX2_loop:
 scaleAddAVX2_done:
 	VZEROUPPER
 	RET
+
+// func indexTermsAVX2(t *float32, e *float32, w *float32, h int, nk int)
+// Requires: AVX, AVX2
+TEXT ·indexTermsAVX2(SB), NOSPLIT, $0-40
+	MOVQ         t+0(FP), AX
+	MOVQ         e+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         h+24(FP), BX
+	MOVQ         nk+32(FP), SI
+	MOVL         $0x00007fff, DI
+	VMOVD        DI, X0
+	VPBROADCASTD X0, Y0
+	MOVL         $0x00000001, DI
+	VMOVD        DI, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0xffff0000, DI
+	VMOVD        DI, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0x7f800000, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x00400000, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x7fffffff, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VXORPS       Y6, Y6, Y6
+	TESTQ        SI, SI
+	JZ           indexTermsAVX2_done
+
+indexTermsAVX2_key:
+	XORQ DI, DI
+
+indexTermsAVX2_head:
+	VMOVUPS   (CX)(DI*4), Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     Y1, Y8, Y8
+	VPADDD    Y0, Y7, Y9
+	VPADDD    Y8, Y9, Y9
+	VPAND     Y5, Y7, Y8
+	VPCMPGTD  Y3, Y8, Y8
+	VPOR      Y4, Y7, Y7
+	VPBLENDVB Y8, Y7, Y9, Y9
+	VPAND     Y2, Y9, Y7
+	VCMPPS    $0x02, Y6, Y7, Y8
+	VANDNPS   Y7, Y8, Y7
+	VMOVUPS   (DX)(DI*4), Y8
+	VMULPS    Y8, Y7, Y7
+	VPSRLD    $0x10, Y7, Y8
+	VPAND     Y1, Y8, Y8
+	VPADDD    Y0, Y7, Y9
+	VPADDD    Y8, Y9, Y9
+	VPAND     Y5, Y7, Y8
+	VPCMPGTD  Y3, Y8, Y8
+	VPOR      Y4, Y7, Y7
+	VPBLENDVB Y8, Y7, Y9, Y9
+	VPAND     Y2, Y9, Y7
+	VMOVUPS   Y7, (AX)(DI*4)
+	ADDQ      $0x08, DI
+	CMPQ      DI, BX
+	JB        indexTermsAVX2_head
+	LEAQ      (CX)(BX*4), CX
+	LEAQ      (AX)(BX*4), AX
+	DECQ      SI
+	JNZ       indexTermsAVX2_key
+
+indexTermsAVX2_done:
+	VZEROUPPER
+	RET

@@ -145,6 +145,17 @@ var avx2Set = &kernelSet{
 			packBF16x8AVX2(&dst[0], ldd, &w[0], ldw, nil, 0, nb, nil, nil)
 		}
 	},
+	indexTerms: func(t, e, w []float32, h int) {
+		if h == 0 || h%8 != 0 {
+			panic("fast: indexTerms: h must be a positive multiple of 8")
+		}
+		nk := len(t) / h
+		if nk == 0 {
+			return
+		}
+		_, _ = e[nk*h-1], w[h-1]
+		indexTermsAVX2(&t[0], &e[0], &w[0], h, nk)
+	},
 	qkF32Keys: func(qT []float32, ldq int, k *[8][]float32, n int, out []float32, g int) {
 		nk := 8 / g
 		if n == 0 {
@@ -406,6 +417,7 @@ func init() {
 	avx512Set.lanes4 = avx2Set.lanes4
 	avx512Set.expF32 = avx2Set.expF32
 	avx512Set.qkF32Keys = avx2Set.qkF32Keys
+	avx512Set.indexTerms = avx2Set.indexTerms
 	avx512Set.axpyF32 = avx2Set.axpyF32
 	avx512Set.scaleAdd = avx2Set.scaleAdd
 	avx512Set.bf16Round = avx2Set.bf16Round

@@ -62,6 +62,7 @@ func main() {
 	hcSum4AVX2(false)
 	hcSum4AVX2(true)
 	scaleAddAVX2()
+	indexTermsAVX2()
 	Generate()
 }
 
@@ -1684,6 +1685,49 @@ func scaleAddAVX2() {
 		VADDPS(Mem{Base: pv}, v, v) // + pv
 		VMOVUPS(v, Mem{Base: acc})
 	})
+}
+
+// indexTermsAVX2 emits indexTermsAVX2: the per-head terms of the indexer
+// score, t = bf16(relu(bf16(e))·w) (relu maps −0 to +0 and keeps NaN, as
+// the reference's "if ev <= 0 { ev = 0 }"), for nk keys of h heads (h a
+// multiple of 8; e and t are [nk][h], w is [h]).
+func indexTermsAVX2() {
+	name := "indexTermsAVX2"
+	TEXT(name, NOSPLIT, "func(t, e, w *float32, h, nk int)")
+	Doc(name + " sets t[j*h+i] = bf16(relu(bf16(e[j*h+i]))·w[i]) for j < nk, i < h (a multiple of 8).")
+	tp := Load(Param("t"), GP64())
+	ep := Load(Param("e"), GP64())
+	wp := Load(Param("w"), GP64())
+	h := Load(Param("h"), GP64())
+	nk := Load(Param("nk"), GP64())
+	c := newBF16Consts()
+	zero := YMM()
+	VXORPS(zero, zero, zero)
+	TESTQ(nk, nk)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_key")
+	i := GP64()
+	XORQ(i, i)
+	Label(name + "_head")
+	v, m, wv := YMM(), YMM(), YMM()
+	VMOVUPS(Mem{Base: ep, Index: i, Scale: 4}, v)
+	bf16Round(v, c)
+	VCMPPS(Imm(2), zero, v, m) // v <= 0 (ordered: NaN false)
+	VANDNPS(v, m, v)           // +0 there
+	VMOVUPS(Mem{Base: wp, Index: i, Scale: 4}, wv)
+	VMULPS(wv, v, v) // ev·w
+	bf16Round(v, c)
+	VMOVUPS(v, Mem{Base: tp, Index: i, Scale: 4})
+	ADDQ(Imm(8), i)
+	CMPQ(i, h)
+	JB(LabelRef(name + "_head"))
+	LEAQ(Mem{Base: ep, Index: h, Scale: 4}, ep)
+	LEAQ(Mem{Base: tp, Index: h, Scale: 4}, tp)
+	DECQ(nk)
+	JNZ(LabelRef(name + "_key"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
 }
 
 // absMaxBitsAVX2 emits absMaxBitsAVX2: the largest float32 bit pattern with
