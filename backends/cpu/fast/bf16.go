@@ -234,7 +234,7 @@ func groupedFP8(out, o []float32, m, groups, dg int, codes, scales []byte, rank 
 		chunks := 0
 		var releases []func()
 		for g := range groups {
-			task, n, release := decodeTasks(ks, outs[g], xs[g], m, &ws[g], true)
+			task, n, release := decodeTasks(ks, outs[g], xs[g], m, &ws[g], true, nil)
 			tasks[g], chunks = task, n
 			releases = append(releases, release)
 		}

@@ -37,6 +37,13 @@ func ExpertMatmul(out, x []float32, N, k, K, O int, perSlot bool, idx []int64, e
 		}
 		groups[e] = append(groups[e], s)
 	}
+	// srcRow is the row of x that slot s reads
+	srcRow := func(s int) int {
+		if perSlot {
+			return s
+		}
+		return s / k
+	}
 	ws := make([]Expert, len(order))
 	for g, e := range order {
 		w, ok := expert(int(e))
@@ -54,6 +61,21 @@ func ExpertMatmul(out, x []float32, N, k, K, O int, perSlot bool, idx []int64, e
 	}
 	var jobs []job
 	var releases []func()
+	// fp4 experts read 16-bit packed activations: pack each row of x once
+	// (a decode token feeds all its k experts) instead of once per expert
+	ks := current()
+	var packed []byte
+	qlda := fp4QRowBytes((K / block) &^ 1)
+	if ks.gemvFP4Q != nil && ks.packFP4Q != nil && qlda > 0 && anyFP4(ws) {
+		var qb *[]float32
+		rowsX := N
+		if perSlot {
+			rowsX = slots
+		}
+		if packed, qb = packFP4QRows(ks, x, rowsX, K); packed != nil {
+			releases = append(releases, func() { putBuf(qb) })
+		}
+	}
 	outs := make([][]float32, len(order))
 	for g, e := range order {
 		rows := groups[e]
@@ -64,10 +86,7 @@ func ExpertMatmul(out, x []float32, N, k, K, O int, perSlot bool, idx []int64, e
 		xe, oe := *xb, *ob
 		outs[g] = oe
 		for r, s := range rows {
-			src := s / k
-			if perSlot {
-				src = s
-			}
+			src := srcRow(s)
 			copy(xe[r*K:(r+1)*K], x[src*K:(src+1)*K])
 		}
 		w := ws[g]
@@ -77,7 +96,21 @@ func ExpertMatmul(out, x []float32, N, k, K, O int, perSlot bool, idx []int64, e
 			kw.kind, op = kindFP4, "MatmulFP4"
 		}
 		if !expertMatmul(oe, xe, m, kw, op) {
-			task, chunks, release := decodeTasks(current(), oe, xe, m, kw, true)
+			var q []byte // the group's packed rows
+			if w.FP4 && packed != nil {
+				if src := srcRow(rows[0]); m == 1 {
+					q = packed[src*qlda : (src+1)*qlda]
+				} else {
+					qb := getBuf(m * qlda / 4)
+					releases = append(releases, func() { putBuf(qb) })
+					q = asBytes(*qb)
+					for r, s := range rows {
+						src := srcRow(s)
+						copy(q[r*qlda:(r+1)*qlda], packed[src*qlda:(src+1)*qlda])
+					}
+				}
+			}
+			task, chunks, release := decodeTasks(ks, oe, xe, m, kw, true, q)
 			jobs = append(jobs, job{task, chunks})
 			releases = append(releases, release)
 		}
@@ -106,6 +139,16 @@ func ExpertMatmul(out, x []float32, N, k, K, O int, perSlot bool, idx []int64, e
 		r()
 	}
 	return nil
+}
+
+// anyFP4 reports whether one of the experts is fp4.
+func anyFP4(ws []Expert) bool {
+	for _, w := range ws {
+		if w.FP4 {
+			return true
+		}
+	}
+	return false
 }
 
 // expertStreamMaxM is the largest number of rows of one expert that takes

@@ -88,6 +88,24 @@ func packFP4Q(dst []byte, a []float32) bool {
 	return true
 }
 
+// packFP4QRows packs the m rows of a (k each) for gemvFP4Q into a pooled
+// buffer, fp4QRowBytes((k/32)&^1) bytes a row; it returns nil when a row does
+// not pack (the caller then takes the float path), else the rows and the
+// buffer to put back.
+func packFP4QRows(ks *kernelSet, a []float32, m, k int) ([]byte, *[]float32) {
+	nbq := (k / block) &^ 1
+	lda := fp4QRowBytes(nbq)
+	qb := getBuf(m * lda / 4)
+	q := asBytes(*qb)
+	for i := range m {
+		if !ks.packFP4Q(q[i*lda:(i+1)*lda], a[i*k:i*k+nbq*block]) {
+			putBuf(qb)
+			return nil, nil
+		}
+	}
+	return q, qb
+}
+
 // fp4QConsts are the constants of gemvFP4QAVX2: the int8 table of 2·e2m1
 // per 128-bit lane, 0x0F bytes and 0xFF00 words.
 var fp4QConsts [96]byte

@@ -116,15 +116,17 @@ const decodeRows = block
 // rows (the row stays in L1 between them; the gemv kernels dequantise each
 // block once for up to gemvRows rows).
 func decode(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
-	task, chunks, release := decodeTasks(ks, out, a, m, w, round)
+	task, chunks, release := decodeTasks(ks, out, a, m, w, round, nil)
 	parallel(chunks, task)
 	release()
 }
 
-// decodeTasks prepares decode (the permuted activations) and returns its
-// per-chunk task, the number of chunks and the function that releases the
-// scratch once every chunk has run.
-func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool) (task func(c int), chunks int, release func()) {
+// decodeTasks prepares decode (the permuted or packed activations) and
+// returns its per-chunk task, the number of chunks and the function that
+// releases the scratch once every chunk has run. packed, when not nil, holds
+// a's rows already packed by packFP4Q (fp4 weights; fp4QRowBytes of the even
+// block count apart), which the caller keeps alive until then.
+func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool, packed []byte) (task func(c int), chunks int, release func()) {
 	release = func() {}
 	k, n, kb := w.k, w.n, w.kb
 	nb := k / block // full blocks handled by the fused kernels
@@ -141,18 +143,14 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 	var qrows []byte
 	qlda := fp4QRowBytes(nb &^ 1)
 	if w.kind == kindFP4 && ks.gemvFP4Q != nil && ks.packFP4Q != nil && qlda > 0 {
-		qb := getBuf(m * qlda / 4)
-		qrows = asBytes(*qb)
-		for i := range m {
-			if !ks.packFP4Q(qrows[i*qlda:(i+1)*qlda], a[i*k:i*k+(nb&^1)*block]) {
-				qrows = nil
-				break
+		if qrows = packed; qrows == nil {
+			var qb *[]float32
+			qrows, qb = packFP4QRows(ks, a, m, k)
+			if qrows != nil {
+				release = func() { putBuf(qb) }
 			}
 		}
-		if qrows == nil {
-			putBuf(qb)
-		} else {
-			release = func() { putBuf(qb) }
+		if qrows != nil {
 			gemv, nbv = true, nb&^1
 		}
 	}
@@ -182,7 +180,7 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 	// the partials and, for fp8, the block factors of the chunk's 32-row
 	// group (decodeRows = block, so a chunk is one group).
 	var tmps, facs []float32
-	if gemv {
+	if gemv && (qrows == nil || nbv != kb) { // (the whole-block fp4 path writes out directly)
 		tb := getBuf(chunks * gemvRows * decodeRows)
 		tmps = *tb
 		prev := release // (the packed or permuted activations)
@@ -196,9 +194,6 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 	task = func(c int) {
 		j0, j1 := c*decodeRows, min(n, (c+1)*decodeRows)
 		if gemv {
-			// one call per group of activation rows covers the chunk's weight
-			// rows when they are contiguous with no Go tail; else a call per row
-			tmp := tmps[c*gemvRows*decodeRows : (c+1)*gemvRows*decodeRows]
 			var fac []float32
 			if w.kind == kindFP8 {
 				fac = facs[c*max(nb, 1) : c*max(nb, 1)+nb]
@@ -221,6 +216,9 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool)
 				}
 				return
 			}
+			// one call per group of activation rows covers the chunk's weight
+			// rows when they are contiguous with no Go tail; else a call per row
+			tmp := tmps[c*gemvRows*decodeRows : (c+1)*gemvRows*decodeRows]
 			for i0 := 0; i0 < m; i0 += gemvRows {
 				r := min(gemvRows, m-i0)
 				ai := act[i0*k:]
