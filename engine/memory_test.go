@@ -31,7 +31,12 @@ func TestParseFormatBytes(t *testing.T) {
 	}
 }
 
-func openTiny(t *testing.T) *Model {
+func openTiny(t *testing.T) *Model { return openTinyPasses(t, "") }
+
+// openTinyPasses opens the tiny checkpoint on the CPU backend, its module
+// run through the named passes first unless passNames is "" (closed when
+// the test ends).
+func openTinyPasses(t *testing.T, passNames string) *Model {
 	t.Helper()
 	dir := filepath.Join("..", "testdata", "tiny")
 	c, err := deepseekv4.LoadConfig(dir)
@@ -41,6 +46,11 @@ func openTiny(t *testing.T) *Model {
 	m, err := deepseekv4.BuildModule(c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if passNames != "" {
+		if _, err := passes.Run(m, passes.ParseNames(passNames), passes.Options{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	md, err := Open(m, dir, "cpu")
 	if err != nil {
@@ -135,23 +145,7 @@ func TestOpenRefusesNonMatrixFP4(t *testing.T) {
 // activation estimate is an upper bound of what the session's arenas hold
 // after a prefill and decode steps up to the maximum length.
 func TestActivationEstimateBoundsArena(t *testing.T) {
-	dir := filepath.Join("..", "testdata", "tiny")
-	c, err := deepseekv4.LoadConfig(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := deepseekv4.BuildModule(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := passes.Run(m, passes.ParseNames("none"), passes.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	md, err := Open(m, dir, "cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer md.Close()
+	md := openTinyPasses(t, "none")
 	const prompt, maxLen = 12, 20
 	opt := Options{Batch: 2, MaxLen: maxLen, PrefillLen: prompt, MaxMemory: -1}
 	need := md.SessionMemory(opt)

@@ -250,14 +250,11 @@ func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 		return out, nil
 	}
 	// blocks are independent: chunks of whole blocks on the worker pool
-	if per := block * max(1, 2048/max(block, 1)); block > 0 && len(out.F32)%block == 0 && len(out.F32) >= 2*per {
-		x := out.F32
-		workpool.Run((len(x)+per-1)/per, func(c int) {
-			numfmt.ActQuantInplace(x[c*per:min(len(x), (c+1)*per)], block)
-		})
+	if block > 0 && len(out.F32)%block == 0 {
+		inChunks(len(out.F32), block, func(lo, hi int) { numfmt.ActQuantInplace(out.F32[lo:hi], block) })
 		return out, nil
 	}
-	numfmt.ActQuantInplace(out.F32, block)
+	numfmt.ActQuantInplace(out.F32, block) // (numfmt's checks decide)
 	return out, nil
 }
 

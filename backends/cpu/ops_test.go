@@ -46,7 +46,7 @@ func randTensor(r *rand.Rand, dt ir.DType, shape ...int) *backends.Tensor {
 
 // TestChunkedElementwiseOps checks the ops that split large tensors over
 // the worker pool (cast, fp4_quant, rope, moe_combine, the unary and binary
-// elementwise ops) against one call of
+// elementwise ops, act_quant's reference path) against one call of
 // the underlying function over the whole tensor, bit for bit, on sizes well
 // above inChunks' threshold and not multiples of its chunk.
 func TestChunkedElementwiseOps(t *testing.T) {
@@ -56,6 +56,16 @@ func TestChunkedElementwiseOps(t *testing.T) {
 	want := append([]float32(nil), x.F32...)
 	numfmt.BF16RoundSlice(want)
 	sameBits(t, "cast", runOp(t, "cast", ir.Attrs{"to": "bf16"}, x).F32, want)
+
+	// act_quant's reference path (the fast one has its own tests)
+	aq := randTensor(r, ir.BF16, 7, 32*300)
+	wantQ := append([]float32(nil), aq.F32...)
+	numfmt.ActQuantInplace(wantQ, 32)
+	prev := UseFast
+	UseFast = false
+	gotQ := runOp(t, "act_quant", ir.Attrs{"block": int64(32)}, aq).F32
+	UseFast = prev
+	sameBits(t, "act_quant (reference path)", gotQ, wantQ)
 
 	for _, scale := range []string{"e8m0", "e4m3"} {
 		q := randTensor(r, ir.BF16, 5, 41*32*16)

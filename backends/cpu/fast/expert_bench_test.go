@@ -36,36 +36,34 @@ func BenchmarkExpertDecode(b *testing.B) {
 // BenchmarkFP8GEMVDRAM is one decode token through 1024→8192 fp8
 // projections (wq_b of the mini model), a different one of 16 (128 MiB)
 // each call, so the weights come from DRAM.
-func BenchmarkFP8GEMVDRAM(b *testing.B) {
-	const M, K, N = 16, 1024, 8192
-	r := rand.New(rand.NewPCG(1, 1))
-	qs, ss := make([][]byte, M), make([][]byte, M)
-	for i := range qs {
-		qs[i], ss[i] = randFP8(r, N, K)
-	}
-	a := randActs(r, 1, K)
-	out := make([]float32, N)
-	b.SetBytes(int64(N * K))
-	i := 0
-	for b.Loop() {
-		MatmulFP8(out, a, 1, K, qs[i%M], ss[i%M], N)
-		i++
-	}
-}
+func BenchmarkFP8GEMVDRAM(b *testing.B) { benchGEMVDRAM(b, kindFP8, 16, 1024, 8192) }
 
-func BenchmarkFP4GEMVDRAM(b *testing.B) {
-	const M, K, N = 32, 2048, 8192
+// BenchmarkFP4GEMVDRAM is BenchmarkFP8GEMVDRAM for 2048→8192 fp4 matrices,
+// a different one of 32 (256 MiB) each call.
+func BenchmarkFP4GEMVDRAM(b *testing.B) { benchGEMVDRAM(b, kindFP4, 32, 2048, 8192) }
+
+// benchGEMVDRAM times one activation row through M distinct K→N weight
+// matrices of kind (fp8 or fp4) in turn; GB/s counts the codes read.
+func benchGEMVDRAM(b *testing.B, kind wkind, M, K, N int) {
 	r := rand.New(rand.NewPCG(1, 1))
 	qs, ss := make([][]byte, M), make([][]byte, M)
 	for i := range qs {
-		qs[i], ss[i] = randFP4(r, N, K)
+		if kind == kindFP4 {
+			qs[i], ss[i] = randFP4(r, N, K)
+		} else {
+			qs[i], ss[i] = randFP8(r, N, K)
+		}
 	}
 	a := randActs(r, 1, K)
 	out := make([]float32, N)
-	b.SetBytes(int64(N * K / 2))
+	b.SetBytes(int64(len(qs[0])))
 	i := 0
 	for b.Loop() {
-		MatmulFP4(out, a, 1, K, qs[i%M], ss[i%M], N)
+		if kind == kindFP4 {
+			MatmulFP4(out, a, 1, K, qs[i%M], ss[i%M], N)
+		} else {
+			MatmulFP8(out, a, 1, K, qs[i%M], ss[i%M], N)
+		}
 		i++
 	}
 }

@@ -1640,31 +1640,24 @@ func hcSum4AVX2(post bool) {
 		VBROADCASTSS(Load(Param("p"), XMM()), pv)
 	}
 	c := newBF16Consts()
-	i := GP64()
+	i := GP64() // byte offset of the vector in every row
 	XORQ(i, i)
-	SHRQ(Imm(3), n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	sv := YMM()
-	VXORPS(sv, sv, sv)
-	for k := range 4 {
-		t := YMM()
-		VMULPS(Mem{Base: rs[k], Index: i, Scale: 1}, cv[k], t) // c·r
-		VADDPS(t, sv, sv)                                      // s + c·r
-	}
-	if post {
-		t := YMM()
-		VMULPS(Mem{Base: y, Index: i, Scale: 1}, pv, t) // p·y
-		VADDPS(sv, t, sv)                               // p·y + s
-	}
-	bf16Round(sv, c)
-	VMOVUPS(sv, Mem{Base: o, Index: i, Scale: 1})
-	ADDQ(Imm(32), i)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
-	VZEROUPPER()
-	RET()
+	eachVector(name, n, []reg.Register{i}, func() {
+		sv := YMM()
+		VXORPS(sv, sv, sv)
+		for k := range 4 {
+			t := YMM()
+			VMULPS(Mem{Base: rs[k], Index: i, Scale: 1}, cv[k], t) // c·r
+			VADDPS(t, sv, sv)                                      // s + c·r
+		}
+		if post {
+			t := YMM()
+			VMULPS(Mem{Base: y, Index: i, Scale: 1}, pv, t) // p·y
+			VADDPS(sv, t, sv)                               // p·y + s
+		}
+		bf16Round(sv, c)
+		VMOVUPS(sv, Mem{Base: o, Index: i, Scale: 1})
+	})
 }
 
 // scaleAddAVX2 emits scaleAddAVX2: acc[i] = fl(acc[i]·alpha) + pv[i], the
