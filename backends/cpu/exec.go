@@ -117,7 +117,7 @@ func unary(fn func(float32) float32) kernel {
 	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 		x := a[0]
 		out := r.newFFull(x.DType, cloneShape(x.Shape)...) // every element is written
-		inChunks(len(out.F32), 1, func(lo, hi int) {
+		kernels.ParallelChunks(len(out.F32), 1, func(lo, hi int) {
 			for i, v := range x.F32[lo:hi] {
 				out.F32[lo+i] = fn(v)
 			}
@@ -136,7 +136,7 @@ func binary(fn func(a, b float32) float32) kernel {
 		}
 		out := r.newFFull(x.DType, shape...) // every element is written
 		xi, yi := bcastIndex(x.Shape, shape), bcastIndex(y.Shape, shape)
-		inChunks(len(out.F32), 1, func(lo, hi int) {
+		kernels.ParallelChunks(len(out.F32), 1, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				out.F32[i] = fn(x.F32[xi(i)], y.F32[yi(i)])
 			}

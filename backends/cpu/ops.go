@@ -9,7 +9,6 @@ import (
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cpu/fast"
 	"github.com/ds4go/ds4/backends/cpu/kernels"
-	"github.com/ds4go/ds4/backends/cpu/workpool"
 	"github.com/ds4go/ds4/internal/numfmt"
 	"github.com/ds4go/ds4/ir"
 )
@@ -197,7 +196,7 @@ func kState(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) 
 func kCast(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	to, _ := ir.ParseDType(n.Attrs.Str("to", ""))
 	out := r.newFFull(to, cloneShape(a[0].Shape)...) // every element is written
-	inChunks(len(out.F32), 1, func(lo, hi int) {
+	kernels.ParallelChunks(len(out.F32), 1, func(lo, hi int) {
 		copy(out.F32[lo:hi], a[0].F32[lo:hi])
 		round(to, out.F32[lo:hi])
 	})
@@ -229,18 +228,6 @@ func kMaskFill(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 	return out, nil
 }
 
-// inChunks runs fn over [0, n) in chunks of a multiple of unit elements
-// (at least 16,384) on the worker pool, or in one call when n is small: for
-// elementwise work whose chunks are independent.
-func inChunks(n, unit int, fn func(lo, hi int)) {
-	per := max(unit, 16384/max(unit, 1)*unit)
-	if n < 2*per {
-		fn(0, n)
-		return
-	}
-	workpool.Run((n+per-1)/per, func(c int) { fn(c*per, min(n, (c+1)*per)) })
-}
-
 func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	out := r.newF(ir.BF16, cloneShape(a[0].Shape)...)
 	copy(out.F32, a[0].F32)
@@ -251,7 +238,7 @@ func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 	}
 	// blocks are independent: chunks of whole blocks on the worker pool
 	if block > 0 && len(out.F32)%block == 0 {
-		inChunks(len(out.F32), block, func(lo, hi int) { numfmt.ActQuantInplace(out.F32[lo:hi], block) })
+		kernels.ParallelChunks(len(out.F32), block, func(lo, hi int) { numfmt.ActQuantInplace(out.F32[lo:hi], block) })
 		return out, nil
 	}
 	numfmt.ActQuantInplace(out.F32, block) // (numfmt's checks decide)
@@ -269,7 +256,7 @@ func kFP4Quant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 	if block <= 0 || len(out.F32)%block != 0 {
 		unit = len(out.F32) // (numfmt's own checks decide)
 	}
-	inChunks(len(out.F32), max(unit, 1), func(lo, hi int) {
+	kernels.ParallelChunks(len(out.F32), max(unit, 1), func(lo, hi int) {
 		copy(out.F32[lo:hi], a[0].F32[lo:hi])
 		quant(out.F32[lo:hi], block, nil, nil)
 	})
@@ -598,7 +585,7 @@ func kMoECombine(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 	N, k, D := y.Shape[0], y.Shape[1], y.Shape[2]
 	out := r.newF(ir.F32, N, D)
 	// tokens are independent: chunks of whole tokens
-	inChunks(N*D, D, func(lo, hi int) {
+	kernels.ParallelChunks(N*D, D, func(lo, hi int) {
 		ord := make([]int, k)
 		for i := lo / D; i < hi/D; i++ {
 			for j := range ord {
@@ -707,7 +694,7 @@ func kRope(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 		ps[i] = p
 	}
 	// rows are independent: chunks of whole rows
-	inChunks(nrows*W, W, func(lo, hi int) {
+	kernels.ParallelChunks(nrows*W, W, func(lo, hi int) {
 		copy(out.F32[lo:hi], x.F32[lo:hi])
 		kernels.Rotary(out.F32[lo:hi], (hi-lo)/W, W, int(n.Attrs.Int("dim", 0)), tab.F32, ps[lo/W:hi/W], n.Attrs.Bool("inverse", false))
 		round(x.DType, out.F32[lo:hi])

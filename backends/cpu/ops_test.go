@@ -48,7 +48,7 @@ func randTensor(r *rand.Rand, dt ir.DType, shape ...int) *backends.Tensor {
 // the worker pool (cast, fp4_quant, rope, moe_combine, the unary and binary
 // elementwise ops, act_quant's reference path) against one call of
 // the underlying function over the whole tensor, bit for bit, on sizes well
-// above inChunks' threshold and not multiples of its chunk.
+// above the chunking threshold (kernels.ParallelChunks) and not multiples of its chunk.
 func TestChunkedElementwiseOps(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 21))
 

@@ -73,3 +73,11 @@ func gemmDot2x4(a, b, w0, w1, w2, w3 []float32) (r [8]float32) {
 	}
 	return [8]float32{s0, s1, s2, s3, t0, t1, t2, t3}
 }
+
+// ParallelChunks runs fn over [0, n) in chunks of whole units (n a multiple
+// of unit; at least 16,384 elements a chunk) with parallelRange's policy:
+// the CPU backend's elementwise ops split large tensors this way.
+func ParallelChunks(n, unit int, fn func(lo, hi int)) {
+	unit = max(unit, 1)
+	parallelRange(n/unit, max(1, 16384/unit), n, func(lo, hi int) { fn(lo*unit, hi*unit) })
+}
