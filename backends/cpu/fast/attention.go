@@ -62,25 +62,33 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 		kvb := kv[bi*n*d : (bi+1)*n*d]
 		row := idx[(bi*m+mi)*t : (bi*m+mi+1)*t]
 		qs := q[(bi*m+mi)*h*d : (bi*m+mi+1)*h*d]
-		qT := make([]float32, d*h8) // padding lanes stay 0
+		// the unit's float scratch from the pool (a query position per unit:
+		// prefill has thousands), zeroed where it must start at zero
+		fb := getBuf(d*h8 + h*blkN + 2*blkN + h*d + d + 64 + 2*h)
+		defer putBuf(fb)
+		f := *fb
+		take := func(n int) []float32 { v := f[:n:n]; f = f[n:]; return v }
+		qT := take(d * h8) // padding lanes stay 0
+		if h8 != h {
+			clear(qT)
+		}
 		for hh := range h {
 			for i, v := range qs[hh*d : (hh+1)*d] {
 				qT[i*h8+hh] = v
 			}
 		}
-		s := make([]float32, h*blkN) // s[hh*blkN+j]
-		pb := make([]float32, blkN)
-		exps := make([]float32, blkN)
-		acc := make([]float32, h*d)
-		pv := make([]float32, d)
-		dots := make([]float32, 64)
-		valid := make([]int, blkN)
-		use := make([]int, blkN)
-		mu := make([]float32, h)
-		l := make([]float32, h)
+		s := take(h * blkN) // s[hh*blkN+j]
+		pb, exps := take(blkN), take(blkN)
+		acc := take(h * d)
+		clear(acc)
+		pv, dots := take(d), take(64)
+		mu, l := take(h), take(h)
+		clear(l)
 		for hh := range mu {
 			mu[hh] = float32(-1e30) // attentionInitMax
 		}
+		var validUse [2 * blkN]int
+		valid, use := validUse[:blkN], validUse[blkN:]
 		var keys [8][]float32
 		var p4 [4]float32
 		var kr [4][]float32
