@@ -89,6 +89,12 @@ func errsRun(t *testing.T, fx *errsFixture, dir, name string, args ...string) er
 	t.Helper()
 	cmd := exec.Command(filepath.Join(fx.bin, name), args...)
 	cmd.Dir = dir
+	return errsRunCmd(t, name, cmd)
+}
+
+// errsRunCmd runs cmd and collects its status and output.
+func errsRunCmd(t *testing.T, name string, cmd *exec.Cmd) errsResult {
+	t.Helper()
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()
@@ -238,6 +244,9 @@ type errsCase struct {
 	want  string // stable substring of the one-line message
 	code  int    // 0 means 2
 	setup func(t *testing.T, fx *errsFixture, in string) []string
+	// unprivileged runs the command as an unprivileged user when the test
+	// runs as root (errsRunUnprivileged), whom file permissions do not bind.
+	unprivileged bool
 }
 
 // errsArg returns the value following flag in args.
@@ -287,10 +296,7 @@ var errsCases = []errsCase{
 		f := errsWrite(t, filepath.Join(in, "file"), "x")
 		return errsCompileArgs("-config", filepath.Join(f, "config.json"))
 	}},
-	{name: "config-permission", cmd: "compile", want: "permission denied", setup: func(t *testing.T, fx *errsFixture, in string) []string {
-		if os.Geteuid() == 0 {
-			t.Skip("running as root: file permissions do not apply")
-		}
+	{name: "config-permission", cmd: "compile", want: "permission denied", unprivileged: true, setup: func(t *testing.T, fx *errsFixture, in string) []string {
 		f := errsWrite(t, filepath.Join(in, "config.json"), "{}")
 		os.Chmod(f, 0)
 		return errsCompileArgs("-config", f)
@@ -380,10 +386,7 @@ var errsCases = []errsCase{
 		os.Remove(p)
 		os.Mkdir(p, 0o755)
 	})},
-	{name: "shard-permission", cmd: "exec", want: "permission denied", setup: errsExecModel(func(t *testing.T, dir string) {
-		if os.Geteuid() == 0 {
-			t.Skip("running as root: file permissions do not apply")
-		}
+	{name: "shard-permission", cmd: "exec", want: errsShard2 + ": permission denied", unprivileged: true, setup: errsExecModel(func(t *testing.T, dir string) {
 		os.Chmod(filepath.Join(dir, errsShard2), 0)
 	})},
 	{name: "shard-truncated", cmd: "exec", want: "end beyond the data area", setup: errsExecModel(func(t *testing.T, dir string) {
@@ -545,7 +548,11 @@ func TestErrorCatalogue(t *testing.T) {
 			}
 			inBefore := errsListing(t, in)
 			start := time.Now()
-			r := errsRun(t, fx, work, c.cmd, args...)
+			run := errsRun
+			if c.unprivileged {
+				run = errsRunUnprivileged
+			}
+			r := run(t, fx, work, c.cmd, args...)
 			code := c.code
 			if code == 0 {
 				code = 2
