@@ -7,7 +7,7 @@ import (
 
 // benchLevels runs fn as a sub-benchmark per supported level.
 func benchLevels(b *testing.B, flops, bytes float64, fn func()) {
-	for _, l := range levels() {
+	for _, l := range levels(b) {
 		b.Run(l.String(), func(b *testing.B) {
 			prev := SetLevel(l)
 			defer SetLevel(prev)

@@ -23,7 +23,7 @@ func rawBF16(v []float32) []byte {
 // f32 ones on the widened weights, at every level and on both paths.
 func TestMatmulW16(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		for _, sh := range [][3]int{{1, 64, 40}, {2, 100, 33}, {4, 37, 9}, {7, 300, 70}, {33, 256, 65}} {
 			m, k, n := sh[0], sh[1], sh[2]
 			a := randF32(r, m*k, false)
@@ -54,7 +54,7 @@ func TestMatmulW16(t *testing.T) {
 // and for fp8 weights dequantised as the binder did.
 func TestGroupedLoRA(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 4))
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		for _, sh := range [][4]int{{1, 2, 64, 32}, {3, 4, 96, 40}, {5, 1, 33, 7}, {2, 8, 128, 64}, {2, 3, 64, 24}, {6, 2, 256, 16}, {1, 4, 256, 64}, {12, 2, 96, 32}} {
 			m, groups, dg, rank := sh[0], sh[1], sh[2], sh[3]
 			rows := groups * rank
@@ -123,7 +123,7 @@ func TestSparseAttn(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
 	shapes := [][6]int{{1, 3, 16, 64, 40, 150}, {2, 2, 6, 32, 9, 70}, {1, 1, 20, 36, 300, 64}, {1, 2, 3, 16, 10, 20},
 		{1, 1, 16, 64, 200, 150}, {1, 1, 10, 32, 50, 40}, {1, 2, 16, 512, 700, 640}, {1, 3, 12, 128, 90, 130}, {1, 2, 4, 64, 30, 40}}
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		for _, sh := range shapes {
 			b, m, h, d, n, tt := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]
 			q := randF32(r, b*m*h*d, true)
@@ -194,7 +194,7 @@ func TestSparseAttn(t *testing.T) {
 // TestPackB checks the vector panel packing against the Go one, bit for bit.
 func TestPackB(t *testing.T) {
 	r := rand.New(rand.NewPCG(6, 6))
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		for _, k := range []int{32, 96, 256} {
 			n := 48
 			w8, s8 := randFP8(r, n, k)
@@ -234,7 +234,7 @@ func TestPackB(t *testing.T) {
 // TestIndexScore checks bit-identity with kernels.IndexScore.
 func TestIndexScore(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		for _, sh := range [][5]int{{1, 5, 16, 128, 37}, {2, 3, 6, 32, 10}, {1, 2, 3, 16, 5}, {1, 9, 20, 64, 70}, {1, 3, 24, 32, 9}, {1, 2, 16, 32, 0}} {
 			b, s, h, di, nc := sh[0], sh[1], sh[2], sh[3], sh[4]
 			q := randF32(r, b*s*h*di, true)
@@ -255,7 +255,7 @@ func TestIndexScore(t *testing.T) {
 // TestHCMixes checks bit-identity with kernels.HCMixes.
 func TestHCMixes(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 8))
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		for _, sh := range [][3]int{{9, 4, 64}, {20, 4, 100}, {3, 4, 32}, {12, 2, 48}, {1, 4, 40}, {1, 3, 20}, {2, 2, 16}} {
 			tokens, hc, dim := sh[0], sh[1], sh[2]
 			mix := (2 + hc) * hc
@@ -291,7 +291,7 @@ func TestHCPost(t *testing.T) {
 			y[i] = float32(math.Copysign(0, -1))
 		}
 		res[1], y[2] = float32(math.Inf(1)), float32(math.NaN())
-		for _, l := range levels() {
+		for _, l := range levels(t) {
 			want, got := make([]float32, tokens*hc*dim), make([]float32, tokens*hc*dim)
 			kernels.HCPost(want, y, res, post, comb, tokens, hc, dim)
 			withLevel(l, func() { HCPost(got, y, res, post, comb, tokens, hc, dim) })
@@ -318,7 +318,7 @@ func TestHCPost(t *testing.T) {
 // 448 clamp), signed zeros, Inf/NaN blocks and scales beyond the fast range.
 func TestActQuant(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 10))
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		for _, block := range []int{32, 128, 8, 12} {
 			for _, spread := range []float64{1e-30, 1e-6, 1, 1e3, 1e30} {
 				x := make([]float32, 16*block)
@@ -356,8 +356,8 @@ func TestActQuant(t *testing.T) {
 // are reported rather than computed.
 func TestExpF32(t *testing.T) {
 	ks := avx2Set
-	if MaxLevel() < AVX2 {
-		t.Skip("no AVX2")
+	if why := Unsupported(AVX2); why != "" {
+		t.Skipf("the AVX2 exp kernel is not tested: %s", why)
 	}
 	r := rand.New(rand.NewPCG(11, 11))
 	const n = 1 << 16
@@ -399,7 +399,7 @@ func TestExpF32(t *testing.T) {
 // values that send exp past the kernel's range (the scalar fallback).
 func TestSwiGLUClamp(t *testing.T) {
 	r := rand.New(rand.NewPCG(12, 12))
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		for _, sh := range [][2]int{{6, 1536}, {1, 37}, {3, 4099}} {
 			rows, inter := sh[0], sh[1]
 			g := randF32(r, rows*inter, true)
@@ -441,7 +441,7 @@ func TestBF16RoundSlice(t *testing.T) {
 	x[3] = math.Float32frombits(0x7F7FFFFF) // rounds to Inf
 	x[4] = math.Float32frombits(0x7F800001) // NaN with a low payload
 	x[5] = math.Float32frombits(0xFFC00000)
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		want, got := append([]float32(nil), x...), append([]float32(nil), x...)
 		numfmt.BF16RoundSlice(want)
 		withLevel(l, func() { BF16RoundSlice(got) })
@@ -496,7 +496,7 @@ func TestGroupedLoRANaNDirect(t *testing.T) {
 	}
 	want, got := make([]float32, m*rows), make([]float32, m*rows)
 	kernels.GroupedLoRA(want, o, m, groups, dg, w, rank)
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		withLevel(l, func() { GroupedLoRA(got, o, m, groups, dg, nil, codes, scales, rank) })
 		for i := range want {
 			if math.Float32bits(want[i]) != math.Float32bits(got[i]) && !(want[i] != want[i] && got[i] != got[i]) {
@@ -511,7 +511,7 @@ func TestGroupedLoRANaNDirect(t *testing.T) {
 // ties and negative values.
 func TestIndexTerms(t *testing.T) {
 	r := rand.New(rand.NewPCG(16, 16))
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		var ks *kernelSet
 		withLevel(l, func() { ks = current() })
 		if ks.indexTerms == nil {

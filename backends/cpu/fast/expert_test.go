@@ -62,7 +62,7 @@ func TestExpertMatmul(t *testing.T) {
 				mag = append(mag, mg...)
 			}
 			ex[6].Codes, ex[7].Codes = nil, nil // untouched experts
-			for _, l := range levels() {
+			for _, l := range levels(t) {
 				got := make([]float32, N*k*O)
 				var err error
 				withLevel(l, func() { err = ExpertMatmul(got, x, N, k, K, O, perSlot, idx, get) })

@@ -51,6 +51,18 @@ func CurrentLevel() Level { return Level(level.Load()) }
 // Supported reports whether the CPU can run level l.
 func Supported(l Level) bool { return l >= Portable && l <= maxLevel }
 
+// Unsupported returns why the CPU cannot run level l (the missing CPU
+// features), or "" when it can. Tests name it when they skip a level.
+func Unsupported(l Level) string {
+	switch {
+	case l < Portable || l > AVX512:
+		return fmt.Sprintf("no such level %d", int(l))
+	case Supported(l):
+		return ""
+	}
+	return unsupported(l)
+}
+
 // SetLevel selects the kernels (clamped to MaxLevel) and returns the
 // previous level.
 func SetLevel(l Level) Level {

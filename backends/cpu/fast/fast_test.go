@@ -4,19 +4,30 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/ds4go/ds4/backends/cpu/kernels"
 	"github.com/ds4go/ds4/internal/numfmt"
 )
 
-// levels returns the levels this CPU can run.
-func levels() []Level {
+// levelsLogged holds the tests that have logged the levels they skip.
+var levelsLogged sync.Map
+
+// levels returns the levels this CPU can run, and logs each level it
+// cannot with the CPU feature it lacks (CI may run on AVX2 or AVX-512
+// hosts: a level left out here must say so).
+func levels(tb testing.TB) []Level {
+	tb.Helper()
 	var ls []Level
 	for _, l := range []Level{Portable, AVX2, AVX512} {
-		if Supported(l) {
-			ls = append(ls, l)
+		if why := Unsupported(l); why != "" {
+			if _, seen := levelsLogged.LoadOrStore(tb.Name()+l.String(), true); !seen {
+				tb.Logf("kernel level %v not tested: %s", l, why)
+			}
+			continue
 		}
+		ls = append(ls, l)
 	}
 	return ls
 }
@@ -221,7 +232,7 @@ func TestMatmulFP8(t *testing.T) {
 			want := make([]float32, m*sh.n)
 			kernels.MatmulFP8(want, a, m, sh.k, w, s, sh.n)
 			mag := magnitudes(a, dequantFP8(w, s, sh.n, sh.k), m, sh.k, sh.n)
-			for _, l := range levels() {
+			for _, l := range levels(t) {
 				got := make([]float32, m*sh.n)
 				withLevel(l, func() { MatmulFP8(got, a, m, sh.k, w, s, sh.n) })
 				compareBF16(t, fmt.Sprintf("fp8 %v m=%d k=%d n=%d", l, m, sh.k, sh.n), got, want, mag)
@@ -241,7 +252,7 @@ func TestMatmulFP4(t *testing.T) {
 			kernels.MatmulFP4(want, a, m, k, w, s, sh.n)
 			deq := dequantFP4(w, s, sh.n, k)
 			mag := fp4Tolerance(magnitudes(a, deq, m, k, sh.n), a, deq, m, k, sh.n)
-			for _, l := range levels() {
+			for _, l := range levels(t) {
 				got := make([]float32, m*sh.n)
 				withLevel(l, func() { MatmulFP4(got, a, m, k, w, s, sh.n) })
 				compareBF16(t, fmt.Sprintf("fp4 %v m=%d k=%d n=%d", l, m, k, sh.n), got, want, mag)
@@ -261,7 +272,7 @@ func TestMatmulF32BF16(t *testing.T) {
 			mag := magnitudes(a, w, m, sh.k, sh.n)
 			wantB := make([]float32, m*sh.n)
 			kernels.MatmulBF16(wantB, a, w, m, sh.k, sh.n)
-			for _, l := range levels() {
+			for _, l := range levels(t) {
 				got := make([]float32, m*sh.n)
 				withLevel(l, func() { MatmulF32(got, a, w, m, sh.k, sh.n) })
 				what := fmt.Sprintf("%v m=%d k=%d n=%d", l, m, sh.k, sh.n)
@@ -291,7 +302,7 @@ func TestSpecialCodes(t *testing.T) {
 		s4[7] = 0
 		s4[9] = 0xff
 		s4[len(s4)-2] = 0 // (k = 320: the last pair of a row's 10 blocks)
-		for _, l := range levels() {
+		for _, l := range levels(t) {
 			want := make([]float32, m*n)
 			got := make([]float32, m*n)
 			kernels.MatmulFP8(want, a, m, k, w, s, n)

@@ -55,7 +55,7 @@ func TestPackFP4Q(t *testing.T) {
 		rows[name] = b
 	}
 	rows["smallest accepted"] = append(make([]float32, 63), float32(math.Ldexp(1, -103)))
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		var ks *kernelSet
 		withLevel(l, func() { ks = current() })
 		if ks.packFP4Q == nil {
@@ -93,7 +93,7 @@ func TestMatmulFP4RawActivations(t *testing.T) {
 	}
 	w, s := randFP4(r, n, k)
 	d := dequantFP4(w, s, n, k)
-	for _, l := range levels() {
+	for _, l := range levels(t) {
 		got := make([]float32, m*n)
 		withLevel(l, func() { MatmulFP4(got, a, m, k, w, s, n) })
 		for i := range m {

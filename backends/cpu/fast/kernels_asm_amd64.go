@@ -2,6 +2,7 @@ package fast
 
 import (
 	"math"
+	"strings"
 
 	"golang.org/x/sys/cpu"
 
@@ -16,6 +17,28 @@ func detect() Level {
 		return AVX2
 	}
 	return Portable
+}
+
+// unsupported names the CPU features level l needs that this CPU lacks.
+func unsupported(l Level) string {
+	var miss []string
+	need := func(has bool, name string) {
+		if !has {
+			miss = append(miss, name)
+		}
+	}
+	switch l {
+	case AVX2:
+		need(cpu.X86.HasAVX2, "AVX2")
+		need(cpu.X86.HasFMA, "FMA")
+	case AVX512:
+		need(cpu.X86.HasAVX512F, "AVX-512F")
+		need(cpu.X86.HasFMA, "FMA")
+	}
+	if len(miss) == 0 {
+		return ""
+	}
+	return "the CPU lacks " + strings.Join(miss, " and ")
 }
 
 // dotOf wraps a vector dot kernel of the given lane count: the elements

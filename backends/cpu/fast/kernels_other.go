@@ -2,7 +2,14 @@
 
 package fast
 
+import "runtime"
+
 func detect() Level { return Portable }
+
+// unsupported says why only the portable level runs here.
+func unsupported(Level) string {
+	return "GOARCH " + runtime.GOARCH + " has only the portable kernels"
+}
 
 var (
 	avx512Set = portable

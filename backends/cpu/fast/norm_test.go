@@ -31,7 +31,7 @@ func TestRMSNorm(t *testing.T) {
 					x[2*dim+1] = float32(math.NaN())
 				}
 			}
-			for _, l := range levels() {
+			for _, l := range levels(t) {
 				name := fmt.Sprintf("%v dim %d rows %d", l, dim, rows)
 				wantMS, gotMS := make([]float32, rows), make([]float32, rows)
 				kernels.MeanSquare(wantMS, x, rows, dim)
