@@ -2,6 +2,7 @@ package deepseekv4
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/ds4go/ds4/ir"
@@ -16,8 +17,9 @@ type Component struct {
 	Children  []*Component `json:"children,omitempty"`
 }
 
-// Total is Params × Instances.
-func (c *Component) Total() int64 { return c.Params * c.Instances }
+// Total is Params × Instances, saturating at math.MaxInt64 (Validate's
+// bounds keep real configs far below; the accounting never wraps).
+func (c *Component) Total() int64 { return ir.SatMul(c.Params, c.Instances) }
 
 // Accounting is the parameter count of the text path, computed from the
 // weight declarations of a graph and grouped as the model page groups it.
@@ -48,7 +50,7 @@ func (c *Component) sum() {
 	c.Params = 0
 	for _, ch := range c.Children {
 		ch.sum()
-		c.Params += ch.Total()
+		c.Params = ir.SatAdd(c.Params, ch.Total())
 	}
 }
 
@@ -86,7 +88,7 @@ func Account(c *Config, g *ir.Graph) *Accounting {
 		if n.Op != "weight" || n.Attrs.Str("format", "") == "i64" {
 			continue
 		}
-		count, _ := n.Type.Shape.NumElements()
+		count := elements(n.Type.Shape)
 		layer := int(n.Attrs.Int("layer", -1))
 		path := strings.Split(n.Attrs.Str("component", n.Attrs.Str("name", "")), "/")
 		var at *Component
@@ -113,7 +115,7 @@ func Account(c *Config, g *ir.Graph) *Accounting {
 		}
 		at.Params = count
 		if path[len(path)-1] == "table" {
-			acc.EngramTables += count
+			acc.EngramTables = ir.SatAdd(acc.EngramTables, count)
 		}
 	}
 	for _, lc := range perLayer {
@@ -169,11 +171,24 @@ func Account(c *Config, g *ir.Graph) *Accounting {
 	}
 	for _, ch := range comps {
 		ch.sum()
-		acc.Total += ch.Total()
+		acc.Total = ir.SatAdd(acc.Total, ch.Total())
 	}
 	acc.Components = comps
 	acc.Backbone = acc.Total - acc.EngramTables
 	return acc
+}
+
+// elements is the element count of a constant shape (saturating; 0 for a
+// symbolic one).
+func elements(s ir.Shape) int64 {
+	n := int64(1)
+	for _, d := range s {
+		if !d.IsConst() || d.N < 0 {
+			return 0
+		}
+		n = ir.SatMul(n, d.N)
+	}
+	return n
 }
 
 // splitMixes regroups a hyper-connection's tensors (fn, base [24], scale
@@ -228,6 +243,9 @@ func (a *Accounting) Format() string {
 }
 
 func group3(n int64) string {
+	if n == math.MaxInt64 {
+		return "more than 9.2e18 (overflow)"
+	}
 	s := fmt.Sprint(n)
 	var out []byte
 	for i := range s {

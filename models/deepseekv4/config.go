@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/ds4go/ds4/internal/fileio"
+	"github.com/ds4go/ds4/internal/jsonx"
 )
 
 // Config holds every field of the reference ModelArgs (spec §2.1). JSON tags
@@ -111,6 +115,8 @@ type Config struct {
 
 	// hfVisionConfig records a non-null vision_config object of an HF config.
 	hfVisionConfig bool
+	// hfUnused lists the unknown keys of an HF config (UnusedKeys).
+	hfUnused []string
 }
 
 // DefaultConfig returns the ModelArgs defaults of spec §2.1.
@@ -206,7 +212,7 @@ func LoadConfig(path string) (*Config, error) {
 	if st.IsDir() {
 		path = filepath.Join(path, "config.json")
 	}
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, 1<<20) // the released HF config.json is 3 KB
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -215,169 +221,296 @@ func LoadConfig(path string) (*Config, error) {
 
 // ParseConfig decodes a flat inference config or a Hugging Face config.json
 // (keys nested under text_config or at top level, with HF names; see
-// hfKeyNames). Absent fields keep the defaults of DefaultConfig; unknown keys
-// are ignored. It does not validate: call Validate.
+// hfKeyNames). Absent fields keep the defaults of DefaultConfig. It is
+// strict (internal/jsonx): null for a field, a key given twice and, in a
+// flat config, any key that is not a field are errors. A Hugging Face file
+// carries keys of its own: those of hfIgnoredKeys are known and unused; any
+// other unknown key is an error when it is close to a known name (a
+// misspelling), else it is reported by UnusedKeys (compile prints it). It
+// does not validate: call Validate.
 func ParseConfig(data []byte, source string) (*Config, error) {
 	if source == "" {
 		source = "config"
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(data, &top); err != nil {
-		return nil, jsonError(source, err, nil)
-	}
-	if top == nil {
-		return nil, fmt.Errorf("%s: invalid JSON: top level is null, want an object", source)
-	}
-	flat := top
-	origin := map[string]string{} // flat key -> HF key it came from
-	isHF := false
-	for _, k := range hfMarkers {
-		if _, ok := top[k]; ok {
-			isHF = true
-			break
-		}
-	}
-	if isHF {
-		var err error
-		flat, err = flattenHF(top, origin, source)
-		if err != nil {
-			return nil, err
-		}
-	}
-	buf, err := json.Marshal(flat)
+	top, keys, err := jsonx.Object(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", source, err)
 	}
 	c := DefaultConfig()
-	dec := json.NewDecoder(bytes.NewReader(buf))
-	if err := dec.Decode(c); err != nil {
-		return nil, jsonError(source, err, origin)
-	}
 	c.Source = source
-	if raw, ok := top["vision_config"]; ok && isHF && !isNull(raw) {
+	if !isHF(top) {
+		if err := jsonx.Decode(data, c); err != nil {
+			return nil, fmt.Errorf("%s: %v", source, err)
+		}
+		return c, nil
+	}
+	h := &hfFlattener{flat: map[string]json.RawMessage{}, where: map[string]string{}}
+	if err := h.flatten(top, keys); err != nil {
+		return nil, fmt.Errorf("%s: %v", source, err)
+	}
+	buf, err := json.Marshal(h.flat)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", source, err)
+	}
+	if err := jsonx.Decode(buf, c); err != nil {
+		return nil, fmt.Errorf("%s: %v", source, h.rename(err))
+	}
+	c.hfUnused = h.unused
+	if raw, ok := top["vision_config"]; ok && !jsonx.IsNull(raw) {
 		c.hfVisionConfig = true
 	}
 	return c, nil
 }
 
-// flattenHF turns an HF config.json into flat ModelArgs keys.
-func flattenHF(top map[string]json.RawMessage, origin map[string]string, source string) (map[string]json.RawMessage, error) {
-	m := map[string]json.RawMessage{}
-	for k, v := range top {
-		m[k] = v
-	}
-	// In HF configs "dtype"/"torch_dtype" name the torch dtype (e.g. "bfloat16"),
-	// not ModelArgs.dtype, which comes from quantization_config.
-	delete(m, "dtype")
-	delete(m, "expert_dtype")
-	if raw, ok := top["text_config"]; ok && !isNull(raw) {
-		var tc map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &tc); err != nil {
-			return nil, fmt.Errorf("%s: text_config: wrong JSON type, want an object", source)
+func isHF(top map[string]json.RawMessage) bool {
+	for _, k := range hfMarkers {
+		if _, ok := top[k]; ok {
+			return true
 		}
-		for k, v := range tc {
-			if k == "dtype" || k == "torch_dtype" {
-				continue
+	}
+	return false
+}
+
+// hfIgnoredKeys are keys of Hugging Face configs that the text model does
+// not use (generic PretrainedConfig keys, and DeepSeek keys of the HF
+// modelling code that the flat config has no field for).
+var hfIgnoredKeys = map[string]bool{
+	"architectures": true, "model_type": true, "transformers_version": true, "_name_or_path": true, "auto_map": true,
+	"torch_dtype": true, "dtype": true, "bos_token_id": true, "eos_token_id": true, "pad_token_id": true,
+	"tie_word_embeddings": true, "use_cache": true, "initializer_range": true, "hidden_act": true,
+	"attention_bias": true, "attention_dropout": true, "num_key_value_heads": true, "topk_method": true,
+	"n_group": true, "topk_group": true, "ep_size": true, "first_k_dense_replace": true, "moe_layer_freq": true,
+	"kv_lora_rank": true, "qk_nope_head_dim": true, "v_head_dim": true, "intermediate_size": true, "rope_interleave": true,
+	// objects handled on their own
+	"text_config": true, "vision_config": true, "rope_scaling": true, "quantization_config": true,
+}
+
+// hfRopeIgnored and hfQuantKeys are the other keys of rope_scaling and
+// quantization_config that are known.
+var (
+	hfRopeIgnored = map[string]bool{"rope_type": true, "type": true, "mscale": true, "mscale_all_dim": true}
+	hfQuantKeys   = map[string]bool{"quant_method": true, "expert_dtype": true, "activation_scheme": true, "weight_block_size": true, "scale_fmt": true, "fmt": true}
+)
+
+// hfFlattener turns an HF config.json into flat ModelArgs keys.
+type hfFlattener struct {
+	flat   map[string]json.RawMessage
+	where  map[string]string // flat key -> the key as written in the file (when it differs)
+	unused []string          // unknown keys, not close to a known one
+}
+
+// flatFieldNames are the JSON names of Config (the flat format's keys).
+func flatFieldNames() map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// checkKey classifies an unknown key of an HF object: an error when it is
+// close to a known name, else it is noted as unused.
+func (h *hfFlattener) checkKey(path string, known ...map[string]bool) error {
+	_, k, _ := cutLast(path)
+	var names []string
+	for _, set := range known {
+		for n := range set {
+			names = append(names, n)
+		}
+	}
+	if near := jsonx.Closest(k, names); near != "" {
+		return fmt.Errorf("field %q: unknown field (did you mean %q?)", path, near)
+	}
+	h.unused = append(h.unused, path)
+	return nil
+}
+
+func cutLast(path string) (string, string, bool) {
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		return path[:i], path[i+1:], true
+	}
+	return "", path, false
+}
+
+// put sets a flat key, refusing two spellings of one field with different values.
+func (h *hfFlattener) put(flat, written string, v json.RawMessage) error {
+	if old, ok := h.flat[flat]; ok {
+		prev := h.where[flat]
+		if prev == "" {
+			prev = flat
+		}
+		if prev != written && !bytes.Equal(compact(old), compact(v)) {
+			return fmt.Errorf("field %q and field %q name the same setting with different values", prev, written)
+		}
+	}
+	h.flat[flat] = v
+	if written != flat {
+		h.where[flat] = written
+	}
+	return nil
+}
+
+func compact(raw json.RawMessage) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+func (h *hfFlattener) flatten(top map[string]json.RawMessage, keys []string) error {
+	if err := h.members("", top, keys); err != nil {
+		return err
+	}
+	rope, ropePath := top["rope_scaling"], "rope_scaling"
+	if raw, ok := top["text_config"]; ok && !jsonx.IsNull(raw) {
+		tc, tkeys, err := objectAt("text_config", raw)
+		if err != nil {
+			return err
+		}
+		if err := h.members("text_config.", tc, tkeys); err != nil {
+			return err
+		}
+		if r, ok := tc["rope_scaling"]; ok {
+			rope, ropePath = r, "text_config.rope_scaling"
+		}
+	}
+	if rope != nil && !jsonx.IsNull(rope) {
+		if err := h.rope(rope, ropePath); err != nil {
+			return err
+		}
+	}
+	return h.quant(top["quantization_config"])
+}
+
+// members copies the keys of one object (the top level or text_config).
+func (h *hfFlattener) members(prefix string, obj map[string]json.RawMessage, keys []string) error {
+	fields := flatFieldNames()
+	for _, k := range keys {
+		v := obj[k]
+		switch {
+		case hfIgnoredKeys[k]:
+			// In HF configs "dtype"/"torch_dtype" name the torch dtype (e.g.
+			// "bfloat16"), not ModelArgs.dtype, which comes from
+			// quantization_config.
+		case hfKeyNames[k] != "":
+			if err := h.put(hfKeyNames[k], prefix+k, v); err != nil {
+				return err
 			}
-			m[k] = v
-		}
-	}
-	for hf, fl := range hfKeyNames {
-		if v, ok := m[hf]; ok {
-			if _, has := m[fl]; !has {
-				m[fl] = v
-				origin[fl] = hf
+		case k == "expert_dtype":
+			return fmt.Errorf("field %q: in a Hugging Face config the expert dtype is quantization_config.expert_dtype", prefix+k)
+		case fields[k]:
+			if err := h.put(k, prefix+k, v); err != nil {
+				return err
+			}
+		default:
+			if err := h.checkKey(prefix+k, fields, hfIgnoredKeys, hfNameSet()); err != nil {
+				return err
 			}
 		}
 	}
-	if raw, ok := m["rope_scaling"]; ok && !isNull(raw) {
-		var rs map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &rs); err != nil {
-			return nil, fmt.Errorf("%s: rope_scaling: wrong JSON type, want an object", source)
-		}
-		for hf, fl := range hfRopeScalingKeys {
-			if v, ok := rs[hf]; ok {
-				if _, has := m[fl]; !has {
-					m[fl] = v
-					origin[fl] = "rope_scaling." + hf
-				}
+	return nil
+}
+
+func hfNameSet() map[string]bool {
+	out := map[string]bool{}
+	for k := range hfKeyNames {
+		out[k] = true
+	}
+	return out
+}
+
+func (h *hfFlattener) rope(raw json.RawMessage, path string) error {
+	rs, keys, err := objectAt(path, raw)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for k := range hfRopeScalingKeys {
+		known[k] = true
+	}
+	for _, k := range keys {
+		switch {
+		case hfRopeScalingKeys[k] != "":
+			if err := h.put(hfRopeScalingKeys[k], path+"."+k, rs[k]); err != nil {
+				return err
+			}
+		case !hfRopeIgnored[k]:
+			if err := h.checkKey(path+"."+k, known, hfRopeIgnored); err != nil {
+				return err
 			}
 		}
 	}
-	if raw, ok := m["quantization_config"]; ok && !isNull(raw) {
-		var qc struct {
-			QuantMethod *string `json:"quant_method"`
-			ExpertDtype *string `json:"expert_dtype"`
-		}
-		if err := json.Unmarshal(raw, &qc); err != nil {
-			return nil, fmt.Errorf("%s: quantization_config: %s", source, typeErrText(err))
-		}
-		if qc.QuantMethod != nil {
-			m["dtype"], _ = json.Marshal(*qc.QuantMethod)
-			origin["dtype"] = "quantization_config.quant_method"
-		}
-		if qc.ExpertDtype != nil {
-			m["expert_dtype"], _ = json.Marshal(*qc.ExpertDtype)
-			origin["expert_dtype"] = "quantization_config.expert_dtype"
-		}
-	} else {
-		// No quantization_config: an unquantised checkpoint.
-		m["dtype"] = json.RawMessage(`"bf16"`)
-		m["expert_dtype"] = json.RawMessage(`"bf16"`)
-	}
-	return m, nil
+	return nil
 }
 
-func isNull(raw json.RawMessage) bool {
-	return string(bytes.TrimSpace(raw)) == "null"
-}
-
-// jsonError renders a decoding error as one line naming the field.
-func jsonError(source string, err error, origin map[string]string) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		field := te.Field
-		if field == "" {
-			return fmt.Errorf("%s: wrong JSON type: got %s, want an object", source, te.Value)
+// quant sets dtype and expert_dtype from quantization_config; without one
+// the checkpoint is unquantised.
+func (h *hfFlattener) quant(raw json.RawMessage) error {
+	if raw == nil || jsonx.IsNull(raw) {
+		h.flat["dtype"] = json.RawMessage(`"bf16"`)
+		h.flat["expert_dtype"] = json.RawMessage(`"bf16"`)
+		return nil
+	}
+	qc, keys, err := objectAt("quantization_config", raw)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if !hfQuantKeys[k] {
+			if err := h.checkKey("quantization_config."+k, hfQuantKeys); err != nil {
+				return err
+			}
 		}
-		name := field
-		if root, _, _ := strings.Cut(field, "."); origin[root] != "" {
-			name = fmt.Sprintf("%s (%s)", field, origin[root])
+	}
+	for from, to := range map[string]string{"quant_method": "dtype", "expert_dtype": "expert_dtype"} {
+		if v, ok := qc[from]; ok {
+			h.flat[to] = v
+			h.where[to] = "quantization_config." + from
 		}
-		return fmt.Errorf("%s: %s: wrong JSON type: got %s, want %s", source, name, te.Value, goTypeName(te.Type.String()))
 	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Errorf("%s: invalid JSON at byte %d: %v", source, se.Offset, se)
-	}
-	return fmt.Errorf("%s: invalid JSON: %v", source, err)
+	return nil
 }
 
-func typeErrText(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Sprintf("%s: wrong JSON type: got %s, want %s", te.Field, te.Value, goTypeName(te.Type.String()))
+// objectAt is jsonx.Object for the object at path, its errors worded for
+// that place.
+func objectAt(path string, raw json.RawMessage) (map[string]json.RawMessage, []string, error) {
+	m, keys, err := jsonx.Object(raw)
+	var fe *jsonx.FieldError
+	switch {
+	case err == nil:
+	case errors.As(err, &fe) && fe.Field == "":
+		err = &jsonx.FieldError{Field: path, Msg: strings.Replace(fe.Msg, "top level is", "is", 1)}
+	case errors.As(err, &fe):
+		err = &jsonx.FieldError{Field: path + "." + fe.Field, Msg: fe.Msg}
+	default:
+		err = fmt.Errorf("field %q: %v", path, err)
 	}
-	return err.Error()
+	return m, keys, err
 }
 
-func goTypeName(t string) string {
-	switch t {
-	case "int", "int64":
-		return "an integer"
-	case "float64":
-		return "a number"
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "[]int", "[]int64":
-		return "a list of integers"
-	case "*float64":
-		return "a number or null"
+// rename puts the key as written in the file into a field error.
+func (h *hfFlattener) rename(err error) error {
+	var fe *jsonx.FieldError
+	if !errors.As(err, &fe) {
+		return err
 	}
-	return t
+	root, rest, _ := strings.Cut(fe.Field, ".")
+	if w := h.where[root]; w != "" {
+		if rest != "" {
+			w += "." + rest
+		}
+		return &jsonx.FieldError{Field: w, Msg: fe.Msg}
+	}
+	return err
 }
+
+// UnusedKeys lists the keys of a Hugging Face config that are neither
+// fields nor known HF keys (see ParseConfig), in file order.
+func (c *Config) UnusedKeys() []string { return c.hfUnused }
 
 // IgnoredParts lists the parts of the checkpoint config that the text model
 // does not implement (DSpark/MTP draft layers, the vision encoder).

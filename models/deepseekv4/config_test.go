@@ -2,6 +2,7 @@ package deepseekv4
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,18 +86,46 @@ func TestParseHFTopLevelNoQuant(t *testing.T) {
 
 func TestParseConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ json, want string }{
-		{`{"dim": "big"}`, `x.json: dim: wrong JSON type: got string, want an integer`},
-		{`{"compress_ratios": [0, "a"]}`, `x.json: compress_ratios`},
-		{`{"route_scale": true}`, `x.json: route_scale: wrong JSON type: got bool, want a number`},
+		{`{"dim": "big"}`, `x.json: field "dim": want an integer, got string`},
+		{`{"compress_ratios": [0, "a"]}`, `x.json: field "compress_ratios": want an integer, got string`},
+		{`{"route_scale": true}`, `x.json: field "route_scale": want a number, got true/false`},
 		{`{"dim": 12`, `x.json: invalid JSON`},
-		{`[1,2]`, `x.json: wrong JSON type`},
-		{`{"text_config": {"hidden_size": "x"}}`, `x.json: dim (hidden_size): wrong JSON type`},
-		{`{"text_config": 3}`, `x.json: text_config: wrong JSON type`},
+		{`[1,2]`, `x.json: top level is a list, want an object`},
+		{`{"text_config": {"hidden_size": "x"}}`, `x.json: field "text_config.hidden_size": want an integer, got string`},
+		{`{"text_config": 3}`, `x.json: field "text_config": is a number, want an object`},
+		// Silently accepted before: a null became the default, a misspelt
+		// key was dropped, a second copy of a key won.
+		{`{"dim": null}`, `x.json: field "dim": null, want an integer`},
+		{`{"dimm": 128}`, `x.json: field "dimm": unknown field (did you mean "dim"?)`},
+		{`{"Dim": 128}`, `x.json: field "Dim": unknown field (did you mean "dim"?)`},
+		{`{"dim": 128, "dim": 256}`, `x.json: field "dim": given twice`},
+		{`{"dim": 128} x`, `x.json: invalid JSON at byte`},
+		{`{"hc_sinkhorn_iters": 1e12}`, `x.json: field "hc_sinkhorn_iters": want an integer (digits only`},
+		{`{"vocab_size": 9223372036854775808}`, `x.json: field "vocab_size": want an integer (digits only`},
+		{`{"model_type": "deepseek_v4", "text_config": {"hidden_size": null}}`, `x.json: field "text_config.hidden_size": null, want an integer`},
+		{`{"model_type": "deepseek_v4", "hiden_size": 128}`, `x.json: field "hiden_size": unknown field (did you mean "hidden_size"?)`},
+		{`{"model_type": "deepseek_v4", "rope_scaling": {"factr": 4}}`, `x.json: field "rope_scaling.factr": unknown field (did you mean "factor"?)`},
+		{`{"model_type": "deepseek_v4", "quantization_config": {"quant_methd": "fp8"}}`, `x.json: field "quantization_config.quant_methd": unknown field (did you mean "quant_method"?)`},
+		{`{"model_type": "deepseek_v4", "hidden_size": 128, "dim": 256}`, `x.json: field "hidden_size" and field "dim" name the same setting with different values`},
+		{`{"model_type": "deepseek_v4", "expert_dtype": "fp4"}`, `x.json: field "expert_dtype": in a Hugging Face config the expert dtype is quantization_config.expert_dtype`},
 	} {
 		_, err := ParseConfig([]byte(tc.json), "x.json")
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("ParseConfig(%s): got %v, want prefix %q", tc.json, err, tc.want)
 		}
+	}
+}
+
+// An HF config may carry keys this code does not know: unless close to a
+// known name they are listed by UnusedKeys (compile prints them), and the
+// known HF keys are not.
+func TestParseConfigHFUnusedKeys(t *testing.T) {
+	c, err := ParseConfig([]byte(`{"model_type": "deepseek_v4", "use_cache": true, "some_future_key": 1, "text_config": {"another_new_setting": 2}}`), "x.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.UnusedKeys(), " "); got != "some_future_key text_config.another_new_setting" {
+		t.Errorf("UnusedKeys = %q", got)
 	}
 }
 
@@ -179,5 +208,24 @@ func TestHCMultNotFour(t *testing.T) {
 	c.HCMult = 2
 	if err := c.Validate(); err != nil {
 		t.Fatalf("hc_mult 2 should be accepted: %v", err)
+	}
+}
+
+// Every config shipped in the repository parses under the strict rules
+// (no unknown or misspelt key, no null) and validates.
+func TestRepoConfigsStrict(t *testing.T) {
+	files, _ := filepath.Glob("../../bench/configs/*.json")
+	files = append(files, tinyDir+"/config.json", "../../testdata/unseen6/config.json", releaseCfgPath, "testdata/configs/hf-deepseek-v41-flash.json")
+	for _, f := range files {
+		c, err := LoadConfig(f)
+		if err == nil {
+			err = c.Validate()
+		}
+		if err != nil {
+			t.Errorf("%v", err)
+		}
+		if u := c.UnusedKeys(); err == nil && len(u) > 0 {
+			t.Errorf("%s: unused keys %v", f, u)
+		}
 	}
 }

@@ -23,9 +23,77 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validate() error {
-	for _, ch := range []func() error{c.validateSizes, c.validateDims, c.validateMoE, c.validateSources, c.validateLayout, c.validateRope, c.validateEngram, c.validateMisc} {
+	for _, ch := range []func() error{c.validateBounds, c.validateSizes, c.validateDims, c.validateMoE, c.validateSources, c.validateLayout, c.validateRope, c.validateEngram, c.validateMisc} {
 		if err := ch(); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// A bound is the largest value of a config field that sizes work: the
+// graph builder, the parameter accounting and every session grow with it,
+// so a slip such as "n_layers": 100000 is refused at once instead of
+// building until memory runs out. Each limit is far above the released
+// configuration (testdata/configs/deepseek-v41-flash.json; the runtime
+// fields: DefaultConfig) and low enough that the products of sizes the
+// accounting forms stay far below 2^63.
+type bound struct {
+	name string
+	v    int64
+	max  int64
+	why  string
+}
+
+func (c *Config) bounds() []bound {
+	return []bound{
+		{"vocab_size", int64(c.VocabSize), 1 << 22, "32x the release's 129280; the embedding and the head are vocab_size x dim"},
+		{"dim", int64(c.Dim), 1 << 16, "12x the release's 5120"},
+		{"moe_inter_dim", int64(c.MoEInterDim), 1 << 16, "28x the release's 2304"},
+		{"n_layers", int64(c.NLayers), 256, "6x the release's 40; the graph holds every layer"},
+		{"n_mtp_layers", int64(c.NMTPLayers), 64, "21x the release's 3"},
+		{"n_heads", int64(c.NHeads), 1024, "16x the release's 64"},
+		{"n_routed_experts", int64(c.NRoutedExperts), 1 << 14, "42x the release's 384"},
+		{"q_lora_rank", int64(c.QLoraRank), 1 << 16, "51x the release's 1280"},
+		{"head_dim", int64(c.HeadDim), 1 << 14, "32x the release's 512"},
+		{"o_lora_rank", int64(c.OLoraRank), 1 << 16, "64x the release's 1024"},
+		{"window_size", int64(c.WindowSize), 1 << 20, "8192x the release's 128; it sizes every layer's window cache"},
+		{"index_n_heads", int64(c.IndexNHeads), 1024, "32x the release's 32"},
+		{"index_head_dim", int64(c.IndexHeadDim), 1 << 14, "128x the release's 128"},
+		{"index_topk", int64(c.IndexTopK), 1 << 20, "2048x the release's 512"},
+		{"candidate_topk_blocks", int64(c.CandidateTopKBlocks), 1 << 20, "512x the release's 2048"},
+		{"candidate_block_size", int64(c.CandidateBlockSize), 1 << 16, "8192x the release's 8"},
+		{"hc_mult", int64(c.HCMult), 64, "16x the release's 4; every token mixes hc_mult^2 streams"},
+		{"hc_sinkhorn_iters", int64(c.HCSinkhornIters), 100, "5x the release's 20; the graph holds every iteration of every mix"},
+		{"max_batch_size", int64(c.MaxBatchSize), 1 << 16, "16384x the default 4"},
+		{"max_seq_len", int64(c.MaxSeqLen), 1 << 24, "16x the release's max_position_embeddings 1048576"},
+		{"original_seq_len", int64(c.OriginalSeqLen), 1 << 24, "256x the release's 65536"},
+		{"engram_max_ngram_size", int64(c.EngramMaxNgramSize), 16, "4x the release's 4"},
+		{"engram_n_heads", int64(c.EngramNHeads), 64, "8x the release's 8"},
+		{"engram_head_dim", int64(c.EngramHeadDim), 1 << 14, "64x the release's 256"},
+		{"engram_vocab_size", c.EngramVocabSize, 1 << 32, "268x the release's 16000000; each table prime lies just above it"},
+	}
+}
+
+// validateBounds checks every bound, and the Engram table rows they imply,
+// before anything is computed from the sizes.
+func (c *Config) validateBounds() error {
+	for _, b := range c.bounds() {
+		if b.v > b.max {
+			return fmt.Errorf("%s: is %d, want <= %d (%s)", b.name, b.v, b.max, b.why)
+		}
+	}
+	for i, r := range c.CompressRatios {
+		if r > 1024 {
+			return fmt.Errorf("compress_ratios: entry %d is %d, want <= 1024 (512x the release's largest, 2)", i, r)
+		}
+	}
+	// One Engram layer's tables hold about (max_ngram-1) x heads primes,
+	// each just above engram_vocab_size: 3.8e8 rows in the release.
+	if len(c.EngramLayerIDs) > 0 && c.EngramMaxNgramSize > 1 && c.EngramNHeads > 0 {
+		rows := int64(c.EngramMaxNgramSize-1) * int64(c.EngramNHeads) * c.EngramVocabSize
+		if rows > 1<<40 {
+			return fmt.Errorf("engram_vocab_size: (engram_max_ngram_size-1) x engram_n_heads x engram_vocab_size = %d table rows per layer, want <= %d (2800x the release's 3.8e8)", rows, int64(1)<<40)
 		}
 	}
 	return nil
@@ -237,6 +305,9 @@ func (c *Config) validateEngram() error {
 	}
 	if c.EngramPadID < 0 || c.EngramPadID >= c.VocabSize {
 		return fmt.Errorf("engram_pad_id: is %d, want 0..vocab_size-1 = %d", c.EngramPadID, c.VocabSize-1)
+	}
+	if c.EngramCompressedVocabSize > int64(c.VocabSize) {
+		return fmt.Errorf("engram_compressed_vocab_size: is %d, want <= vocab_size = %d (the token map folds the raw ids)", c.EngramCompressedVocabSize, c.VocabSize)
 	}
 	layout, err := EngramLayout(c)
 	if err != nil {
