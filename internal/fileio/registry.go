@@ -1,0 +1,130 @@
+package fileio
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+)
+
+// reg is the process's record of a command's inputs and of the temporary
+// files and directories in progress.
+var reg struct {
+	sync.Mutex
+	recording bool
+	inputs    []input
+	temps     map[string]bool // path -> is a directory
+	closed    bool            // RemoveTemporaries ran: the process is exiting
+}
+
+type input struct {
+	path string
+	info os.FileInfo
+}
+
+// errClosed refuses new temporaries once RemoveTemporaries has run.
+var errClosed = errors.New("interrupted")
+
+// RecordInputs starts remembering the files opened by Open and ReadFile, so
+// that WriteFile and CreateDir refuse to overwrite them; stop forgets them.
+// internal/cli brackets every command with it; library callers that read
+// and then rewrite a file on purpose are not affected.
+func RecordInputs() (stop func()) {
+	reg.Lock()
+	reg.recording, reg.inputs = true, nil
+	reg.Unlock()
+	return func() {
+		reg.Lock()
+		reg.recording, reg.inputs = false, nil
+		reg.Unlock()
+	}
+}
+
+func noteInput(path string, info os.FileInfo) {
+	reg.Lock()
+	defer reg.Unlock()
+	if reg.recording {
+		reg.inputs = append(reg.inputs, input{path, info})
+	}
+}
+
+// inputs returns a copy of the recorded inputs.
+func inputs() []input {
+	reg.Lock()
+	defer reg.Unlock()
+	return append([]input(nil), reg.inputs...)
+}
+
+// createTemp creates and registers a temporary file in dir, under the lock
+// so that RemoveTemporaries cannot miss it.
+func createTemp(dir, pattern string) (*os.File, error) {
+	reg.Lock()
+	defer reg.Unlock()
+	if reg.closed {
+		return nil, errClosed
+	}
+	f, err := os.CreateTemp(dir, pattern)
+	if err == nil {
+		addTemp(f.Name(), false)
+	}
+	return f, err
+}
+
+// mkdirTemp creates and registers a temporary directory in dir, with the
+// permissions of an ordinary new directory (0o755 less the umask).
+func mkdirTemp(dir, prefix string) (string, error) {
+	reg.Lock()
+	defer reg.Unlock()
+	if reg.closed {
+		return "", errClosed
+	}
+	for {
+		p := filepath.Join(dir, prefix+strconv.FormatUint(rand.Uint64(), 36))
+		err := os.Mkdir(p, 0o755)
+		if err == nil {
+			addTemp(p, true)
+			return p, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", err
+		}
+	}
+}
+
+func addTemp(p string, dir bool) {
+	if reg.temps == nil {
+		reg.temps = map[string]bool{}
+	}
+	reg.temps[p] = dir
+}
+
+// settle runs fn (the rename that puts a temporary into place, or its
+// removal) and forgets the temporary, both under the lock: a signal sees
+// either the temporary or the finished output, never a half-renamed state.
+func settle(p string, fn func() error) error {
+	reg.Lock()
+	defer reg.Unlock()
+	if reg.closed {
+		return errClosed
+	}
+	delete(reg.temps, p)
+	return fn()
+}
+
+// RemoveTemporaries removes every registered temporary file and directory
+// and refuses new ones; for a process that is about to exit on a signal.
+func RemoveTemporaries() {
+	reg.Lock()
+	defer reg.Unlock()
+	reg.closed = true
+	for p, dir := range reg.temps {
+		if dir {
+			os.RemoveAll(p)
+		} else {
+			os.Remove(p)
+		}
+	}
+	reg.temps = nil
+}
