@@ -5,14 +5,17 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/ds4go/ds4/backends/cpu"
+	"github.com/ds4go/ds4/backends/cpu/fast"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/internal/safetensors"
+	"github.com/ds4go/ds4/passes"
 )
 
 // This file checks block-local parity with the tiny golden run (the rules
@@ -73,29 +76,63 @@ func (x *goldTensor) lastDim() int {
 	return x.shape[len(x.shape)-1]
 }
 
-// Tensor classes and tolerances (golden README, "How to compare").
+// Tensor classes (golden README, "How to compare").
 var (
 	selectionClasses = map[string]bool{"index_topk": true, "gate_indices": true, "candidates": true, "attn_idxs": true}
 	denseClasses     = map[string]bool{"attn_in": true, "attn_out": true, "ffn_in": true, "moe_out": true, "engram_out": true, "stream_out": true}
-	tightClasses     = map[string]bool{"hc_attn_pre": true, "hc_attn_post": true, "hc_attn_comb": true}
-	looseClasses     = map[string]bool{"hc_ffn_pre": true, "hc_ffn_post": true, "hc_ffn_comb": true, "pre_out": true}
 	requiredClasses  = map[string]bool{"stream_out": true, "attn_out": true, "moe_out": true, "gate_indices": true, "index_topk": true, "engram_out": true}
 	blockName        = regexp.MustCompile(`^(prefill|decode\d+)\.L(\d+)\.(\w+)$`)
 )
 
-func goldLimits(cls string) (rel, abs float64) {
-	switch {
-	case tightClasses[cls]:
-		return 1e-5, math.Inf(1)
-	case looseClasses[cls]:
-		return 1e-2, math.Inf(1)
-	case cls == "logits":
-		return 1e-3, math.Inf(1)
-	case cls == "caches":
-		return 1e-2, math.Inf(1)
-	}
-	return 1e-2, 0.1
+// goldTol bounds one tensor: rel L2 over its compared rows and max abs.
+type goldTol struct{ rel, abs float64 }
+
+// goldTols are the bounds of one golden set: per class, and per tensor
+// where one tensor is known to sit above its class (tensors overrides
+// classes). Classes absent from classes are not compared.
+type goldTols struct {
+	classes map[string]goldTol
+	tensors map[string]goldTol
 }
+
+func (g goldTols) of(name, cls string) goldTol {
+	if t, ok := g.tensors[name]; ok {
+		return t
+	}
+	return g.classes[cls]
+}
+
+// tinyTols are the tiny set's block-local bounds. Each is 2-4x the worst
+// measured over the reference kernels, every kernel level and the plain and
+// fused graphs (AVX2 host, 2 cores, and an AVX-512 host, 2026-12; the
+// levels agree to the digits below). "measured 0": bit-exact at every level
+// (forced inputs through ops whose result does not depend on the summation
+// order, or rounded to bf16/fp8 after it), so required exact.
+var tinyTols = goldTols{classes: map[string]goldTol{
+	"attn_in":    {0, 0},         // measured 0
+	"engram_out": {0, 0},         // measured 0
+	"attn_out":   {4e-3, 0.02},   // measured 1.28e-3 / 5.9e-3
+	"ffn_in":     {1.5e-3, 0.05}, // measured 4.7e-4 / 1.6e-2
+	"moe_out":    {1e-2, 0.1},    // measured 3.8e-3 / 3.3e-2 (the README's limits)
+	"stream_out": {4e-3, 0.1},    // measured 1.2e-3 / 4.7e-2
+	// Sinkhorn mixes of the forced stream: f32 rounding only (measured
+	// ≤ 2.9e-7 / 6.6e-7; README: ≤ 1e-5).
+	"hc_attn_pre":  {1e-6, 2e-6},
+	"hc_attn_post": {1e-6, 2e-6},
+	"hc_attn_comb": {1e-6, 2e-6},
+	// The FFN mixes are computed from the stream after this block's
+	// attention, not from a forced one, so they carry its block-local noise
+	// (≈1e-3) damped by the norm: the README's 1e-5 cannot hold. Measured
+	// pre/pre_out 4.7e-5 / 2.7e-4, post 6.8e-5 / 7.3e-4, comb 1.26e-4 / 6.5e-4.
+	"hc_ffn_pre":  {1.5e-4, 1e-3},
+	"pre_out":     {1.5e-4, 1e-3},
+	"hc_ffn_post": {2e-4, 2e-3},
+	"hc_ffn_comb": {4e-4, 2e-3},
+	// Logits of the forced final stream: f32 summation order only (measured
+	// 9.5e-8 / 1.9e-6 with the reference kernels, 5.8e-8 / 9.5e-7 fast).
+	"logits": {3e-7, 6e-6},
+	"caches": {0, 0}, // measured 0: rounded to bf16/fp8 when stored
+}}
 
 type goldClassStat struct {
 	n                  int
@@ -136,8 +173,9 @@ func goldRowsEqual(a, b *goldTensor) []bool {
 	return eq
 }
 
-// goldCompare applies the block-local acceptance rules to a trace.
-func goldCompare(golden, trace map[string]*goldTensor) *goldReport {
+// goldCompare applies the block-local acceptance rules to a trace with the
+// bounds tols.
+func goldCompare(golden, trace map[string]*goldTensor, tols goldTols) *goldReport {
 	rep := &goldReport{classes: map[string]*goldClassStat{}}
 	type key struct{ call, layer string }
 	clean := map[key][]bool{}
@@ -201,7 +239,7 @@ func goldCompare(golden, trace map[string]*goldTensor) *goldReport {
 		} else {
 			continue
 		}
-		if !(denseClasses[cls] || tightClasses[cls] || looseClasses[cls] || cls == "logits" || cls == "caches") {
+		if _, ok := tols.classes[cls]; !ok {
 			continue
 		}
 		a := golden[n]
@@ -265,8 +303,7 @@ func goldCompare(golden, trace map[string]*goldTensor) *goldReport {
 		if mx > cs.worstAbs || math.IsNaN(mx) {
 			cs.worstAbs = mx
 		}
-		lr, la := goldLimits(cls)
-		if !(rel <= lr) || !(mx <= la) {
+		if lim := tols.of(n, cls); !(rel <= lim.rel) || !(mx <= lim.abs) {
 			cs.over = append(cs.over, fmt.Sprintf("%s rel %.2e abs %.2e", n, rel, mx))
 		}
 	}
@@ -298,54 +335,83 @@ func teacherTrace(t *testing.T) map[string]*goldTensor {
 	return teacherT
 }
 
+// goldKernels is one way the CPU backend computes: the reference kernels
+// (fast false) or the fast kernels at one level.
+type goldKernels struct {
+	name  string
+	fast  bool
+	level fast.Level
+}
+
+// goldKernelSets are the reference kernels and every level of the fast ones.
+var goldKernelSets = []goldKernels{
+	{name: "reference"},
+	{name: "portable", fast: true, level: fast.Portable},
+	{name: "avx2", fast: true, level: fast.AVX2},
+	{name: "avx512", fast: true, level: fast.AVX512},
+}
+
+// goldWithKernels runs fn as subtest k.name with those kernels selected,
+// and skips, naming the missing CPU feature, a level this CPU lacks.
+func goldWithKernels(t *testing.T, k goldKernels, fn func(t *testing.T)) {
+	t.Run(k.name, func(t *testing.T) {
+		if k.fast {
+			if why := fast.Unsupported(k.level); why != "" {
+				t.Skipf("kernel level %v not run: %s", k.level, why)
+			}
+			defer fast.SetLevel(fast.SetLevel(k.level))
+		}
+		defer func(old bool) { cpu.UseFast = old }(cpu.UseFast)
+		cpu.UseFast = k.fast
+		fn(t)
+	})
+}
+
+// goldAssert checks a report: nothing missing, at most maxSelDiff selection
+// rows differing, every compared tensor within its bound.
+func goldAssert(t *testing.T, rep *goldReport, tols goldTols, maxSelDiff int) {
+	t.Helper()
+	if len(rep.missing) > 0 {
+		t.Errorf("%d golden tensors missing or mis-shaped in the trace, e.g. %v", len(rep.missing), rep.missing[:min(5, len(rep.missing))])
+	}
+	t.Logf("selections: %d/%d rows identical; first differences %v", rep.selEq, rep.selRows, rep.selDiff)
+	if rep.selRows == 0 || rep.selRows-rep.selEq > maxSelDiff {
+		t.Errorf("selections: %d of %d rows differ, want at most %d (first: %v)", rep.selRows-rep.selEq, rep.selRows, maxSelDiff, rep.selDiff)
+	}
+	cls := make([]string, 0, len(tols.classes))
+	for c := range tols.classes {
+		cls = append(cls, c)
+	}
+	sort.Strings(cls)
+	for _, c := range cls {
+		cs := rep.classes[c]
+		if cs == nil || cs.n == 0 {
+			t.Errorf("no %s tensors compared", c)
+			continue
+		}
+		lim := tols.classes[c]
+		t.Logf("%-13s %4d tensors  worst rel %.2e (%s)  worst abs %.2e  (bounds rel %.1e, abs %.1e)", c, cs.n, cs.worstRel, cs.worstAt, cs.worstAbs, lim.rel, lim.abs)
+		for i, o := range cs.over {
+			if i == 8 {
+				t.Errorf("... %d more", len(cs.over)-8)
+				break
+			}
+			t.Errorf("over its bound: %s", o)
+		}
+	}
+}
+
+// TestGoldenBlockLocalParity runs the tiny golden teacher-forced with the
+// reference kernels and at every kernel level this CPU has, and checks the
+// trace against the golden (the seed has no top-k tie: every selection row
+// must be identical).
 func TestGoldenBlockLocalParity(t *testing.T) {
 	g := golden(t)
-	tr := teacherTrace(t)
-	rep := goldCompare(g, tr)
-
-	t.Run("required", func(t *testing.T) {
-		if len(rep.missing) > 0 {
-			t.Errorf("%d golden tensors missing or mis-shaped in the trace, e.g. %v", len(rep.missing), rep.missing[:min(5, len(rep.missing))])
-		}
-	})
-	t.Run("selections", func(t *testing.T) {
-		frac := 0.0
-		if rep.selRows > 0 {
-			frac = float64(rep.selEq) / float64(rep.selRows)
-		}
-		t.Logf("selections: %d/%d rows identical (%.2f%%); first differences %v", rep.selEq, rep.selRows, 100*frac, rep.selDiff)
-		if rep.selRows == 0 || frac < 0.98 {
-			t.Errorf("selections identical on %.2f%% of rows, want >= 98%%", 100*frac)
-		}
-	})
-	groups := []struct {
-		name    string
-		classes []string
-	}{
-		{"dense", []string{"attn_in", "attn_out", "ffn_in", "moe_out", "engram_out", "stream_out"}},
-		{"hc_attn", []string{"hc_attn_pre", "hc_attn_post", "hc_attn_comb"}},
-		{"hc_ffn", []string{"hc_ffn_pre", "hc_ffn_post", "hc_ffn_comb", "pre_out"}},
-		{"logits", []string{"logits"}},
-		{"caches", []string{"caches"}},
-	}
-	for _, gr := range groups {
-		for _, cls := range gr.classes {
-			t.Run(gr.name+"/"+cls, func(t *testing.T) {
-				cs := rep.classes[cls]
-				if cs == nil || cs.n == 0 {
-					t.Fatalf("no %s tensors compared", cls)
-				}
-				lr, la := goldLimits(cls)
-				t.Logf("%-13s %4d tensors  worst rel %.2e (%s)  worst abs %.2e  (limits rel %.0e, abs %g)", cls, cs.n, cs.worstRel, cs.worstAt, cs.worstAbs, lr, la)
-				for i, o := range cs.over {
-					if i == 8 {
-						t.Errorf("... %d more", len(cs.over)-8)
-						break
-					}
-					t.Errorf("over tolerance: %s", o)
-				}
-			})
-		}
+	for _, k := range goldKernelSets {
+		goldWithKernels(t, k, func(t *testing.T) {
+			tr := goldLoad(t, teacherRun(t, buildTiny(t), tinyDir(), goldenPath()))
+			goldAssert(t, goldCompare(g, tr, tinyTols), tinyTols, 0)
+		})
 	}
 }
 
@@ -397,10 +463,11 @@ func goldArgmaxGap(v []float64) (int, float64) {
 
 // TestGoldenExecTraceParity runs the teacher-forced golden through the
 // commands (compile -model with its default passes, exec -trace-in
-// -trace-out) and applies the same block-local rules to that trace. The
-// optimised plan may differ from the unoptimised in-process graph in the
-// last ulps (fused reductions), so the two traces are compared with a
-// tolerance, not bit for bit.
+// -trace-out), applies the block-local rules to that trace, and requires it
+// bit-identical to the same run in process on the same optimised module:
+// exec only reads the plan and runs it. (Against the unoptimised module 828
+// of 1,839 tensors differ, by ≤ 5.4e-4: the fused Sinkhorn and SwiGLU;
+// TestPassesEquivalence bounds that.)
 func TestGoldenExecTraceParity(t *testing.T) {
 	plan := tinyPlan(t)
 	out := filepath.Join(t.TempDir(), "trace.safetensors")
@@ -411,61 +478,42 @@ func TestGoldenExecTraceParity(t *testing.T) {
 	t.Logf("exec -trace-in -trace-out: %v wall", r.dur)
 	ex := goldLoad(t, out)
 	g := golden(t)
-	rep := goldCompare(g, ex)
-	if len(rep.missing) > 0 {
-		t.Errorf("exec trace: %d golden tensors missing, e.g. %v", len(rep.missing), rep.missing[:min(5, len(rep.missing))])
+	goldAssert(t, goldCompare(g, ex, tinyTols), tinyTols, 0)
+
+	m := buildTiny(t)
+	if _, err := passes.Run(m, nil, passes.Options{}); err != nil {
+		t.Fatal(err)
 	}
-	if rep.selRows == 0 || float64(rep.selEq) < 0.98*float64(rep.selRows) {
-		t.Errorf("exec trace: selections %d/%d identical, want >= 98%%", rep.selEq, rep.selRows)
-	}
-	cls := make([]string, 0, len(rep.classes))
-	for c := range rep.classes {
-		cls = append(cls, c)
-	}
-	sort.Strings(cls)
-	for _, c := range cls {
-		cs := rep.classes[c]
-		t.Logf("exec %-13s %4d tensors  worst rel %.2e (%s)  worst abs %.2e", c, cs.n, cs.worstRel, cs.worstAt, cs.worstAbs)
-		for i, o := range cs.over {
-			if i < 4 {
-				t.Errorf("exec trace over tolerance: %s", o)
+	tr := goldLoad(t, teacherRun(t, m, tinyDir(), goldenPath()))
+	differ := 0
+	for name, a := range tr {
+		b, ok := ex[name]
+		switch {
+		case !ok:
+			t.Errorf("exec trace lacks %s", name)
+		case fmt.Sprint(a.shape) != fmt.Sprint(b.shape):
+			t.Errorf("%s: shape %v (in process) vs %v (exec)", name, a.shape, b.shape)
+		case !slices.Equal(a.f, b.f):
+			if differ++; differ <= 5 {
+				rel, mx := goldRelL2(b.f, a.f)
+				t.Errorf("%s: exec differs from the in-process run of the same module: rel %.2e, abs %.2e", name, rel, mx)
 			}
 		}
 	}
-	// Against the in-process (unoptimised) run.
-	tr := teacherTrace(t)
-	differ, worst, worstAt := 0, 0.0, ""
-	for name, a := range tr {
-		b, ok := ex[name]
-		if !ok {
-			t.Errorf("exec trace lacks %s", name)
-			continue
-		}
-		if fmt.Sprint(a.shape) != fmt.Sprint(b.shape) {
-			t.Errorf("%s: shape %v (engine) vs %v (exec)", name, a.shape, b.shape)
-			continue
-		}
-		if fmt.Sprint(a.f) == fmt.Sprint(b.f) {
-			continue
-		}
-		differ++
-		var num, den float64
-		for i := range a.f {
-			d := a.f[i] - b.f[i]
-			num += d * d
-			den += a.f[i] * a.f[i]
-		}
-		if rel := math.Sqrt(num / math.Max(den, 1e-300)); rel > worst {
-			worst, worstAt = rel, name
+	for name := range ex {
+		if tr[name] == nil && name != "inputs.input_ids" && name != "inputs.generated_ids" {
+			t.Errorf("exec trace has %s, the in-process run has not", name)
 		}
 	}
-	t.Logf("exec (optimised plan) vs in-process run: %d of %d tensors differ, worst rel %.2e (%s)", differ, len(tr), worst, worstAt)
+	if differ > 0 {
+		t.Errorf("%d of %d tensors differ between exec and the in-process run", differ, len(tr))
+	}
 	got, want := ex["inputs.generated_ids"], g["inputs.generated_ids"]
-	if got == nil || fmt.Sprint(got.f) != fmt.Sprint(want.f) {
+	if got == nil || !slices.Equal(got.f, want.f) {
 		t.Errorf("exec greedy ids %v, golden %v", got, want.f)
 	}
 	in := ex["inputs.input_ids"]
-	if in == nil || fmt.Sprint(in.f) != fmt.Sprint(g["inputs.input_ids"].f) {
+	if in == nil || !slices.Equal(in.f, g["inputs.input_ids"].f) {
 		t.Errorf("exec trace inputs.input_ids differ from the golden prompt")
 	}
 }
@@ -577,42 +625,49 @@ func goldF64(v []float32) []float64 {
 	return out
 }
 
+// TestGoldenFreeRunningSanity checks a plain run (no teacher forcing) of
+// the golden prompt and decode tokens. The reference is chaotic
+// free-running (README), so beyond layer 0 only sanity holds: finite
+// logits of the golden's spread, loosely close to the golden, mostly the
+// same greedy ids.
 func TestGoldenFreeRunningSanity(t *testing.T) {
 	g := golden(t)
 	fr := goldRunFree(t)
 
 	t.Run("finite-and-std", func(t *testing.T) {
-		for _, name := range []string{"prefill.logits_full"} {
-			_, ours, fin := goldStats(fr.trace[name].f)
-			_, theirs, _ := goldStats(g[name].f)
-			t.Logf("%s: std %.4f (golden %.4f), ratio %.3f", name, ours, theirs, ours/theirs)
-			if !fin {
-				t.Errorf("%s has non-finite values", name)
-			}
-			if ours > 2*theirs || ours < theirs/2 {
-				t.Errorf("%s std %.4f not within a factor 2 of the golden's %.4f", name, ours, theirs)
-			}
-		}
+		// Measured: std within 0.2% of the golden's (3.01) for the prefill,
+		// the decode steps and the one-call prefill; bound 5%.
 		var all []float64
 		for _, d := range fr.decode {
 			all = append(all, goldF64(d)...)
 		}
-		_, sd, fin := goldStats(all)
-		_, fsd, ffin := goldStats(goldF64(fr.full))
-		_, gsd, _ := goldStats(g["full.logits_full"].f)
-		t.Logf("decode logits std %.4f; one-call prefill std %.4f (golden full %.4f)", sd, fsd, gsd)
-		if !fin || !ffin {
-			t.Errorf("non-finite decode (%v) or full (%v) logits", !fin, !ffin)
-		}
-		if fsd > 2*gsd || fsd < gsd/2 || sd > 2*gsd || sd < gsd/2 {
-			t.Errorf("decode/full std %.4f/%.4f not within a factor 2 of %.4f", sd, fsd, gsd)
+		_, gsd, _ := goldStats(g["prefill.logits_full"].f)
+		_, gfsd, _ := goldStats(g["full.logits_full"].f)
+		for _, c := range []struct {
+			name string
+			v    []float64
+			want float64
+		}{
+			{"prefill.logits_full", fr.trace["prefill.logits_full"].f, gsd},
+			{"decode logits", all, gfsd},
+			{"one-call prefill logits", goldF64(fr.full), gfsd},
+		} {
+			_, sd, fin := goldStats(c.v)
+			t.Logf("%s: std %.4f (golden %.4f)", c.name, sd, c.want)
+			if !fin {
+				t.Errorf("%s has non-finite values", c.name)
+			}
+			if math.Abs(sd/c.want-1) > 0.05 {
+				t.Errorf("%s: std %.4f not within 5%% of the golden's %.4f", c.name, sd, c.want)
+			}
 		}
 	})
 
 	t.Run("layer0", func(t *testing.T) {
-		// Layer 0 sees identical inputs free-running, so it matches the
-		// golden block-locally.
+		// Layer 0 sees identical inputs free-running, so it meets the
+		// block-local bounds.
 		for _, cls := range []string{"attn_in", "attn_out", "ffn_in", "moe_out", "stream_out", "hc_attn_comb", "hc_ffn_pre"} {
+			lim := tinyTols.classes[cls]
 			for _, call := range []string{"prefill", "decode00", "decode11"} {
 				name := call + ".L0." + cls
 				a, b := fr.trace[name], g[name]
@@ -621,54 +676,87 @@ func TestGoldenFreeRunningSanity(t *testing.T) {
 					continue
 				}
 				rel, mx := goldRelL2(a.f, b.f)
-				if call == "prefill" {
-					t.Logf("%s: rel %.2e abs %.2e", name, rel, mx)
-				}
-				if !(rel <= 1e-2) {
-					t.Errorf("%s: rel %.2e > 1e-2", name, rel)
+				if !(rel <= lim.rel) || !(mx <= lim.abs) {
+					t.Errorf("%s: rel %.2e abs %.2e, bounds %.1e / %.1e", name, rel, mx, lim.rel, lim.abs)
 				}
 			}
 		}
 	})
 
 	t.Run("free-vs-golden", func(t *testing.T) {
-		// Informational: the reference is chaotic free-running (README
-		// table: logits 8.8e-2 prefill, 2.9e-1 decode between two correct runs).
+		// Two correct runs differ free-running by 0.09 (prefill) to 0.29
+		// (decode) in logits (README, torch CPU vs H200). Measured here
+		// (portable, AVX2): prefill 0.048-0.139, one-call prefill
+		// 0.069-0.146, worst decode step 0.27-0.38; greedy ids of the decode
+		// steps equal to the golden's argmax 19-20 of 24. Bounds: 2x the
+		// worst; at least 16 of 24 ids (unrelated logits give rel ≈ 1.4 and
+		// almost no equal ids).
 		rel, mx := goldRelL2(fr.trace["prefill.logits_full"].f, g["prefill.logits_full"].f)
 		t.Logf("free-running prefill logits vs golden: rel %.2e abs %.2e", rel, mx)
+		if !(rel <= 0.3) {
+			t.Errorf("free-running prefill logits: rel %.2e from the golden, want ≤ 0.3", rel)
+		}
 		rel, mx = goldRelL2(goldF64(fr.full), g["full.logits_full"].f)
 		t.Logf("one-call prefill of full_input_ids vs golden full.logits_full: rel %.2e abs %.2e", rel, mx)
-		worst := 0.0
-		for i := range fr.decode {
-			r, _ := goldRelL2(goldF64(fr.decode[i]), g[fmt.Sprintf("decode%02d.logits", i)].f)
-			worst = math.Max(worst, r)
+		if !(rel <= 0.3) {
+			t.Errorf("one-call prefill logits: rel %.2e from the golden, want ≤ 0.3", rel)
 		}
-		t.Logf("free-running decode logits vs golden: worst rel %.2e", worst)
+		worst, same, n := 0.0, 0, 0
+		for i := range fr.decode {
+			want := g[fmt.Sprintf("decode%02d.logits", i)].f
+			got := goldF64(fr.decode[i])
+			r, _ := goldRelL2(got, want)
+			worst = math.Max(worst, r)
+			for b := 0; b < fr.B; b++ {
+				a1, _ := goldArgmaxGap(got[b*fr.V : (b+1)*fr.V])
+				a2, _ := goldArgmaxGap(want[b*fr.V : (b+1)*fr.V])
+				if n++; a1 == a2 {
+					same++
+				}
+			}
+		}
+		t.Logf("free-running decode logits vs golden: worst step rel %.2e; greedy ids equal %d/%d", worst, same, n)
+		if !(worst <= 0.75) {
+			t.Errorf("free-running decode logits: worst step rel %.2e from the golden, want ≤ 0.75", worst)
+		}
+		if same < 16 {
+			t.Errorf("free-running decode: %d of %d greedy ids equal the golden's, want ≥ 16", same, n)
+		}
 	})
 
 	t.Run("decode-vs-one-call-prefill", func(t *testing.T) {
 		// With the reference kernels the executor is prefill/decode
 		// consistent exactly: decode step i (position S+i, fed the golden
 		// tokens, no teacher forcing) equals the one-call prefill of
-		// prompt+fed tokens at that position.
+		// prompt+fed tokens at that position (measured 0).
 		ref := goldDecodeVsPrefill(t, "reference kernels", goldRunFreeKernels(t, false))
-		if ref.worst > 1e-6 || ref.argEq != ref.n {
-			t.Errorf("reference kernels: decode vs one-call prefill worst rel %.2e, argmax equal %d/%d; want ≤ 1e-6 and all", ref.worst, ref.argEq, ref.n)
-		}
-		// The fast kernels sum in another order for one row (decode) than
-		// for many (prefill); fp8/fp4 quantisation amplifies that over the
-		// layers like the reference's own chaos (README: prefill-vs-decode
-		// free-running logits 1.7e-1 rel on CPU), so only a sanity bound.
-		fast := goldDecodeVsPrefill(t, "fast kernels", fr)
-		if fast.worst > 0.35 {
-			t.Errorf("fast kernels: decode vs one-call prefill: worst rel %.2e > 0.35", fast.worst)
+		if ref.worst != 0 || ref.argEq != ref.n {
+			t.Errorf("reference kernels: decode vs one-call prefill worst rel %.2e, argmax equal %d/%d; want 0 and all", ref.worst, ref.argEq, ref.n)
 		}
 	})
+	for _, k := range goldKernelSets[1:] {
+		goldWithKernels(t, k, func(t *testing.T) {
+			// The fast kernels sum in another order for one row (decode)
+			// than for many (prefill): ~1e-7 rel in the logits, until a
+			// top-k or MoE route flips on a near tie in one row, after which
+			// that row is as loosely related as two free runs (README:
+			// prefill-vs-decode free-running 0.17 on CPU). Measured
+			// (portable, AVX2): median 9e-8-1e-7, worst 0.21-0.23, a row's
+			// first step ≤ 1e-7, argmax equal 22-23 of 24. Bounds: median
+			// 3e-7, first steps 3e-7, worst 0.45, argmax ≥ 20.
+			c := goldDecodeVsPrefill(t, "fast kernels "+k.name, goldRunFreeKernels(t, true))
+			if c.median > 3e-7 || c.firstStep > 3e-7 || c.worst > 0.45 || c.argEq < 20 {
+				t.Errorf("decode vs one-call prefill: median rel %.2e, first step %.2e, worst %.2e, argmax equal %d/%d; want ≤ 3e-7, 3e-7, 0.45, ≥ 20",
+					c.median, c.firstStep, c.worst, c.argEq, c.n)
+			}
+		})
+	}
 }
 
 type goldConsistency struct {
-	worst    float64
-	argEq, n int
+	worst, median float64
+	firstStep     float64 // worst rel of decode step 0
+	argEq, n      int
 }
 
 // goldDecodeVsPrefill compares the decode logits of a free run with its
@@ -682,6 +770,7 @@ func goldDecodeVsPrefill(t *testing.T, what string, fr *goldFreeRun) goldConsist
 	N1 := S + len(fr.decode)
 	worst, worstAbs := 0.0, 0.0
 	worstAt, argEq := 0, 0
+	first := 0.0
 	var rels []float64
 	for i, d := range fr.decode {
 		for b := 0; b < B; b++ {
@@ -689,6 +778,9 @@ func goldDecodeVsPrefill(t *testing.T, what string, fr *goldFreeRun) goldConsist
 			dec := d[b*V : (b+1)*V]
 			r, mx := goldRelL2(goldF64(dec), goldF64(full))
 			rels = append(rels, r)
+			if i == 0 {
+				first = math.Max(first, r)
+			}
 			if r > worst {
 				worst, worstAt = r, i
 			}
@@ -714,8 +806,9 @@ func goldDecodeVsPrefill(t *testing.T, what string, fr *goldFreeRun) goldConsist
 		rels[len(rels)/2], worst, worstAt, worstAbs, argEq, len(rels))
 	// Causality: the first S positions of the one-call prefill see the
 	// same tokens as the prompt prefill.
-	if prel > 1e-5 {
+	// Measured 0 with every kernel set: the same rows, the same GEMM shape.
+	if prel != 0 {
 		t.Errorf("prompt positions of the one-call prefill differ from the prefill: rel %.2e", prel)
 	}
-	return goldConsistency{worst: worst, argEq: argEq, n: len(rels)}
+	return goldConsistency{worst: worst, median: rels[len(rels)/2], firstStep: first, argEq: argEq, n: len(rels)}
 }

@@ -21,13 +21,18 @@ import (
 //   - rows of a batch do not mix, compressed layers carry context beyond
 //     the window, and a window-only model's receptive field is exact.
 //
-// Rows are computed the same way whatever the call shape, up to the
-// summation order of the GEMMs: measured differences are 0 to ~5e-5 (the
-// fp8/fp4 fake quantisation amplifies last-ulp differences); a bug in the
-// window ring, the compressed rows or the top-k widths shows up as an O(1)
-// difference.
+// With the reference kernels a row is computed the same way whatever the
+// call shape, so prefill and decode agree bit for bit (measured 0 on every
+// case): a bug in the window ring, the compressed rows or the top-k widths
+// shows as a difference. The fast kernels sum in another order for one row
+// than for many: ~1e-7, until a near tie of a top-k or of an fp8/fp4
+// quantisation step flips in one case (measured worst, logits / caches rel
+// L2: portable 6.9e-3 / 1.3e-2, AVX2 9.7e-4 / 1.2e-7, AVX-512 see
+// unseenFastTol), which that bound allows with a margin of 2-3x.
 
-const unseenTol = 1e-2
+// unseenFastTol bounds the fast kernels' decode/prefill differences
+// (rel L2 of logits rows and of cache tensors, max abs of cache elements).
+var unseenFastTol = struct{ rel, abs float64 }{3e-2, 0.5}
 
 type unseenCase struct {
 	name    string
@@ -166,7 +171,6 @@ var unseenCases = []unseenCase{
 }
 
 func TestUnseenShapes(t *testing.T) {
-	var worstLogit, worstState float64
 	for i, tc := range unseenCases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := unseenBase(t)
@@ -175,18 +179,23 @@ func TestUnseenShapes(t *testing.T) {
 				t.Fatal(err)
 			}
 			model := unseenModel(t, c, uint64(100+i))
-			lg, st := unseenConsistency(t, model, c, tc, uint64(7+i))
-			t.Logf("%s: logits rel L2 max %.2e, caches rel L2 max %.2e", tc.name, lg, st)
-			worstLogit, worstState = math.Max(worstLogit, lg), math.Max(worstState, st)
+			for _, k := range goldKernelSets {
+				goldWithKernels(t, k, func(t *testing.T) {
+					rel, abs := 0.0, 0.0 // the reference kernels: bit-identical
+					if k.fast {
+						rel, abs = unseenFastTol.rel, unseenFastTol.abs
+					}
+					unseenConsistency(t, model, c, tc, uint64(7+i), rel, abs)
+				})
+			}
 		})
 	}
-	t.Logf("all cases: decode/prefill logits rel L2 max %.2e, caches %.2e", worstLogit, worstState)
 }
 
 // unseenConsistency runs prefill S + N decode steps and one prefill of S+N
-// tokens, checks the logits and caches agree and returns the worst rel L2
-// of the logits and of the caches.
-func unseenConsistency(t *testing.T, model *engine.Model, c *deepseekv4.Config, tc unseenCase, seed uint64) (float64, float64) {
+// tokens, and checks that the logits (rel L2 per row) and the caches (rel
+// L2 per tensor, max abs per element) agree within rel and abs.
+func unseenConsistency(t *testing.T, model *engine.Model, c *deepseekv4.Config, tc unseenCase, seed uint64, rel, abs float64) {
 	t.Helper()
 	toks := unseenTokens(tc.B, tc.S+tc.N, model.Vocab, seed)
 	opt := engine.Options{Batch: tc.B, MaxLen: tc.S + tc.N + tc.extra}
@@ -230,10 +239,10 @@ func unseenConsistency(t *testing.T, model *engine.Model, c *deepseekv4.Config, 
 
 	worst := 0.0
 	check := func(what string, got []float32, b, pos int) {
-		rel, mx := unseenRel(got, unseenRow(full, b, pos))
-		worst = math.Max(worst, rel)
-		if rel > unseenTol {
-			t.Errorf("%s, row %d: logits differ from the one-call prefill at position %d: rel L2 %.3e, max abs %.3e", what, b, pos, rel, mx)
+		r, mx := unseenRel(got, unseenRow(full, b, pos))
+		worst = math.Max(worst, r)
+		if !(r <= rel) {
+			t.Errorf("%s, row %d: logits differ from the one-call prefill at position %d: rel L2 %.3e (max abs %.3e), want ≤ %.0e", what, b, pos, r, mx, rel)
 		}
 	}
 	for b := 0; b < tc.B; b++ {
@@ -245,29 +254,29 @@ func unseenConsistency(t *testing.T, model *engine.Model, c *deepseekv4.Config, 
 		}
 	}
 
-	worstState := 0.0
 	// The comparison discriminates: a decode step's logits differ from
-	// those of the previous position.
+	// those of the previous position by O(1).
 	if tc.N > 1 {
-		if rel, _ := unseenRel(unseenRow(dec[1], 0, 0), unseenRow(full, 0, tc.S)); rel < 10*unseenTol {
-			t.Errorf("decode 1 is within rel %.2e of the previous position: the logits do not depend on the input", rel)
+		if r, _ := unseenRel(unseenRow(dec[1], 0, 0), unseenRow(full, 0, tc.S)); r < 0.3 {
+			t.Errorf("decode 1 is within rel %.2e of the previous position: the logits do not depend on the input", r)
 		}
 	}
 	unseenReach(t, model, c, toks, full)
 
 	P := tc.S + tc.N
+	worstState, worstAbs := 0.0, 0.0
 	for _, st := range unseenStates(model, c) {
-		rel, mx, err := unseenStateDiff(st, step.State(st.name), one.State(st.name), P)
+		r, mx, err := unseenStateDiff(st, step.State(st.name), one.State(st.name), P)
 		if err != nil {
 			t.Errorf("state %s: %v", st.name, err)
 			continue
 		}
-		worstState = math.Max(worstState, rel)
-		if rel > unseenTol {
-			t.Errorf("state %s after prefill %d + %d decode steps differs from a prefill of %d: rel L2 %.3e, max abs %.3e", st.name, tc.S, tc.N, P, rel, mx)
+		worstState, worstAbs = math.Max(worstState, r), math.Max(worstAbs, mx)
+		if !(r <= rel) || !(mx <= abs) {
+			t.Errorf("state %s after prefill %d + %d decode steps differs from a prefill of %d: rel L2 %.3e, max abs %.3e, want ≤ %.0e, %.0e", st.name, tc.S, tc.N, P, r, mx, rel, abs)
 		}
 	}
-	return worst, worstState
+	t.Logf("%s: logits rel L2 max %.2e, caches rel L2 max %.2e, max abs %.2e", tc.name, worst, worstState, worstAbs)
 }
 
 // unseenReach checks what a token can influence, with one-call prefills
