@@ -5,10 +5,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 
-	"github.com/ds4go/ds4/internal/atomicfile"
+	"github.com/ds4go/ds4/internal/fileio"
 	"github.com/ds4go/ds4/ir"
 )
 
@@ -66,12 +65,12 @@ func Write(path string, p *Plan) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(path, data)
+	return fileio.WriteFile(path, data)
 }
 
 // Read loads and verifies a plan file.
 func Read(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path, 64<<20) // 90× the plan of the released config (732 KB)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ds4go/ds4/internal/fileio"
 	"github.com/ds4go/ds4/internal/safetensors"
 	"github.com/ds4go/ds4/models/deepseekv4"
 )
@@ -59,14 +60,17 @@ func (r *Report) String() string {
 // Write writes a random checkpoint for c into dir (created if needed):
 // config.json, the shards and their index, and the Engram token map when
 // the model has Engram layers. The same config, seed and options give the
-// same bytes.
+// same bytes. The files are written into a temporary directory and moved
+// into dir at the end (internal/fileio.CreateDir): a failed or interrupted
+// Write leaves dir as it was, and files of dir that Write does not write
+// are kept. Errors name the files under dir.
 func Write(dir string, c *deepseekv4.Config, seed uint64, opts Options) error {
 	_, err := Generate(dir, c, seed, opts)
 	return err
 }
 
 // Generate is Write returning a report.
-func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (*Report, error) {
+func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (_ *Report, err error) {
 	start := time.Now()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -80,10 +84,17 @@ func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (*Rep
 		limit = DefaultShardBytes
 	}
 	shards := assign(ts, limit)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("synth: %w", err)
+	out, err := fileio.CreateDir(dir)
+	if err != nil {
+		return nil, err
 	}
-	if err := writeConfig(dir, c); err != nil {
+	defer func() {
+		if err != nil {
+			out.Remove()
+		}
+	}()
+	w := files{final: dir, stage: out.Path()}
+	if err := writeConfig(w, c); err != nil {
 		return nil, err
 	}
 	workers := opts.Workers
@@ -94,7 +105,7 @@ func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (*Rep
 	weightMap := map[string]string{}
 	for i, sh := range shards {
 		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(shards))
-		if err := writeShard(filepath.Join(dir, name), sh, workers); err != nil {
+		if err := writeShard(w, name, sh, workers); err != nil {
 			return nil, err
 		}
 		for _, t := range sh {
@@ -104,13 +115,16 @@ func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (*Rep
 	}
 	idx := map[string]any{"metadata": map[string]any{"total_size": rep.Bytes}, "weight_map": weightMap}
 	b, _ := json.MarshalIndent(idx, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, safetensors.IndexFile), append(b, '\n'), 0o644); err != nil {
-		return nil, fmt.Errorf("synth: %w", err)
+	if err := w.write(safetensors.IndexFile, append(b, '\n')); err != nil {
+		return nil, err
 	}
 	if vocab > 0 {
-		if err := writeTokenMap(filepath.Join(dir, TokenMapFile), vocab, c.EngramCompressedVocabSize, seed); err != nil {
+		if err := writeTokenMap(w, vocab, c.EngramCompressedVocabSize, seed); err != nil {
 			return nil, err
 		}
+	}
+	if err := out.Commit(); err != nil {
+		return nil, err
 	}
 	rep.Elapsed = time.Since(start)
 	return rep, nil
@@ -148,15 +162,29 @@ func assign(ts []*tensor, limit int64) [][]*tensor {
 	return shards
 }
 
-func writeConfig(dir string, c *deepseekv4.Config) error {
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return fmt.Errorf("synth: config: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("synth: %w", err)
+// files is the staging directory of a checkpoint being written; errors
+// name the file under the final directory, never the staging one.
+type files struct{ final, stage string }
+
+func (w files) path(name string) string { return filepath.Join(w.stage, name) }
+
+func (w files) fail(name string, err error) error {
+	return fmt.Errorf("%s: %w", filepath.Join(w.final, name), fileio.Cause(err))
+}
+
+func (w files) write(name string, data []byte) error {
+	if err := os.WriteFile(w.path(name), data, 0o644); err != nil {
+		return w.fail(name, err)
 	}
 	return nil
+}
+
+func writeConfig(w files, c *deepseekv4.Config) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return w.write("config.json", append(b, '\n'))
 }
 
 // header renders the safetensors header of a shard, padded to 8 bytes.
@@ -206,27 +234,27 @@ func jobs(sh []*tensor) []job {
 }
 
 // writeShard writes the header, then every chunk in place at its offset.
-func writeShard(path string, sh []*tensor, workers int) (err error) {
+func writeShard(w files, name string, sh []*tensor, workers int) (err error) {
 	hdr := header(sh)
 	var size int64
 	for _, t := range sh {
 		size += t.bytes()
 	}
-	f, err := os.Create(path)
+	f, err := os.Create(w.path(name))
 	if err != nil {
-		return fmt.Errorf("synth: %w", err)
+		return w.fail(name, err)
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("synth: %w", cerr)
+			err = w.fail(name, cerr)
 		}
 	}()
 	if _, err := f.Write(hdr); err != nil {
-		return fmt.Errorf("synth: %w", err)
+		return w.fail(name, err)
 	}
 	base := int64(len(hdr))
 	if err := f.Truncate(base + size); err != nil {
-		return fmt.Errorf("synth: %w", err)
+		return w.fail(name, err)
 	}
 	js := jobs(sh)
 	ch := make(chan job)
@@ -257,7 +285,7 @@ func writeShard(path string, sh []*tensor, workers int) (err error) {
 	close(ch)
 	wg.Wait()
 	if first != nil {
-		return fmt.Errorf("synth: %s: %w", path, first)
+		return w.fail(name, first)
 	}
 	if base+size >= 2<<20 {
 		// Drop the shard from the page cache once it is on disk: the pages
@@ -293,16 +321,20 @@ func writeJob(f *os.File, base int64, j job, s *scratch) error {
 }
 
 // writeTokenMap writes token_map I64 [vocab], uniform in [0, cv).
-func writeTokenMap(path string, vocab int, cv int64, seed uint64) error {
+func writeTokenMap(w files, vocab int, cv int64, seed uint64) error {
 	if cv <= 0 {
-		return fmt.Errorf("synth: engram_compressed_vocab_size is %d, want > 0 for the Engram token map", cv)
+		return fmt.Errorf("engram_compressed_vocab_size is %d, want > 0 for the Engram token map", cv)
 	}
 	r := newRNG(nameSeed(seed, "token_map"))
 	m := make([]int64, vocab)
 	for i := range m {
 		m[i] = int64(r.next() % uint64(cv))
 	}
-	return safetensors.WriteFile(path, []safetensors.WriteTensor{
+	b, err := safetensors.Encode([]safetensors.WriteTensor{
 		{Name: "token_map", DType: "I64", Shape: []int{vocab}, Data: safetensors.I64Bytes(m)},
 	}, nil)
+	if err != nil {
+		return err
+	}
+	return w.write(TokenMapFile, b)
 }

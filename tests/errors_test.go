@@ -323,12 +323,11 @@ var errsCases = []errsCase{
 	{name: "compile-unknown-flag", cmd: "compile", want: "flag provided but not defined: -nope", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 		return []string{"-nope"}
 	}},
-	{name: "compile-output-dir-missing", cmd: "compile", want: "writing plan ", setup: func(t *testing.T, fx *errsFixture, in string) []string {
+	{name: "compile-output-dir-missing", cmd: "compile", want: "-o " + filepath.Join("missing", "out.plan") + ": directory missing does not exist", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 		return []string{"-model", fx.goodDir, "-o", filepath.Join("missing", "out.plan")}
 	}},
-	{name: "compile-output-is-dir", cmd: "compile", want: "writing plan ", setup: func(t *testing.T, fx *errsFixture, in string) []string {
-		// The rename over a directory fails after the temporary file was
-		// written: the temporary file must be removed.
+	{name: "compile-output-is-dir", cmd: "compile", want: "x.plan: is a directory", setup: func(t *testing.T, fx *errsFixture, in string) []string {
+		// Refused before any work; the directory keeps its content.
 		d := filepath.Join(in, "out")
 		if err := os.MkdirAll(filepath.Join(d, "x.plan", "sub"), 0o755); err != nil {
 			t.Fatal(err)
@@ -381,7 +380,7 @@ var errsCases = []errsCase{
 	{name: "shard-missing", cmd: "exec", want: "shard " + errsShard2 + " (tensor ", setup: errsExecModel(func(t *testing.T, dir string) {
 		os.Remove(filepath.Join(dir, errsShard2))
 	})},
-	{name: "shard-unreadable", cmd: "exec", want: "mmap", setup: errsExecModel(func(t *testing.T, dir string) {
+	{name: "shard-unreadable", cmd: "exec", want: errsShard2 + ": is a directory", setup: errsExecModel(func(t *testing.T, dir string) {
 		p := filepath.Join(dir, errsShard2)
 		os.Remove(p)
 		os.Mkdir(p, 0o755)
@@ -495,7 +494,7 @@ var errsCases = []errsCase{
 	{name: "max-new-negative", cmd: "exec", want: "-max-new-tokens -1: must be ≥ 0", setup: errsExecGood("-prompt-ids", "1,2", "-max-new-tokens", "-1")},
 	{name: "temperature-negative", cmd: "exec", want: "-temperature -1: must be ≥ 0", setup: errsExecGood("-prompt-ids", "1,2", "-temperature", "-1")},
 	{name: "trace-in-missing", cmd: "exec", want: "no such file or directory", setup: errsExecGood("-trace-in", "nope.safetensors")},
-	{name: "dump-dir-missing", cmd: "exec", want: "-dump: ", setup: func(t *testing.T, fx *errsFixture, in string) []string {
+	{name: "dump-dir-missing", cmd: "exec", want: "-dump " + filepath.Join("missing", "d.safetensors") + ": directory missing does not exist", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 		return []string{"-plan", fx.goodPlan, "-model", fx.goodDir, "-prompt-ids", "1,2", "-max-new-tokens", "1", "-dump", filepath.Join("missing", "d.safetensors")}
 	}},
 }

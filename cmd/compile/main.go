@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ds4go/ds4/internal/atomicfile"
 	"github.com/ds4go/ds4/internal/cli"
+	"github.com/ds4go/ds4/internal/fileio"
 	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/plan"
@@ -71,6 +71,9 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkOutputs(o); err != nil {
+		return err
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -113,7 +116,23 @@ func run(args []string) error {
 		p.ModelDir = abs
 	}
 	if err := plan.Write(o.out, p); err != nil {
-		return fmt.Errorf("writing plan %s: %v", o.out, err)
+		return fmt.Errorf("-o %v", err)
+	}
+	return nil
+}
+
+// checkOutputs refuses, before any work, an output that is a directory, a
+// FIFO or an input (internal/fileio).
+func checkOutputs(o options) error {
+	if o.out != "" {
+		if err := fileio.CheckOutput(o.out); err != nil {
+			return fmt.Errorf("-o %v", err)
+		}
+	}
+	if o.dumpDir != "" {
+		if err := fileio.CheckOutputDir(o.dumpDir); err != nil {
+			return fmt.Errorf("-dump-dir %v", err)
+		}
 	}
 	return nil
 }
@@ -126,5 +145,5 @@ func dump(o options, stage string, m *ir.Module) error {
 		return fmt.Errorf("-dump-dir: %v", err)
 	}
 	name := filepath.Join(o.dumpDir, strings.ReplaceAll(stage, "/", "_")+".ir")
-	return atomicfile.Write(name, []byte(ir.Format(m)))
+	return fileio.WriteFile(name, []byte(ir.Format(m)))
 }

@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/ds4go/ds4/internal/atomicfile"
 	"github.com/ds4go/ds4/internal/cli"
+	"github.com/ds4go/ds4/internal/fileio"
 	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/passes"
@@ -41,7 +41,7 @@ func optimise(o options, cfg *deepseekv4.Config, m *ir.Module) ([]string, error)
 				return
 			}
 			name := filepath.Join(o.dumpDir, fmt.Sprintf("%02d-%s-%s.ir", step, pass, graph))
-			dumpErr = atomicfile.Write(name, []byte(text))
+			dumpErr = fileio.WriteFile(name, []byte(text))
 		}
 	}
 	rep, err := passes.Run(m, names, opts)

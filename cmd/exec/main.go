@@ -14,6 +14,7 @@ import (
 	_ "github.com/ds4go/ds4/backends/gorgonia"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/internal/cli"
+	"github.com/ds4go/ds4/internal/fileio"
 	"github.com/ds4go/ds4/internal/safetensors"
 	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/plan"
@@ -141,6 +142,9 @@ func run(args []string) error {
 		return err
 	}
 	defer model.Close()
+	if err := checkOutputs(o); err != nil {
+		return err
+	}
 	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen, PrefillLen: S, MaxMemory: o.maxMemory})
 	if err != nil {
 		return err
@@ -204,14 +208,29 @@ func run(args []string) error {
 		}
 		dumps = append(dumps, safetensors.WriteTensor{Name: "ids", DType: "I32", Shape: []int{len(prompt), S + len(gen[0])}, Data: safetensors.I32Bytes(all)})
 		if err := safetensors.WriteFile(o.dump, dumps, map[string]string{"format": "ds4 dump v1"}); err != nil {
-			return fmt.Errorf("-dump: %v", err)
+			return fmt.Errorf("-dump %v", err)
 		}
 	}
 	if o.traceOut != "" {
 		sess.Tracer.Put("inputs.input_ids", prompt)
 		sess.Tracer.Put("inputs.generated_ids", gen)
 		if err := sess.Tracer.Write(o.traceOut); err != nil {
-			return fmt.Errorf("-trace-out: %v", err)
+			return fmt.Errorf("-trace-out %v", err)
+		}
+	}
+	return nil
+}
+
+// checkOutputs refuses, before the run, an output that is a directory, a
+// FIFO or one of the files read: the plan, the checkpoint's files, the
+// -trace-in file (internal/fileio).
+func checkOutputs(o options) error {
+	for _, out := range []struct{ flag, path string }{{"-dump", o.dump}, {"-trace-out", o.traceOut}} {
+		if out.path == "" {
+			continue
+		}
+		if err := fileio.CheckOutput(out.path); err != nil {
+			return fmt.Errorf("%s %v", out.flag, err)
 		}
 	}
 	return nil

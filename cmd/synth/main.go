@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ds4go/ds4/internal/cli"
+	"github.com/ds4go/ds4/internal/fileio"
 	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/synth"
 )
@@ -35,6 +36,9 @@ func run(args []string) error {
 	c, err := deepseekv4.LoadConfig(*config)
 	if err != nil {
 		return err
+	}
+	if err := fileio.CheckOutputDir(*out); err != nil {
+		return fmt.Errorf("-o %v", err)
 	}
 	rep, err := synth.Generate(*out, c, *seed, synth.Options{ShardBytes: *shardMB << 20, Workers: *workers})
 	if err != nil {

@@ -5,7 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
+
+	"github.com/ds4go/ds4/internal/fileio"
 )
 
 // Internal marks an error as a bug of this tool rather than bad input.
@@ -13,13 +17,35 @@ type Internal struct{ Err error }
 
 func (e *Internal) Error() string { return e.Err.Error() }
 
-// Main runs fn and exits with the right status.
+// Main runs fn and exits with the right status. SIGINT and SIGTERM end the
+// command at once: its temporary files and directories are removed
+// (internal/fileio), one line says so, and the status is 130 or 143.
 func Main(name string, fn func(args []string) error) {
+	onSignal(name)
 	os.Exit(Run(name, fn, os.Args[1:]))
 }
 
-// Run runs fn and returns the exit status (Main without the exit, for tests).
+// onSignal installs the handler of SIGINT and SIGTERM.
+func onSignal(name string) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-ch
+		fileio.RemoveTemporaries()
+		if s == syscall.SIGTERM {
+			fmt.Fprintf(os.Stderr, "%s: terminated\n", name)
+			os.Exit(128 + int(syscall.SIGTERM))
+		}
+		fmt.Fprintf(os.Stderr, "%s: interrupted\n", name)
+		os.Exit(128 + int(syscall.SIGINT))
+	}()
+}
+
+// Run runs fn and returns the exit status (Main without the exit, for
+// tests). The files fn reads are recorded as its inputs, which its outputs
+// may not overwrite (internal/fileio).
 func Run(name string, fn func(args []string) error, args []string) (code int) {
+	defer fileio.RecordInputs()()
 	defer func() {
 		if r := recover(); r != nil {
 			fmt.Fprintf(os.Stderr, "%s: internal error: %v (please report this)\n", name, oneLine(fmt.Sprint(r)))

@@ -5,7 +5,8 @@
 // optional "__metadata__" string map), then the data area. data_offsets are
 // [begin, end) relative to the start of the data area.
 //
-// Open memory-maps a file read-only (at a 2 MiB-aligned address with
+// Open memory-maps a regular file read-only (a directory, device or FIFO
+// is refused without blocking: internal/fileio.Open) (at a 2 MiB-aligned address with
 // MADV_HUGEPAGE, so that 2 MiB page-cache folios map as huge pages: see
 // mapFile) and validates it strictly: the header
 // length is within bounds, the JSON is valid, every dtype is known, shapes
@@ -19,7 +20,7 @@
 // as one *Set. Tensor.Data slices alias the mapping and are valid until the
 // File or Set is closed.
 //
-// WriteFile writes a file atomically (temporary file in the same directory,
-// fsync, rename) with tensors sorted by name and the header padded with
-// spaces to a multiple of 8 bytes.
+// WriteFile writes a file through internal/fileio.WriteFile (a regular
+// file replaced atomically, a device written in place) with tensors sorted
+// by name and the header padded with spaces to a multiple of 8 bytes.
 package safetensors

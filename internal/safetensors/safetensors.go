@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
+
+	"github.com/ds4go/ds4/internal/fileio"
 )
 
 // Data type names as written in safetensors headers.
@@ -122,15 +123,11 @@ func (f *File) Close() error {
 
 // Open memory-maps and validates the safetensors file at path.
 func Open(path string) (*File, error) {
-	fd, err := os.Open(path)
+	fd, st, err := fileio.Open(path) // a regular file: a directory or FIFO is refused, without blocking
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	defer fd.Close()
-	st, err := fd.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("safetensors: %w", err)
-	}
 	size := st.Size()
 	if size < 8 {
 		return nil, errf(path, "", -1, "file is %d bytes, shorter than the 8-byte header length", size)

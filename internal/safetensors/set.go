@@ -7,10 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/ds4go/ds4/internal/fileio"
 )
 
 // IndexFile is the name of the shard index of a sharded checkpoint.
 const IndexFile = "model.safetensors.index.json"
+
+// MaxIndexBytes bounds the index file: the released config's checkpoint
+// lists 93,418 tensors in about 7 MB.
+const MaxIndexBytes = 64 << 20
 
 // Set is a group of opened files seen as one name space.
 type Set struct {
@@ -77,7 +83,7 @@ func OpenFiles(paths ...string) (*Set, error) {
 // model*.safetensors file of dir.
 func OpenDir(dir string) (*Set, error) {
 	idxPath := filepath.Join(dir, IndexFile)
-	b, err := os.ReadFile(idxPath)
+	b, err := fileio.ReadFile(idxPath, MaxIndexBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		single := filepath.Join(dir, "model.safetensors")
 		if _, err := os.Stat(single); err == nil {

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ds4go/ds4/internal/atomicfile"
+	"github.com/ds4go/ds4/internal/fileio"
 	"github.com/ds4go/ds4/internal/numfmt"
 )
 
@@ -92,18 +92,15 @@ func Encode(ts []WriteTensor, metadata map[string]string) ([]byte, error) {
 	return out, nil
 }
 
-// WriteFile writes ts and metadata to path atomically: the data goes to a
-// temporary file in the same directory which is synced and renamed over
-// path (the temporary file is removed on error).
+// WriteFile writes ts and metadata to path through fileio.WriteFile: a
+// regular file is replaced atomically, a device written in place; errors
+// name path ("out.safetensors: is a directory").
 func WriteFile(path string, ts []WriteTensor, metadata map[string]string) error {
 	b, err := Encode(ts, metadata)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(path, b); err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	return nil
+	return fileio.WriteFile(path, b)
 }
 
 // F32Bytes returns the little-endian bytes of x (dtype F32).
