@@ -1,9 +1,11 @@
 package gorgonia
 
 import (
+	"maps"
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -13,14 +15,62 @@ import (
 )
 
 var (
-	logitsName = regexp.MustCompile(`^(prefill\.logits_full|decode\d+\.logits)$`)
-	hcName     = regexp.MustCompile(`^(prefill|decode\d+)\.L\d+\.hc_(attn|ffn)_(pre|post|comb)$`)
+	logitsName = regexp.MustCompile(`^(prefill\.logits_(full|last)|decode\d+\.logits)$`)
+	blockName  = regexp.MustCompile(`^(prefill|decode\d+)\.L\d+\.(\w+)$`)
 )
 
+// bound is a rel L2 bound for a whole tensor and a max abs one per element.
+type bound struct{ rel, abs float64 }
+
+// vsGolden bounds the gorgonia run against the golden, as tests/ bounds the
+// CPU backend (tinyTols there): 2-4x the measured worst (AVX2 host,
+// 2026-12): logits 8.5e-8, hc_attn 1.8e-7, hc_ffn 1.26e-4 rel (the FFN mixes
+// come from the post-attention stream, not a forced one, so they carry the
+// attention's block-local noise).
+var vsGolden = map[string]bound{
+	"logits":  {3e-7, 6e-6},
+	"hc_attn": {1e-6, 2e-6},
+	"hc_ffn":  {4e-4, 2e-3},
+}
+
+// vsCPU bounds the gorgonia run against the same run on the CPU backend,
+// per class, at 3-4x the measured worst (AVX2 host, 2026-12). A class not
+// listed must be bit-identical: selections, attention, Engram and caches
+// (the CPU fallback computes them from identical forced inputs), embeddings.
+var vsCPU = map[string]bound{
+	"hc_attn_pre":       {1e-6, 2e-6},   // measured 1.2e-7 / 2.1e-7
+	"hc_attn_post":      {1e-6, 2e-6},   // measured 1.0e-7 / 3.6e-7
+	"hc_attn_comb":      {1e-6, 2e-6},   // measured 1.8e-7 / 2.4e-7
+	"hc_ffn_pre":        {4e-5, 2e-4},   // measured 6.8e-6 / 3.2e-5
+	"pre_in":            {4e-5, 2e-4},   // measured 6.8e-6 / 3.2e-5
+	"pre_out":           {4e-5, 2e-4},   // measured 6.8e-6 / 3.2e-5
+	"hc_ffn_post":       {4e-5, 5e-4},   // measured 8.5e-6 / 1.6e-4
+	"hc_ffn_comb":       {4e-5, 2e-4},   // measured 1.1e-5 / 4.4e-5
+	"gate_weights":      {1.5e-4, 1e-3}, // measured 3.6e-5 / 2.0e-4
+	"ffn_in":            {5e-4, 0.03},   // measured 1.2e-4 / 7.8e-3 (one bf16 ulp)
+	"stream_out":        {5e-4, 0.03},   // measured 1.0e-4 / 7.8e-3 (one bf16 ulp)
+	"moe_out":           {5e-4, 0.015},  // measured 1.2e-4 / 3.9e-3
+	"compressor_latent": {3e-6, 1e-4},   // measured 7.0e-7 / 3.1e-5
+	"logits":            {3e-7, 6e-6},   // measured 8.5e-8 / 1.9e-6
+}
+
+// class is the tensor class of a traced name: the block tensor's suffix,
+// "logits", or the name itself.
+func class(name string) string {
+	if logitsName.MatchString(name) {
+		return "logits"
+	}
+	if m := blockName.FindStringSubmatch(name); m != nil {
+		return m[2]
+	}
+	return name
+}
+
 // TestGoldenTinyGorgonia runs the tiny checkpoint block-local (teacher
-// forced) on the gorgonia backend with CPU fallback and checks the golden
-// tolerances: logits rel L2 ≤ 1e-3, hc pre/post/comb rel L2 ≤ 1e-5. It also
-// compares every traced tensor with the same run on the CPU backend.
+// forced) on the gorgonia backend with CPU fallback, checks the logits and
+// hc mixes against the golden (vsGolden), and every traced tensor, the
+// attention, MoE and stream outputs included, against the same run on the
+// CPU backend (vsCPU).
 func TestGoldenTinyGorgonia(t *testing.T) {
 	if testing.Short() {
 		t.Skip("teacher-forced runs in -short mode")
@@ -63,44 +113,47 @@ func TestGoldenTinyGorgonia(t *testing.T) {
 		}
 		return v
 	}
-	// Tolerances (testdata/tiny/README.md, block-local): logits rel L2 ≤ 1e-3;
-	// hc pre/post/comb ≤ 1e-5 given the golden stream, which holds for the
-	// attention mixes (computed from the forced block input). The FFN mixes
-	// are computed from the stream after this block's attention, whose
-	// block-local noise (fp8/fp4 fake quantisation) already puts the CPU
-	// backend above 1e-5 on a few of them; they get 1e-3, and the count over
-	// 1e-5 is logged for both backends.
-	type class struct {
-		what      string
-		tol       float64
-		n, over5  int
-		overCPU5  int
-		rel, cpu  float64
-		at, cpuAt string
+	if len(tr.Names()) == 0 || len(tr.Names()) != len(cpu.Names()) {
+		t.Fatalf("traces hold %d (gorgonia) and %d (cpu) tensors", len(tr.Names()), len(cpu.Names()))
 	}
-	classes := []*class{
-		{what: "logits", tol: 1e-3},
-		{what: "hc_attn pre/post/comb", tol: 1e-5},
-		{what: "hc_ffn pre/post/comb", tol: 1e-3},
+	type worst struct {
+		n        int
+		rel, abs float64
+		at       string
 	}
-	var wAll float64
-	var wAllAt string
-	for _, name := range tr.Names() {
-		got := vals(tr, name)
-		if c := vals(cpu, name); c != nil && len(c) == len(got) {
-			if r := goldentest.RelL2(got, c); r > wAll || math.IsNaN(r) {
-				wAll, wAllAt = r, name
-			}
+	golds, cpus := map[string]*worst{}, map[string]*worst{}
+	note := func(ws map[string]*worst, cls, name string, rel, abs float64) {
+		w := ws[cls]
+		if w == nil {
+			w = &worst{}
+			ws[cls] = w
 		}
-		var c *class
-		switch {
-		case logitsName.MatchString(name):
-			c = classes[0]
-		case hcName.MatchString(name) && strings.Contains(name, ".hc_attn_"):
-			c = classes[1]
-		case hcName.MatchString(name):
-			c = classes[2]
-		default:
+		w.n++
+		if rel > w.rel || math.IsNaN(rel) {
+			w.rel, w.at = rel, name
+		}
+		w.abs = math.Max(w.abs, abs)
+	}
+	for _, name := range tr.Names() {
+		got, c := vals(tr, name), vals(cpu, name)
+		if got == nil || len(c) != len(got) {
+			t.Errorf("%s: not in the cpu trace with the same shape", name)
+			continue
+		}
+		cls := class(name)
+		lim, ok := vsCPU[cls]
+		rel, abs := goldentest.RelL2(got, c), maxAbs(got, c)
+		if !(rel <= lim.rel) || !(abs <= lim.abs) || (!ok && !slices.Equal(got, c)) {
+			t.Errorf("%s: gorgonia vs cpu backend rel L2 %.3g, max abs %.3g; bounds %.0e / %.0e", name, rel, abs, lim.rel, lim.abs)
+		}
+		note(cpus, cls, name, rel, abs)
+
+		gcls := cls
+		if strings.HasPrefix(cls, "hc_attn_") || strings.HasPrefix(cls, "hc_ffn_") {
+			gcls = cls[:strings.LastIndex(cls, "_")]
+		}
+		glim, ok := vsGolden[gcls]
+		if !ok || (gcls == "logits" && name == "prefill.logits_last") {
 			continue
 		}
 		want := vals(gf, name)
@@ -108,33 +161,41 @@ func TestGoldenTinyGorgonia(t *testing.T) {
 			t.Errorf("%s: golden has no matching tensor", name)
 			continue
 		}
-		rel, relCPU := goldentest.RelL2(got, want), goldentest.RelL2(vals(cpu, name), want)
-		if rel > c.tol || math.IsNaN(rel) {
-			t.Errorf("%s: rel L2 vs golden %.3g > %.0e (cpu backend: %.3g)", name, rel, c.tol, relCPU)
+		rel, abs = goldentest.RelL2(got, want), maxAbs(got, want)
+		if !(rel <= glim.rel) || !(abs <= glim.abs) {
+			t.Errorf("%s: rel L2 vs golden %.3g, max abs %.3g; bounds %.0e / %.0e", name, rel, abs, glim.rel, glim.abs)
 		}
-		c.n++
-		if rel > 1e-5 {
-			c.over5++
-		}
-		if relCPU > 1e-5 {
-			c.overCPU5++
-		}
-		if rel > c.rel || math.IsNaN(rel) {
-			c.rel, c.at = rel, name
-		}
-		if relCPU > c.cpu {
-			c.cpu, c.cpuAt = relCPU, name
-		}
+		note(golds, gcls, name, rel, abs)
 	}
-	for _, c := range classes {
-		if c.n == 0 {
-			t.Errorf("no %s compared", c.what)
+	for _, c := range slices.Sorted(maps.Keys(vsGolden)) {
+		w := golds[c]
+		if w == nil {
+			t.Errorf("no %s compared with the golden", c)
 			continue
 		}
-		t.Logf("%s vs golden (tol %.0e): %d tensors; gorgonia worst rel L2 %.3g (%s), %d over 1e-5; cpu backend worst %.3g (%s), %d over 1e-5",
-			c.what, c.tol, c.n, c.rel, c.at, c.over5, c.cpu, c.cpuAt, c.overCPU5)
+		t.Logf("%-8s vs golden: %3d tensors, worst rel L2 %.3g (%s), max abs %.3g", c, w.n, w.rel, w.at, w.abs)
 	}
-	t.Logf("gorgonia vs cpu backend: %d traced tensors, worst rel L2 %.3g (%s)", len(tr.Names()), wAll, wAllAt)
+	for _, c := range []string{"attn_out", "moe_out", "stream_out", "gate_indices", "index_topk"} {
+		if cpus[c] == nil {
+			t.Errorf("no %s compared with the cpu backend", c)
+		}
+	}
+	for _, c := range slices.Sorted(maps.Keys(cpus)) {
+		if w := cpus[c]; w.rel > 0 {
+			t.Logf("%-17s vs cpu backend: %3d tensors, worst rel L2 %.3g (%s), max abs %.3g", c, w.n, w.rel, w.at, w.abs)
+		}
+	}
+}
+
+func maxAbs(a, b []float32) float64 {
+	m := 0.0
+	for i := range a {
+		d := math.Abs(float64(a[i]) - float64(b[i]))
+		if d > m || math.IsNaN(d) {
+			m = d
+		}
+	}
+	return m
 }
 
 func itoa(k int) string {
