@@ -103,11 +103,13 @@ func (g goldTols) of(name, cls string) goldTol {
 }
 
 // tinyTols are the tiny set's block-local bounds. Each is 2-4x the worst
-// measured over the reference kernels, every kernel level and the plain and
-// fused graphs (AVX2 host, 2 cores, and an AVX-512 host, 2026-12; the
-// levels agree to the digits below). "measured 0": bit-exact at every level
-// (forced inputs through ops whose result does not depend on the summation
-// order, or rounded to bf16/fp8 after it), so required exact.
+// measured over the reference kernels, the portable and AVX2 levels and the
+// plain and fused graphs (2-core AVX2 host, 2026-12; the three kernel sets
+// agree to the digits below, so the AVX-512 level, which sums in yet another
+// order and could not be measured here, is expected alike). "measured 0":
+// bit-exact with every kernel set (forced inputs through ops whose result
+// does not depend on the summation order, or rounded to bf16/fp8 after it),
+// so required exact.
 var tinyTols = goldTols{classes: map[string]goldTol{
 	"attn_in":    {0, 0},         // measured 0
 	"engram_out": {0, 0},         // measured 0
@@ -741,22 +743,23 @@ func TestGoldenFreeRunningSanity(t *testing.T) {
 			// top-k or MoE route flips on a near tie in one row, after which
 			// that row is as loosely related as two free runs (README:
 			// prefill-vs-decode free-running 0.17 on CPU). Measured
-			// (portable, AVX2): median 9e-8-1e-7, worst 0.21-0.23, a row's
-			// first step ≤ 1e-7, argmax equal 22-23 of 24. Bounds: median
-			// 3e-7, first steps 3e-7, worst 0.45, argmax ≥ 20.
+			// (portable, AVX2): rows flip at steps 3-10, before that ≤ 1e-7
+			// (the first step of every row ≤ 1e-7), worst 0.21-0.23, argmax
+			// equal 22-23 of 24. Bounds: first step 3e-7, worst 0.45 (2x),
+			// argmax ≥ 18 (a level with earlier flips stays sane).
 			c := goldDecodeVsPrefill(t, "fast kernels "+k.name, goldRunFreeKernels(t, true))
-			if c.median > 3e-7 || c.firstStep > 3e-7 || c.worst > 0.45 || c.argEq < 20 {
-				t.Errorf("decode vs one-call prefill: median rel %.2e, first step %.2e, worst %.2e, argmax equal %d/%d; want ≤ 3e-7, 3e-7, 0.45, ≥ 20",
-					c.median, c.firstStep, c.worst, c.argEq, c.n)
+			if c.firstStep > 3e-7 || c.worst > 0.45 || c.argEq < 18 {
+				t.Errorf("decode vs one-call prefill: first step rel %.2e, worst %.2e, argmax equal %d/%d; want ≤ 3e-7, ≤ 0.45, ≥ 18",
+					c.firstStep, c.worst, c.argEq, c.n)
 			}
 		})
 	}
 }
 
 type goldConsistency struct {
-	worst, median float64
-	firstStep     float64 // worst rel of decode step 0
-	argEq, n      int
+	worst     float64
+	firstStep float64 // worst rel of decode step 0
+	argEq, n  int
 }
 
 // goldDecodeVsPrefill compares the decode logits of a free run with its
@@ -810,5 +813,5 @@ func goldDecodeVsPrefill(t *testing.T, what string, fr *goldFreeRun) goldConsist
 	if prel != 0 {
 		t.Errorf("prompt positions of the one-call prefill differ from the prefill: rel %.2e", prel)
 	}
-	return goldConsistency{worst: worst, median: rels[len(rels)/2], firstStep: first, argEq: argEq, n: len(rels)}
+	return goldConsistency{worst: worst, firstStep: first, argEq: argEq, n: len(rels)}
 }

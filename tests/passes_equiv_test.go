@@ -12,8 +12,8 @@ import (
 
 // passesEquivTols bound each class between the fused and the plain
 // teacher-forced run: the classes the fusions touch (the Sinkhorn mixes,
-// the SwiGLU clamp, the gate) at 3-4x the measured difference (AVX2 host and
-// AVX-512 host, 2026-12); every other tensor, selections included, must be
+// the SwiGLU clamp, the gate) at 3-4x the measured difference (fast kernels,
+// AVX2 level, 2026-12); every other tensor, selections included, must be
 // bit-identical (measured so: the fusions leave its arithmetic alone and the
 // forced block inputs stop their noise from spreading).
 var passesEquivTols = map[string]goldTol{

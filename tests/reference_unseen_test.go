@@ -12,7 +12,7 @@ import (
 // unseenTols are the unseen6 set's block-local bounds: the golden README's
 // limits where the measured worst is within 4x of them, else 2-4x the
 // worst measured (reference kernels, portable and AVX2 levels on an AVX2
-// host, AVX-512 level, 2026-12; the levels agree to the digits below).
+// host, 2026-12; they agree to the digits below; AVX-512 not measured).
 var unseenTols = goldTols{
 	classes: map[string]goldTol{
 		"attn_in":      {0, 0},       // measured 0
