@@ -288,9 +288,34 @@ func (s *Session) call(prog backends.Program, tokens [][]int64, prefix string) (
 		}
 		return nil, err
 	}
+	lg, err = checkLogits(env.Outputs["logits"], B, S, s.Pos, strings.TrimSuffix(prefix, "."))
+	if err != nil {
+		return nil, err
+	}
 	s.Pos += S
-	out := env.Outputs["logits"]
-	return &Logits{B: B, S: S, V: out.Shape[len(out.Shape)-1], Data: out.F32}, nil
+	return lg, nil
+}
+
+// checkLogits checks the logits output of a call named call at position
+// pos: present, f32 [B, S, V], and finite. A NaN or Inf would otherwise
+// become token 0 (argmax over NaN) and the run would go on producing
+// garbage with exit status 0; bad weights or an edited plan are the likely
+// cause, so it is reported as bad input (exit 2), naming the first place.
+func checkLogits(out *backends.Tensor, B, S, pos int, call string) (*Logits, error) {
+	if out == nil {
+		return nil, fmt.Errorf("%s: the plan's graph has no logits output", call)
+	}
+	if out.DType != ir.F32 || len(out.Shape) != 3 || out.Shape[0] != B || out.Shape[1] != S || len(out.F32) != out.NumElements() {
+		return nil, fmt.Errorf("%s: logits are %s%v, want f32[%d %d V]", call, out.DType, out.Shape, B, S)
+	}
+	lg := &Logits{B: B, S: S, V: out.Shape[2], Data: out.F32}
+	for i, v := range lg.Data {
+		if v-v != 0 { // NaN or ±Inf
+			row, t := i/(S*lg.V), i/lg.V%S
+			return nil, fmt.Errorf("%s: logits hold %v at row %d, position %d: the weights or the plan are bad", call, v, row, pos+t)
+		}
+	}
+	return lg, nil
 }
 
 // Prefill runs the prompt (all rows the same length) from position 0.

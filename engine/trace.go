@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -62,12 +63,16 @@ func (tr *Tracer) probe(prefix string, B, S int) func(string, bool, *backends.Te
 			if !ok {
 				return t, nil
 			}
+			want := t.Shape
+			if strings.HasSuffix(name, ".pre_in") && len(t.Shape) == 1 {
+				want = []int{B, S, t.Shape[0]} // the layer-0 constant, per token in the file
+			}
+			if !slices.Equal(g.Shape, want) {
+				return nil, fmt.Errorf("%s: tensor %q has shape %v, the run's value has %v", tr.Teacher.Path, full, g.Shape, want)
+			}
 			vals, err := g.Float32s()
 			if err != nil {
-				return nil, err
-			}
-			if len(vals) != len(t.F32) && !(strings.HasSuffix(name, ".pre_in") && len(vals) == B*S*len(t.F32)) {
-				return nil, fmt.Errorf("trace tensor %s has %d elements, the run has %d", full, len(vals), len(t.F32))
+				return nil, err // names the file and the tensor
 			}
 			return &backends.Tensor{DType: t.DType, Shape: append([]int(nil), g.Shape...), F32: vals}, nil
 		}
@@ -144,4 +149,27 @@ func (tr *Tracer) Write(path string) error {
 		ts = append(ts, t)
 	}
 	return safetensors.WriteFile(path, ts, map[string]string{"format": "ds4 trace v1"})
+}
+
+// TraceIDs reads the token ids a trace or golden file holds under name
+// (inputs.input_ids, inputs.decode_input_ids): an integer tensor [rows,
+// tokens] with at least one of each; anything else names the file and the
+// tensor.
+func TraceIDs(f *safetensors.File, name string) ([][]int64, error) {
+	t, ok := f.Get(name)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%s: no tensor %q", f.Path, name)
+	case len(t.Shape) != 2 || t.Shape[0] == 0 || t.Shape[1] == 0:
+		return nil, fmt.Errorf("%s: tensor %q has shape %v, want [rows, tokens] with at least one of each", f.Path, name, t.Shape)
+	}
+	v, err := t.Int64s() // an error names the file and the tensor
+	if err != nil {
+		return nil, err
+	}
+	rows := make([][]int64, t.Shape[0])
+	for i := range rows {
+		rows[i] = v[i*t.Shape[1] : (i+1)*t.Shape[1]]
+	}
+	return rows, nil
 }

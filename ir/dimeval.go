@@ -33,10 +33,15 @@ func (b Bindings) Dims(s Shape) ([]int64, error) {
 }
 
 // Expr evaluates a symbolic dimension: integers, B, S, M, P, + - * /
-// (integer division), parentheses, min(a,b) and max(a,b). Sums and products
-// of non-negative values saturate at math.MaxInt64 instead of overflowing,
-// so a huge maximum length gives a huge size, not a negative one.
+// (integer division), parentheses, min(a,b) and max(a,b). Every value is a
+// size: a difference that goes negative is an error (bindings are
+// non-negative; a negative one is an error too), and sums and products
+// saturate at math.MaxInt64 instead of overflowing, so a huge maximum
+// length gives a huge size, not a negative one.
 func (b Bindings) Expr(expr string) (int64, error) {
+	if b.B < 0 || b.S < 0 || b.M < 0 || b.P < 0 {
+		return 0, fmt.Errorf("dimension %q: negative binding %+v", expr, b)
+	}
 	p := &dimParser{s: expr, b: b}
 	v, err := p.sum()
 	if err == nil && p.peek() != 0 {
@@ -90,9 +95,15 @@ func (p *dimParser) sum() (int64, error) {
 		}
 		p.i++
 		var w int64
-		if w, err = p.product(); c == '+' {
-			v = SatAdd(max(v, 0), max(w, 0))
-		} else {
+		switch w, err = p.product(); {
+		case err != nil:
+		case c == '+':
+			v = SatAdd(v, w)
+		case w > v:
+			// Every value is a size: one that goes negative is an error of
+			// the shape (a hand-edited plan), never a wrapped number.
+			err = fmt.Errorf("goes negative (%d-%d)", v, w)
+		default:
 			v -= w
 		}
 	}
@@ -113,7 +124,7 @@ func (p *dimParser) product() (int64, error) {
 		}
 		switch {
 		case c == '*':
-			v = SatMul(max(v, 0), max(w, 0))
+			v = SatMul(v, w)
 		case w == 0:
 			err = fmt.Errorf("division by zero")
 		default:
@@ -139,7 +150,11 @@ func (p *dimParser) atom() (int64, error) {
 		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
 			p.i++
 		}
-		return strconv.ParseInt(p.s[j:p.i], 10, 64)
+		v, err := strconv.ParseInt(p.s[j:p.i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("number %s out of range", p.s[j:p.i])
+		}
+		return v, nil
 	}
 	j := p.i
 	for p.i < len(p.s) && (p.s[p.i] == '_' || (p.s[p.i]|0x20 >= 'a' && p.s[p.i]|0x20 <= 'z')) {

@@ -36,6 +36,10 @@ type AttrSpec struct {
 	Name     string
 	Kind     AttrKind
 	Required bool
+	// Infinite allows ±Inf in a float attribute whose op gives it a
+	// meaning (a clamp bound); NaN is never allowed, and every other float
+	// attribute (constants included) must be finite.
+	Infinite bool
 }
 
 // OpInfo is one row of the op table.
@@ -64,8 +68,11 @@ var ScheduleAttrs = []AttrSpec{opt("buf", AInt)}
 // Ops is the op table, keyed by name.
 var Ops = map[string]*OpInfo{}
 
-func req(name string, k AttrKind) AttrSpec { return AttrSpec{name, k, true} }
-func opt(name string, k AttrKind) AttrSpec { return AttrSpec{name, k, false} }
+func req(name string, k AttrKind) AttrSpec { return AttrSpec{Name: name, Kind: k, Required: true} }
+func opt(name string, k AttrKind) AttrSpec { return AttrSpec{Name: name, Kind: k} }
+
+// optBound is an optional float bound that may be ±Inf.
+func optBound(name string) AttrSpec { return AttrSpec{Name: name, Kind: AFloat, Infinite: true} }
 
 func def(name string, minArgs, maxArgs int, flags Flags, attrs []AttrSpec, infer func(n *Node) (Type, error), doc string) {
 	Ops[name] = &OpInfo{Name: name, MinArgs: minArgs, MaxArgs: maxArgs, Attrs: attrs, Flags: flags, Infer: infer, Doc: doc}
@@ -195,7 +202,7 @@ func init() {
 		"A small constant; values row-major, length equal to the element count.")
 	def("state", 0, 0, Source, []AttrSpec{req("name", AString), req("kind", AString)}, declared,
 		"Persistent state kept between calls (window ring, compressor state, compressed KV, index keys, Engram history). Sized by the run-time batch B and maximum length M. Read by using the value; changed only by StateUpdate ops, whose result is the new version.")
-	def("rope_table", 0, 0, Source, []AttrSpec{req("dim", AInt), req("base", AFloat), req("factor", AFloat), req("original_seq_len", AInt), req("beta_fast", AFloat), req("beta_slow", AFloat)}, declared,
+	def("rope_table", 0, 0, Source, []AttrSpec{req("dim", AInt), req("base", AFloat), req("factor", AFloat), req("original_seq_len", AInt), req("beta_fast", AFloat), req("beta_slow", AFloat)}, ropeTableRule,
 		"RoPE (cos, sin) table f32[M, dim/2, 2] as precompute_freqs_cis: f_i = base^(-2i/dim) in fp32, YaRN ramp when original_seq_len > 0, angle t*f_i in fp32.")
 
 	// Elementwise.
@@ -212,7 +219,7 @@ func init() {
 	} {
 		def(u.name, 1, 1, Elementwise, nil, unaryFloat, u.doc)
 	}
-	def("clamp", 1, 1, Elementwise, []AttrSpec{opt("lo", AFloat), opt("hi", AFloat)}, unaryFloat,
+	def("clamp", 1, 1, Elementwise, []AttrSpec{optBound("lo"), optBound("hi")}, unaryFloat,
 		"min(max(x, lo), hi); an absent bound is not applied (clamp with only hi is torch's clamp(max=hi)).")
 	def("add_scalar", 1, 1, Elementwise, []AttrSpec{req("value", AFloat)}, unaryFloat, "x + value (value rounded to fp32).")
 	def("mul_scalar", 1, 1, Elementwise, []AttrSpec{req("value", AFloat)}, unaryFloat, "x * value (value rounded to fp32).")
@@ -713,6 +720,23 @@ func ropeRule(n *Node) (Type, error) {
 		return Type{}, errf("positions %s do not match axis 1 of %s", pos, x)
 	}
 	return x, nil
+}
+
+func ropeTableRule(n *Node) (Type, error) {
+	a := n.Attrs
+	d := a.Int("dim", 0)
+	switch {
+	case d <= 0 || d%2 != 0:
+		return Type{}, errf("dim %d must be positive and even", d)
+	case a.Float("base", 0) <= 0 || a.Float("factor", 0) <= 0:
+		return Type{}, errf("base %v and factor %v must be positive", a.Float("base", 0), a.Float("factor", 0))
+	case a.Int("original_seq_len", 0) < 0:
+		return Type{}, errf("original_seq_len %d must be ≥ 0", a.Int("original_seq_len", 0))
+	}
+	if want := T(F32, "M", d/2, 2); !n.Type.Equal(want) {
+		return Type{}, errf("declared %s, want %s for dim %d", n.Type, want, d)
+	}
+	return n.Type, nil
 }
 
 func windowIdxRule(n *Node) (Type, error) {

@@ -3,6 +3,7 @@ package ir
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Verify checks a graph against the op table and the SSA rules:
@@ -15,7 +16,8 @@ import (
 //     no arguments and their rule must accept the declared type);
 //   - StateUpdate ops take a state value (a `state` node or an earlier
 //     StateUpdate result) as argument 0, and each state version is updated at
-//     most once (linear state threading);
+//     most once (linear state threading); updates write the state in place,
+//     so no node reads a state version after the update that consumed it;
 //   - outputs refer to nodes of the graph and have unique names.
 //
 // It returns the first violation as one line naming the graph and the node:
@@ -48,6 +50,8 @@ func Verify(g *Graph) error {
 			switch {
 			case a == nil:
 				return fail("argument %d is nil", j)
+			case defined[a] && states[a] != nil && !(j == 0 && isStateUpdate(n)): // a second update: states.add says so
+				return fail("argument %d reads state version %%%d after %%%d updated it in place", j, a.ID, states[a].ID)
 			case defined[a]:
 			case inGraph[a]:
 				return fail("argument %d (%%%d) is used before its definition", j, a.ID)
@@ -223,10 +227,37 @@ func checkAttrs(info *OpInfo, a Attrs) error {
 		if kind != spec.Kind {
 			return fmt.Errorf("attribute %q: want %s, got %s %s", k, kindName(spec.Kind), kindName(kind), FormatAttr(a[k]))
 		}
+		if err := finite(a[k], spec.Infinite); err != nil {
+			return fmt.Errorf("attribute %q: %v", k, err)
+		}
 	}
 	for _, s := range info.Attrs {
 		if _, ok := a[s.Name]; s.Required && !ok {
 			return fmt.Errorf("missing attribute %q", s.Name)
+		}
+	}
+	return nil
+}
+
+func isStateUpdate(n *Node) bool { info := Ops[n.Op]; return info != nil && info.Has(StateUpdate) }
+
+// finite refuses NaN, and ±Inf unless the attribute allows it
+// (AttrSpec.Infinite): a non-finite constant or epsilon would only surface
+// as NaN logits.
+func finite(v any, inf bool) error {
+	var fs []float64
+	switch x := v.(type) {
+	case float64:
+		fs = []float64{x}
+	case []float64:
+		fs = x
+	}
+	for i, f := range fs {
+		if math.IsNaN(f) || (math.IsInf(f, 0) && !inf) {
+			if len(fs) == 1 {
+				return fmt.Errorf("%v is not finite", f)
+			}
+			return fmt.Errorf("element %d is %v, not finite", i, f)
 		}
 	}
 	return nil

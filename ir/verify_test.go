@@ -1,6 +1,7 @@
 package ir
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -79,6 +80,31 @@ func TestVerifyErrors(t *testing.T) {
 		}, `graph decode: %5 (window_update): argument 0 (%3 input) is not a state value`},
 		{"state updated twice", func(g *Graph, n map[string]*Node) { n["r2"].Args[0] = n["ring"] },
 			`graph decode: %6 (window_update): state version %3 is already updated by %5`},
+		{"state read after update", func(g *Graph, n map[string]*Node) {
+			// The probe reads ring %3 after %5 wrote it in place.
+			g.Append(&Node{Op: "probe", Args: []*Node{n["ring"]}, Attrs: Attrs{"name": "p"}, Type: n["ring"].Type})
+		}, `graph decode: %7 (probe): argument 0 reads state version %3 after %5 updated it in place`},
+		{"nan attribute", func(g *Graph, n map[string]*Node) {
+			g.Append(&Node{Op: "mul_scalar", Args: []*Node{n["mm"]}, Attrs: Attrs{"value": math.NaN()}, Type: n["mm"].Type})
+		}, `graph decode: %7 (mul_scalar): attribute "value": NaN is not finite`},
+		{"infinite epsilon", func(g *Graph, n map[string]*Node) {
+			g.Append(&Node{Op: "add_scalar", Args: []*Node{n["mm"]}, Attrs: Attrs{"value": math.Inf(-1)}, Type: n["mm"].Type})
+		}, `graph decode: %7 (add_scalar): attribute "value": -Inf is not finite`},
+		{"nan clamp bound", func(g *Graph, n map[string]*Node) {
+			g.Append(&Node{Op: "clamp", Args: []*Node{n["mm"]}, Attrs: Attrs{"hi": math.NaN()}, Type: n["mm"].Type})
+		}, `graph decode: %7 (clamp): attribute "hi": NaN is not finite`},
+		{"infinite constant", func(g *Graph, n map[string]*Node) {
+			g.Source("const", T(F32, 2), Attrs{"floats": []float64{1, math.Inf(1)}})
+		}, `graph decode: %7 (const): attribute "floats": element 1 is +Inf, not finite`},
+		{"rope dim zero", func(g *Graph, n map[string]*Node) {
+			g.Append(&Node{Op: "rope_table", Attrs: Attrs{"dim": int64(0), "base": 1e4, "factor": 1.0, "original_seq_len": int64(0), "beta_fast": 32.0, "beta_slow": 1.0}, Type: T(F32, "M", 0, 2)})
+		}, `graph decode: %7 (rope_table): dim 0 must be positive and even`},
+		{"rope table type", func(g *Graph, n map[string]*Node) {
+			g.Append(&Node{Op: "rope_table", Attrs: Attrs{"dim": int64(16), "base": 1e4, "factor": 1.0, "original_seq_len": int64(0), "beta_fast": 32.0, "beta_slow": 1.0}, Type: T(F32, "M", 4, 2)})
+		}, `graph decode: %7 (rope_table): declared f32[M,4,2], want f32[M,8,2] for dim 16`},
+		{"rope negative base", func(g *Graph, n map[string]*Node) {
+			g.Append(&Node{Op: "rope_table", Attrs: Attrs{"dim": int64(16), "base": -1.0, "factor": 1.0, "original_seq_len": int64(0), "beta_fast": 32.0, "beta_slow": 1.0}, Type: T(F32, "M", 8, 2)})
+		}, `graph decode: %7 (rope_table): base -1 and factor 1 must be positive`},
 		{"output foreign", func(g *Graph, n map[string]*Node) {
 			g.SetOutput("z", NewGraph("o").Source("input", T(F32), Attrs{"name": "z"}))
 		}, `graph decode: output z (%0 input) is not a node of this graph`},
@@ -108,6 +134,16 @@ func TestVerifyErrors(t *testing.T) {
 		if strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: multi-line error %q", c.name, err)
 		}
+	}
+}
+
+// TestVerifyClampInfinity: a clamp bound may be ±Inf (no bound), the one
+// float attribute that may.
+func TestVerifyClampInfinity(t *testing.T) {
+	g, n := verifyBase()
+	g.Append(&Node{Op: "clamp", Args: []*Node{n["mm"]}, Attrs: Attrs{"lo": math.Inf(-1), "hi": 448.0}, Type: n["mm"].Type})
+	if err := Verify(g); err != nil {
+		t.Fatal(err)
 	}
 }
 

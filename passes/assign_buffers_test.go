@@ -1,6 +1,7 @@
 package passes_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ds4go/ds4/ir"
@@ -63,6 +64,50 @@ func TestAssignBuffersNoOverlap(t *testing.T) {
 		t.Logf("%s: %d values in %d slots", g.Name, slots, len(distinct))
 		if len(distinct) >= slots/4 {
 			t.Errorf("%s: %d slots for %d values: little reuse", g.Name, len(distinct), slots)
+		}
+	}
+}
+
+// TestAssignBuffersPassesCheck: the plan reader's proof (ir.CheckBuffers)
+// accepts what the pass assigns, with and without the optional passes, and
+// refuses the assignment once one slot is given to a value whose slot-mate
+// is still live.
+func TestAssignBuffersPassesCheck(t *testing.T) {
+	for _, names := range [][]string{nil, {"none"}} {
+		m := buildTiny(t)
+		if _, err := passes.Run(m, names, passes.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range m.Graphs {
+			if err := ir.CheckBuffers(g); err != nil {
+				t.Fatalf("passes %v: %v", names, err)
+			}
+		}
+		// The first two slotted nodes where the second reads the first:
+		// sharing a slot is a conflict.
+		g := m.Graphs[0]
+		broken := false
+		for _, n := range g.Nodes {
+			b, ok := n.Attrs["buf"].(int64)
+			if !ok {
+				continue
+			}
+			for _, a := range n.Args {
+				if ab, ok := a.Attrs["buf"].(int64); ok && ab != b {
+					n.Attrs["buf"] = ab
+					broken = true
+					break
+				}
+			}
+			if broken {
+				break
+			}
+		}
+		if !broken {
+			t.Fatal("no node reads a slotted argument")
+		}
+		if err := ir.CheckBuffers(g); err == nil || !strings.Contains(err.Error(), "takes buffer slot") {
+			t.Fatalf("passes %v: a shared live slot: %v", names, err)
 		}
 	}
 }

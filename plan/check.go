@@ -1,0 +1,212 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/ds4go/ds4/ir"
+)
+
+// Check proves what exec relies on beyond the verifier (ir.VerifyModule,
+// which the caller runs first), so that an edited plan is refused instead
+// of running with wrong answers:
+//
+//   - the module holds exactly the graphs prefill and decode, as the header
+//     lists them, and its metadata agrees with the header;
+//   - node IDs count 0, 1, 2, … in each graph (renumber ran last, so a
+//     moved or deleted line shows), and every value that is not a source, a
+//     probe or a state update is read (no output pointed away from it);
+//   - the buffer plan is sound (ir.CheckBuffers: no two live values share a
+//     slot, every new activation has one, outputs have none);
+//   - the inputs are tokens i64[B,S] (decode: [B,1]) and start_pos i64[];
+//     the one output is logits f32[B,S,V] (decode: [B,1,V]), V the rows of
+//     embed.weight;
+//   - both graphs declare the same states (name, kind, type), probe names
+//     are unique, and every state is updated exactly once per call.
+func Check(p *Plan) error {
+	m := p.Module
+	names := make([]string, len(m.Graphs))
+	for i, g := range m.Graphs {
+		names[i] = g.Name
+	}
+	if !slices.Equal(names, []string{"prefill", "decode"}) {
+		return fmt.Errorf("graphs %q, want [prefill decode]", names)
+	}
+	if !slices.Equal(p.Graphs, names) {
+		return fmt.Errorf("the header lists graphs %q, the file holds %q", p.Graphs, names)
+	}
+	for k, v := range map[string]string{"model": p.Model, "config_fingerprint": p.ConfigFingerprint} {
+		if mv, ok := m.Meta[k]; ok && mv != v {
+			return fmt.Errorf("module meta %q is %q, the header says %q", k, mv, v)
+		}
+	}
+	var facts [2]graphFacts
+	for i, g := range m.Graphs {
+		f, err := checkGraph(g, g.Name == "decode")
+		if err != nil {
+			return err
+		}
+		facts[i] = f
+	}
+	pre, dec := facts[0], facts[1]
+	if pre.vocab != dec.vocab {
+		return fmt.Errorf("prefill logits have %d columns, decode logits %d", pre.vocab, dec.vocab)
+	}
+	for _, f := range facts {
+		if f.embedRows >= 0 && f.embedRows != f.vocab {
+			return fmt.Errorf("logits have %d columns, embed.weight %d rows (the vocabulary)", f.vocab, f.embedRows)
+		}
+	}
+	for name, s := range pre.states {
+		if d, ok := dec.states[name]; !ok || d != s {
+			return fmt.Errorf("state %q is %s in prefill but %s in decode: both calls share the session's state", name, s, dec.states[name])
+		}
+	}
+	for name := range dec.states {
+		if _, ok := pre.states[name]; !ok {
+			return fmt.Errorf("state %q is declared in decode but not in prefill, which sizes the session's state", name)
+		}
+	}
+	return nil
+}
+
+// graphFacts is what Check compares between the two graphs.
+type graphFacts struct {
+	vocab     int64
+	embedRows int64             // -1 without an embed.weight node
+	states    map[string]string // name → "kind type"
+}
+
+func checkGraph(g *ir.Graph, decode bool) (graphFacts, error) {
+	f := graphFacts{embedRows: -1, states: map[string]string{}}
+	if err := checkIDs(g); err != nil {
+		return f, err
+	}
+	seq := ir.Sym("S")
+	if decode {
+		seq = ir.C(1)
+	}
+	v, err := checkLogits(g, seq)
+	if err != nil {
+		return f, err
+	}
+	f.vocab = v
+	if err := checkInputs(g, seq); err != nil {
+		return f, err
+	}
+	if err := checkUsed(g); err != nil {
+		return f, err
+	}
+	if err := ir.CheckBuffers(g); err != nil {
+		return f, err
+	}
+	if err := checkStates(g, f.states); err != nil {
+		return f, err
+	}
+	probes := map[string]*ir.Node{}
+	for _, n := range g.Nodes {
+		switch n.Op {
+		case "probe":
+			name := n.Attrs.Str("name", "")
+			if o := probes[name]; o != nil {
+				return f, fmt.Errorf("graph %s: %%%d (probe): name %q is also the name of %%%d", g.Name, n.ID, name, o.ID)
+			}
+			probes[name] = n
+		case "weight":
+			if n.Attrs.Str("name", "") == "embed.weight" && len(n.Type.Shape) > 0 && n.Type.Shape[0].IsConst() {
+				f.embedRows = n.Type.Shape[0].N
+			}
+		}
+	}
+	return f, nil
+}
+
+// checkIDs checks that IDs count up in schedule order.
+func checkIDs(g *ir.Graph) error {
+	for i, n := range g.Nodes {
+		if n.ID != i {
+			return fmt.Errorf("graph %s: node %d of the schedule is %%%d (%s): IDs must count 0, 1, 2, … in schedule order (were lines moved or removed?)", g.Name, i, n.ID, n.Op)
+		}
+	}
+	return nil
+}
+
+// checkUsed checks that every computed value has a reader: the builder
+// makes none without one, and an output pointed elsewhere leaves one.
+func checkUsed(g *ir.Graph) error {
+	uses := g.UseCounts()
+	for _, n := range g.Nodes {
+		info := n.Info()
+		if uses[n] == 0 && !info.Has(ir.Source) && !info.Has(ir.SideEffect) && !info.Has(ir.StateUpdate) {
+			return fmt.Errorf("graph %s: %%%d (%s): its value is never used (was an output pointed elsewhere?)", g.Name, n.ID, n.Op)
+		}
+	}
+	return nil
+}
+
+func checkInputs(g *ir.Graph, seq ir.Dim) error {
+	want := map[string]ir.Type{"tokens": ir.T(ir.I64, "B", seq), "start_pos": ir.T(ir.I64)}
+	seen := map[string]bool{}
+	for _, n := range g.Nodes {
+		if n.Op != "input" {
+			continue
+		}
+		name := n.Attrs.Str("name", "")
+		t, ok := want[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("graph %s: %%%d (input): unknown input %q (exec gives tokens and start_pos)", g.Name, n.ID, name)
+		case seen[name]:
+			return fmt.Errorf("graph %s: %%%d (input): input %q declared twice", g.Name, n.ID, name)
+		case !n.Type.Equal(t):
+			return fmt.Errorf("graph %s: %%%d (input): %s is %s, want %s", g.Name, n.ID, name, n.Type, t)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+// checkLogits returns V of the one output, logits f32[B,seq,V].
+func checkLogits(g *ir.Graph, seq ir.Dim) (int64, error) {
+	if len(g.Outputs) != 1 || g.Outputs[0].Name != "logits" {
+		names := make([]string, len(g.Outputs))
+		for i, o := range g.Outputs {
+			names[i] = o.Name
+		}
+		return 0, fmt.Errorf("graph %s: outputs %q, want exactly one, logits", g.Name, names)
+	}
+	n := g.Outputs[0].Node
+	s := n.Type.Shape
+	if n.Type.DType != ir.F32 || len(s) != 3 || s[0] != ir.Sym("B") || s[1] != seq || !s[2].IsConst() || s[2].N <= 0 {
+		return 0, fmt.Errorf("graph %s: output logits is %%%d (%s) of type %s, want f32[B,%s,V]", g.Name, n.ID, n.Op, n.Type, seq)
+	}
+	return s[2].N, nil
+}
+
+// checkStates records each state's kind and type and checks that it is
+// updated exactly once (the verifier allows at most once).
+func checkStates(g *ir.Graph, states map[string]string) error {
+	root := map[*ir.Node]*ir.Node{} // state version → its state node
+	updates := map[*ir.Node]int{}
+	for _, n := range g.Nodes {
+		switch {
+		case n.Op == "state":
+			name := n.Attrs.Str("name", "")
+			if _, dup := states[name]; dup {
+				return fmt.Errorf("graph %s: %%%d (state): state %q declared twice", g.Name, n.ID, name)
+			}
+			states[name] = n.Attrs.Str("kind", "") + " " + n.Type.String()
+			root[n] = n
+		case n.Info().Has(ir.StateUpdate):
+			r := root[n.Args[0]]
+			root[n] = r
+			updates[r]++
+		}
+	}
+	for _, n := range g.Nodes {
+		if n.Op == "state" && updates[n] != 1 {
+			return fmt.Errorf("graph %s: %%%d (state): state %q is updated %d times per call, want once", g.Name, n.ID, n.Attrs.Str("name", ""), updates[n])
+		}
+	}
+	return nil
+}
