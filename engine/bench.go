@@ -157,8 +157,13 @@ func opTimeFigures(times map[string]*backends.OpTime, tokens, seconds float64) [
 }
 
 // Bench measures the model with random prompts (no output is checked).
+// Before it allocates anything it checks the memory of every session it
+// will open and of the bandwidth probe (benchPreflight).
 func (m *Model) Bench(opt BenchOptions) (*BenchReport, error) {
 	opt.defaults()
+	if err := m.benchPreflight(opt); err != nil {
+		return nil, err
+	}
 	rep := &BenchReport{Backend: m.Placement.Primary, Threads: runtime.GOMAXPROCS(0), KernelISA: fast.CurrentLevel().String(),
 		Checkpoint: m.w.checkpointBytes(), DecodeContext: opt.DecodeContext, DecodeSteps: opt.DecodeSteps}
 	rng := rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x5851f42d4c957f2d))
@@ -219,6 +224,34 @@ func (m *Model) Bench(opt BenchOptions) (*BenchReport, error) {
 		opt.Log("bandwidth probe: %.2f GB/s; decode reaches %.1f %% of it", rep.ProbeBytesPerS/1e9, 100*rep.BandwidthFraction)
 	}
 	return rep, nil
+}
+
+// benchPreflight refuses, before anything is allocated, a benchmark whose
+// sessions or probe buffer do not fit: each prefill length's session, the
+// decode session (context + warm-up + steps), and the probe against the
+// same limit as the sessions (-max-memory, else MemAvailable). The probe
+// runs after the sessions are dropped, so each is checked on its own.
+func (m *Model) benchPreflight(opt BenchOptions) error {
+	for _, S := range opt.PrefillTokens {
+		if S <= 0 {
+			return fmt.Errorf("prefill length %d: must be > 0", S)
+		}
+		if err := m.checkMemoryHint(Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, MaxMemory: opt.MaxMemory}, "lower -bench-prefill"); err != nil {
+			return fmt.Errorf("prefill of %d tokens: %v", S, err)
+		}
+	}
+	total := ir.SatAdd(ir.SatAdd(int64(opt.DecodeContext), int64(max(opt.DecodeWarmup, 0))), ir.SatAdd(int64(opt.DecodeSteps), 1))
+	if err := m.checkMemoryHint(Options{Batch: opt.Batch, MaxLen: int(total), PrefillLen: opt.DecodeContext, MaxMemory: opt.MaxMemory}, "lower -bench-context or -bench-decode"); err != nil {
+		return fmt.Errorf("decode after %d tokens: %v", opt.DecodeContext, err)
+	}
+	if opt.ProbeBytes > 0 {
+		limit, what := memoryLimit(opt.MaxMemory)
+		if limit > 0 && opt.ProbeBytes > limit {
+			return fmt.Errorf("the bandwidth probe buffer of %d bytes (%s) is more than %s of %d bytes (%s): lower -probe-mb",
+				opt.ProbeBytes, FormatBytes(opt.ProbeBytes), what, limit, FormatBytes(limit))
+		}
+	}
+	return nil
 }
 
 // benchDecode times opt.DecodeSteps greedy decode steps after a prompt and

@@ -235,23 +235,38 @@ func AvailableMemory() (int64, error) {
 // opt.MaxMemory when positive, else MemAvailable (no check when neither is
 // known, or when opt.MaxMemory is negative).
 func (m *Model) checkMemory(opt Options) error {
-	limit, what := opt.MaxMemory, "the -max-memory limit"
-	if limit < 0 {
+	return m.checkMemoryHint(opt, "lower -max-len or the batch")
+}
+
+// checkMemoryHint is checkMemory ending its message with hint.
+func (m *Model) checkMemoryHint(opt Options, hint string) error {
+	limit, what := memoryLimit(opt.MaxMemory)
+	if limit <= 0 {
 		return nil
-	}
-	if limit == 0 {
-		avail, err := AvailableMemory()
-		if err != nil {
-			return nil
-		}
-		limit, what = avail, "available memory (MemAvailable)"
 	}
 	need := m.SessionMemory(opt)
 	if t := need.Total(); t > limit {
-		return fmt.Errorf("a session of batch %d and maximum length %d needs %d bytes (%s: caches %s, RoPE tables %s, activations %s), more than %s of %d bytes (%s): lower -max-len or the batch",
-			opt.Batch, opt.MaxLen, t, FormatBytes(t), FormatBytes(need.Caches), FormatBytes(need.Ropes), FormatBytes(need.Activations), what, limit, FormatBytes(limit))
+		return fmt.Errorf("a session of batch %d and maximum length %d needs %d bytes (%s: caches %s, RoPE tables %s, activations %s), more than %s of %d bytes (%s): %s",
+			opt.Batch, opt.MaxLen, t, FormatBytes(t), FormatBytes(need.Caches), FormatBytes(need.Ropes), FormatBytes(need.Activations), what, limit, FormatBytes(limit), hint)
 	}
 	return nil
+}
+
+// memoryLimit is the limit a session is checked against: maxMemory when
+// positive, else MemAvailable; 0 when there is none (maxMemory negative,
+// or /proc/meminfo unreadable).
+func memoryLimit(maxMemory int64) (int64, string) {
+	switch {
+	case maxMemory > 0:
+		return maxMemory, "the -max-memory limit"
+	case maxMemory < 0:
+		return 0, ""
+	}
+	avail, err := AvailableMemory()
+	if err != nil {
+		return 0, ""
+	}
+	return avail, "available memory (MemAvailable)"
 }
 
 // FormatBytes renders n in binary units (e.g. "1.5 GiB").

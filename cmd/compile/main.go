@@ -29,7 +29,7 @@ type options struct {
 
 func run(args []string) error {
 	var o options
-	fs := cli.NewFlagSet("compile", "compile (-model DIR | -config FILE) [-o FILE] [-explain | -explain-json] [-dump-after all|NAME -dump-dir DIR]")
+	fs := cli.NewFlagSet("compile", usage)
 	fs.StringVar(&o.model, "model", "", "checkpoint directory holding config.json")
 	fs.StringVar(&o.config, "config", "", "config file (flat inference config or Hugging Face config.json): shapes only, no weights")
 	fs.StringVar(&o.out, "o", "", "write the plan to this file")
@@ -47,14 +47,8 @@ func run(args []string) error {
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if (o.model == "") == (o.config == "") {
-		return fmt.Errorf("give exactly one of -model DIR or -config FILE")
-	}
-	if o.maxBatch < 0 {
-		return fmt.Errorf("-max-batch %d: must be >= 0 (0 = unlimited)", o.maxBatch)
-	}
-	if o.dumpAfter != "" && o.dumpDir == "" {
-		return fmt.Errorf("-dump-after needs -dump-dir")
+	if err := o.check(cli.Visited(fs)); err != nil {
+		return err
 	}
 	src := o.config
 	if o.model != "" {
@@ -79,6 +73,9 @@ func run(args []string) error {
 	}
 	for _, s := range cfg.IgnoredParts() {
 		fmt.Fprintf(os.Stderr, "compile: note: %s\n", s)
+	}
+	if u := cfg.UnusedKeys(); len(u) > 0 {
+		fmt.Fprintf(os.Stderr, "compile: note: %s: keys not used by the text model (ignored): %s\n", src, strings.Join(u, ", "))
 	}
 	m, err := deepseekv4.BuildModule(cfg)
 	if err != nil {

@@ -15,10 +15,7 @@ import (
 
 // optimise runs the pass pipeline on m and returns the passes that ran.
 func optimise(o options, cfg *deepseekv4.Config, m *ir.Module) ([]string, error) {
-	names := passes.ParseNames(o.passes)
-	if _, err := passes.Select(names); err != nil {
-		return nil, fmt.Errorf("-passes: %v", err)
-	}
+	names := passes.ParseNames(o.passes) // checked by options.check
 	var before *ir.Module
 	if o.stats {
 		var err error

@@ -10,16 +10,22 @@ import (
 	"strings"
 
 	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/internal/cli"
 )
 
 // benchOptions are the flags of exec -bench.
 type benchOptions struct {
 	on, json, opTimes    bool
 	prefill              string
+	lens                 []int // prefill parsed by check
 	context, steps, reps int
 	probeMB              int64
 	cpuProfile           string
 }
+
+// maxRepeats bounds -bench-repeats: each repeat is a whole prefill of every
+// length, and the best of a few is what is reported.
+const maxRepeats = 1000
 
 func (b *benchOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&b.on, "bench", false, "benchmark the plan with random prompts: prefill and decode throughput, weight bytes per decoded token, memory bandwidth probe, RSS")
@@ -49,23 +55,39 @@ func (b *benchOptions) startProfile() (func(), error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
-// runBench runs engine.Bench on an opened model and prints the report.
-func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64) error {
-	var lens []int
+// check parses -bench-prefill and refuses values out of range (the memory
+// the sessions and the probe need is checked by engine.Bench before it
+// allocates anything).
+func (b *benchOptions) check() error {
+	b.lens = nil
 	for _, f := range strings.Split(b.prefill, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
 		v, err := strconv.Atoi(f)
-		if err != nil || v <= 0 {
-			return fmt.Errorf("-bench-prefill: %q is not a positive length", f)
+		if err != nil || v <= 0 || v > maxTokens || strings.HasPrefix(f, "+") {
+			return fmt.Errorf("-bench-prefill: %q is not a length in 1..%d", f, maxTokens)
 		}
-		lens = append(lens, v)
+		b.lens = append(b.lens, v)
 	}
-	if b.context <= 0 || b.steps <= 0 || b.reps <= 0 || b.probeMB < 0 {
-		return fmt.Errorf("-bench-context, -bench-decode and -bench-repeats must be > 0, -probe-mb ≥ 0")
+	for _, err := range []error{
+		cli.IntRange("bench-context", int64(b.context), 1, maxTokens, maxTokensWhy),
+		cli.IntRange("bench-decode", int64(b.steps), 1, maxTokens, maxTokensWhy),
+		cli.IntRange("bench-repeats", int64(b.reps), 1, maxRepeats, "the best of a few repeats is reported"),
+		// 2^30 MiB = 1 PiB: the shift to bytes stays far from overflow;
+		// engine.Bench refuses a probe larger than the memory available.
+		cli.IntRange("probe-mb", b.probeMB, 0, 1<<30, "1 PiB"),
+	} {
+		if err != nil {
+			return err
+		}
 	}
-	opt := engine.BenchOptions{PrefillTokens: lens, Batch: batch, DecodeContext: b.context, DecodeSteps: b.steps,
+	return nil
+}
+
+// runBench runs engine.Bench on an opened model and prints the report.
+func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64) error {
+	opt := engine.BenchOptions{PrefillTokens: b.lens, Batch: batch, DecodeContext: b.context, DecodeSteps: b.steps,
 		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory, OpTimes: b.opTimes}
 	if b.probeMB == 0 {
 		opt.ProbeBytes = -1

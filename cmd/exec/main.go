@@ -2,9 +2,11 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,9 +42,15 @@ type options struct {
 	bench                                                 benchOptions // cmd/exec/bench.go
 }
 
-func run(args []string) error {
-	var o options
-	fs := cli.NewFlagSet("exec", "exec -plan FILE [-model DIR] -prompt-ids \"1,2,3;4,5,6\" [-max-new-tokens N] [-temperature T] [-seed S] [-dump FILE] [-trace-out FILE] [-trace-in FILE]")
+// usage is the synopsis of -h: every flag appears in it (TestUsageNamesEveryFlag).
+const usage = `exec -plan FILE [-model DIR] (-prompt-ids "1,2,3;4,5,6" | -trace-in FILE) [-max-new-tokens N] [-max-len N]
+            [-temperature T [-seed S]] [-dump FILE] [-trace-out FILE] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
+       exec -plan FILE [-model DIR] -bench [-json] [-bench-prefill LIST] [-bench-context N] [-bench-decode N]
+            [-bench-repeats N] [-probe-mb N] [-op-times] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]`
+
+// newFlags registers every flag of exec into o.
+func newFlags(o *options) *flag.FlagSet {
+	fs := cli.NewFlagSet("exec", usage)
 	fs.StringVar(&o.plan, "plan", "", "plan file written by compile (required)")
 	fs.StringVar(&o.model, "model", "", "checkpoint directory (default: the one recorded in the plan)")
 	fs.StringVar(&o.prompt, "prompt-ids", "", "token ids: rows separated by ';', ids by ','; all rows the same length")
@@ -54,7 +62,7 @@ func run(args []string) error {
 	fs.StringVar(&o.traceOut, "trace-out", "", "write every block's tensors under the golden naming (docs/trace-format.md)")
 	fs.StringVar(&o.traceIn, "trace-in", "", "teacher-force from a trace/golden file: its prompt, decode tokens, block inputs and pre mixes")
 	fs.StringVar(&o.backend, "backend", "cpu", "backend to run on")
-	fs.Func("max-memory", "refuse a session needing more than this many bytes (e.g. 512M, 8G; default: MemAvailable)", func(v string) (err error) {
+	fs.Func("max-memory", "refuse a session needing more than `BYTES` bytes (e.g. 512M, 8G; default: MemAvailable)", func(v string) (err error) {
 		o.maxMemory, err = engine.ParseBytes(v)
 		if err == nil && o.maxMemory == 0 {
 			err = fmt.Errorf("must be > 0")
@@ -62,31 +70,37 @@ func run(args []string) error {
 		return err
 	})
 	o.bench.register(fs)
+	return fs
+}
+
+func run(args []string) error {
+	var o options
+	fs := newFlags(&o)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if o.plan == "" {
-		return fmt.Errorf("-plan is required (make one with: compile -model DIR -o FILE)")
-	}
-	if o.maxNew < 0 {
-		return fmt.Errorf("-max-new-tokens %d: must be ≥ 0", o.maxNew)
-	}
-	if o.temperature < 0 || math.IsNaN(o.temperature) {
-		return fmt.Errorf("-temperature %v: must be ≥ 0", o.temperature)
+	set := cli.Visited(fs)
+	if err := o.check(set); err != nil {
+		return err
 	}
 	p, err := plan.Read(o.plan)
 	if err != nil {
 		return err
 	}
-	dir := o.model
-	if dir == "" {
-		dir = p.ModelDir
+	md := modelDir{path: o.model}
+	if md.path == "" {
+		md = modelDir{path: p.ModelDir, plan: o.plan}
 	}
+	dir := md.path
 	if dir == "" {
 		return fmt.Errorf("plan %s was compiled shape-only: give -model DIR", o.plan)
 	}
-	if err := checkFingerprint(p, dir); err != nil {
-		return err
+	cfg, err := checkFingerprint(p, dir)
+	if err != nil {
+		return md.wrap(err)
+	}
+	if err := checkTokenMap(cfg, dir); err != nil {
+		return md.wrap(err)
 	}
 	stopProfile, err := o.bench.startProfile()
 	if err != nil {
@@ -96,7 +110,7 @@ func run(args []string) error {
 	if o.bench.on {
 		model, err := engine.Open(p.Module, dir, o.backend)
 		if err != nil {
-			return err
+			return md.wrap(err)
 		}
 		defer model.Close()
 		return runBench(&o.bench, model, 1, o.maxMemory)
@@ -112,10 +126,18 @@ func run(args []string) error {
 		if prompt, err = idsOf(teacher, "inputs.input_ids"); err != nil {
 			return err
 		}
-		if forced, err = idsOf(teacher, "inputs.decode_input_ids"); err != nil {
-			forced = nil
-		}
-		if forced != nil {
+		// Only an absent tensor means no teacher forcing: one of the wrong
+		// dtype or shape is an error, not forcing silently off.
+		if _, ok := teacher.Get("inputs.decode_input_ids"); ok {
+			if forced, err = idsOf(teacher, "inputs.decode_input_ids"); err != nil {
+				return err
+			}
+			if len(forced) != len(prompt) {
+				return fmt.Errorf("%s: tensor \"inputs.decode_input_ids\" has %d rows, inputs.input_ids %d", o.traceIn, len(forced), len(prompt))
+			}
+			if set["max-new-tokens"] {
+				return fmt.Errorf("-max-new-tokens has no effect with -trace-in %s (its inputs.decode_input_ids set the decode steps)", o.traceIn)
+			}
 			o.maxNew = len(forced[0]) + 1
 		}
 	} else {
@@ -139,7 +161,7 @@ func run(args []string) error {
 
 	model, err := engine.Open(p.Module, dir, o.backend)
 	if err != nil {
-		return err
+		return md.wrap(err)
 	}
 	defer model.Close()
 	if err := checkOutputs(o); err != nil {
@@ -193,11 +215,6 @@ func run(args []string) error {
 	for b := range gen {
 		fmt.Printf("row %d: %s\n", b, joinIDs(gen[b]))
 	}
-	decodeSteps := max(o.maxNew-1, 0)
-	fmt.Printf("prefill: %d tokens in %.3fs (%.1f tokens/s)\n", len(prompt)*S, prefillDur.Seconds(), float64(len(prompt)*S)/prefillDur.Seconds())
-	if decodeSteps > 0 {
-		fmt.Printf("decode: %d steps × %d rows in %.3fs (%.1f tokens/s)\n", decodeSteps, len(prompt), decodeDur.Seconds(), float64(decodeSteps*len(prompt))/decodeDur.Seconds())
-	}
 
 	if o.dump != "" {
 		all := make([]int32, 0)
@@ -218,6 +235,7 @@ func run(args []string) error {
 			return fmt.Errorf("-trace-out %v", err)
 		}
 	}
+	printTimes(len(prompt), S, max(o.maxNew-1, 0), prefillDur, decodeDur)
 	return nil
 }
 
@@ -236,14 +254,64 @@ func checkOutputs(o options) error {
 	return nil
 }
 
-// checkFingerprint refuses to run a plan against a checkpoint of another model.
-func checkFingerprint(p *plan.Plan, dir string) error {
-	cfg, err := deepseekv4.LoadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
+// printTimes reports the speed of the run on stderr (stdout holds only the
+// results, the rows of ids).
+func printTimes(rows, S, decodeSteps int, prefill, decode time.Duration) {
+	fmt.Fprintf(os.Stderr, "prefill: %d tokens in %.3fs (%.1f tokens/s)\n", rows*S, prefill.Seconds(), float64(rows*S)/prefill.Seconds())
+	if decodeSteps > 0 {
+		fmt.Fprintf(os.Stderr, "decode: %d steps × %d rows in %.3fs (%.1f tokens/s)\n", decodeSteps, rows, decode.Seconds(), float64(decodeSteps*rows)/decode.Seconds())
+	}
+}
+
+// modelDir is the checkpoint directory and, when it came from the plan
+// (no -model), the plan that recorded it.
+type modelDir struct{ path, plan string }
+
+// wrap says, in an error about the directory, that the path came from the
+// plan: the checkpoint may have moved since the compile.
+func (d modelDir) wrap(err error) error {
+	if d.plan == "" || err == nil || !strings.Contains(err.Error(), d.path) {
 		return err
 	}
+	return fmt.Errorf("model directory %s recorded in plan %s (compiled there; give -model DIR if it moved): %w", d.path, d.plan, err)
+}
+
+// checkFingerprint refuses to run a plan against a checkpoint of another
+// model; it returns the checkpoint's config.
+func checkFingerprint(p *plan.Plan, dir string) (*deepseekv4.Config, error) {
+	cfg, err := deepseekv4.LoadConfig(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
 	if fp := cfg.Fingerprint(); fp != p.ConfigFingerprint {
-		return fmt.Errorf("plan was compiled for config %s but %s has config %s: recompile the plan", p.ConfigFingerprint, dir, fp)
+		return nil, fmt.Errorf("plan was compiled for config %s but %s has config %s: recompile the plan", p.ConfigFingerprint, dir, fp)
+	}
+	return cfg, nil
+}
+
+// checkTokenMap refuses an Engram token map that disagrees with the config
+// (Config.CheckTokenMap). A map that is missing or cannot be read is left
+// to engine.Open, which binds it and reports that.
+func checkTokenMap(cfg *deepseekv4.Config, dir string) error {
+	if len(cfg.EngramLayerIDs) == 0 {
+		return nil
+	}
+	path := filepath.Join(dir, engine.TokenMapFile)
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	t, ok := f.Get("token_map")
+	if !ok {
+		return nil
+	}
+	v, err := t.Int64s()
+	if err != nil || len(t.Shape) != 1 {
+		return nil
+	}
+	if err := cfg.CheckTokenMap(v, f.Metadata); err != nil {
+		return fmt.Errorf("%s: tensor \"token_map\": %v", path, err)
 	}
 	return nil
 }
@@ -259,7 +327,7 @@ func ParsePrompt(s string) ([][]int64, error) {
 		var row []int64
 		for _, f := range strings.Split(r, ",") {
 			v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
-			if err != nil {
+			if err != nil || strings.HasPrefix(strings.TrimSpace(f), "+") {
 				return nil, fmt.Errorf("row %d: %q is not a token id", i, strings.TrimSpace(f))
 			}
 			row = append(row, v)

@@ -71,10 +71,18 @@ func Decode(data []byte, v any) error {
 // file order. A key given twice, a top level that is not an object and
 // anything after the object are errors.
 func Object(data []byte) (map[string]json.RawMessage, []string, error) {
+	m, keys, err := object(data)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		err = fmt.Errorf("invalid JSON at byte %d: unexpected end of data", len(data))
+	}
+	return m, keys, err
+}
+
+func object(data []byte) (map[string]json.RawMessage, []string, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, nil, Error(err)
+		return nil, nil, eofOr(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, nil, &FieldError{"", fmt.Sprintf("top level is %s, want an object", tokenKind(tok))}
@@ -84,12 +92,12 @@ func Object(data []byte) (map[string]json.RawMessage, []string, error) {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, nil, Error(err)
+			return nil, nil, eofOr(err)
 		}
 		k := tok.(string) // inside an object the decoder yields only string keys here
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, nil, Error(err)
+			return nil, nil, eofOr(err)
 		}
 		if _, dup := raw[k]; dup {
 			return nil, nil, &FieldError{k, "given twice"}
@@ -98,7 +106,7 @@ func Object(data []byte) (map[string]json.RawMessage, []string, error) {
 		keys = append(keys, k)
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, nil, Error(err)
+		return nil, nil, eofOr(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		off := dec.InputOffset()
@@ -108,6 +116,14 @@ func Object(data []byte) (map[string]json.RawMessage, []string, error) {
 		return nil, nil, fmt.Errorf("invalid JSON at byte %d: data after the object", off)
 	}
 	return raw, keys, nil
+}
+
+// eofOr keeps an end-of-data error for Object to place, else words err.
+func eofOr(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return Error(err)
 }
 
 // IsNull reports whether a raw value is the JSON null.

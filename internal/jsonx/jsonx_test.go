@@ -37,11 +37,11 @@ func TestDecodeRefuses(t *testing.T) {
 		{`{"inner": {"n": "x"}}`, `field "inner.n": want an integer, got string`},
 		{`{"dim": 1, "dim": 2}`, `field "dim": given twice`},
 		{`{"dim": 1} {}`, `invalid JSON at byte`},
-		{`{"dim": 1`, `invalid JSON: unexpected end of data`},
+		{`{"dim": 1`, `invalid JSON at byte 9: unexpected end of data`},
 		{`{"dim": 1,}`, `invalid JSON at byte`},
 		{`null`, `top level is null, want an object`},
 		{`[1]`, `top level is a list, want an object`},
-		{``, `invalid JSON: unexpected end of data`},
+		{``, `invalid JSON at byte 0: unexpected end of data`},
 	} {
 		var s sample
 		err := Decode([]byte(tc.in), &s)

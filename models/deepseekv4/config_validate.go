@@ -341,3 +341,31 @@ func (c *Config) String() string {
 		c.NLayers, LayoutSummary(c.Layers()), c.Dim, c.NHeads, c.HeadDim, c.NActivatedExperts, c.NRoutedExperts, c.VocabSize)
 	return b.String()
 }
+
+// CheckTokenMap checks a checkpoint's Engram token map (its values and the
+// safetensors metadata, if any) against the config: one entry per raw id,
+// each a compressed id in [0, engram_compressed_vocab_size) or -1 (a token
+// in no n-gram, e.g. of an image span), and a compressed id for the pad.
+// Metadata compressed_vocab_size and pad_id, when present, must agree.
+func (c *Config) CheckTokenMap(m []int64, meta map[string]string) error {
+	if len(m) != c.VocabSize {
+		return fmt.Errorf("has %d entries, want one per raw id: vocab_size = %d", len(m), c.VocabSize)
+	}
+	for _, kv := range []struct {
+		key  string
+		want int64
+	}{{"compressed_vocab_size", c.EngramCompressedVocabSize}, {"pad_id", int64(c.EngramPadID)}} {
+		if v, ok := meta[kv.key]; ok && v != fmt.Sprint(kv.want) {
+			return fmt.Errorf("metadata %s is %s, the config says %d", kv.key, v, kv.want)
+		}
+	}
+	for id, v := range m {
+		if v < -1 || v >= c.EngramCompressedVocabSize {
+			return fmt.Errorf("entry %d is %d, want a compressed id in [0, engram_compressed_vocab_size = %d) or -1", id, v, c.EngramCompressedVocabSize)
+		}
+	}
+	if m[c.EngramPadID] < 0 {
+		return fmt.Errorf("entry %d (engram_pad_id) is -1, want a compressed id", c.EngramPadID)
+	}
+	return nil
+}
