@@ -11,6 +11,7 @@ import (
 
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/internal/cli"
+	"github.com/ds4go/ds4/internal/fileio"
 )
 
 // benchOptions are the flags of exec -bench.
@@ -44,15 +45,15 @@ func (b *benchOptions) startProfile() (func(), error) {
 	if b.cpuProfile == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(b.cpuProfile)
+	f, err := fileio.Create(b.cpuProfile) // never onto an input, a directory or a FIFO
 	if err != nil {
-		return nil, fmt.Errorf("-cpuprofile: %v", err)
+		return nil, fmt.Errorf("-cpuprofile %v", err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
+		f.Abort()
 		return nil, fmt.Errorf("-cpuprofile: %v", err)
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return func() { pprof.StopCPUProfile(); f.Commit() }, nil
 }
 
 // check parses -bench-prefill and refuses values out of range (the memory

@@ -113,6 +113,9 @@ func run(args []string) error {
 			return md.wrap(err)
 		}
 		defer model.Close()
+		if err := checkOutputs(o); err != nil {
+			return err
+		}
 		return runBench(&o.bench, model, 1, o.maxMemory)
 	}
 
@@ -241,9 +244,10 @@ func run(args []string) error {
 
 // checkOutputs refuses, before the run, an output that is a directory, a
 // FIFO or one of the files read: the plan, the checkpoint's files, the
-// -trace-in file (internal/fileio).
+// -trace-in file (internal/fileio). The CPU profile, begun before the
+// checkpoint was opened, is checked again here.
 func checkOutputs(o options) error {
-	for _, out := range []struct{ flag, path string }{{"-dump", o.dump}, {"-trace-out", o.traceOut}} {
+	for _, out := range []struct{ flag, path string }{{"-dump", o.dump}, {"-trace-out", o.traceOut}, {"-cpuprofile", o.bench.cpuProfile}} {
 		if out.path == "" {
 			continue
 		}

@@ -13,7 +13,8 @@
 // the replaced file) and writes a character or block device directly, as cp
 // does, so /dev/null swallows the data and /dev/full reports "no space left
 // on device". A directory, FIFO or socket is refused, and so is a file that
-// is one of the command's inputs. CreateDir stages an output directory in a
+// is one of the command's inputs. Create and Commit do the same for data
+// that is streamed (a CPU profile). CreateDir stages an output directory in a
 // temporary directory that Commit moves into place; files that the output
 // directory already held and the command does not write are kept.
 //

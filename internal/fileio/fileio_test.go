@@ -293,3 +293,44 @@ func TestRemoveTemporaries(t *testing.T) {
 		t.Fatalf("left %v", got)
 	}
 }
+
+// TestCreate: a streamed output appears only at Commit, Abort leaves
+// nothing, and Commit refuses a target that became an input meanwhile.
+func TestCreate(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "cpu.prof")
+	f, err := Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("ab"))
+	if _, err := os.Stat(p); err == nil {
+		t.Fatal("the output exists before Commit")
+	}
+	if err := f.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "ab" {
+		t.Fatalf("content %q", b)
+	}
+	f, _ = Create(p)
+	f.Write([]byte("cd"))
+	f.Abort()
+	if b, _ := os.ReadFile(p); string(b) != "ab" {
+		t.Fatalf("content %q after Abort", b)
+	}
+	stop := RecordInputs()
+	defer stop()
+	f, _ = Create(p)
+	f.Write([]byte("ef"))
+	if _, err := ReadFile(p, 10); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, f.Commit(), p+": is the input "+p)
+	if b, _ := os.ReadFile(p); string(b) != "ab" {
+		t.Fatalf("content %q after a refused Commit", b)
+	}
+	if got := entries(t, dir); len(got) != 1 {
+		t.Fatalf("directory holds %v", got)
+	}
+}

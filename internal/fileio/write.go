@@ -81,70 +81,111 @@ func notAnInput(path string, st os.FileInfo) error {
 	return nil
 }
 
-// WriteFile stores data at path (see CheckOutput for what path may be). A
-// regular file is replaced atomically: the data goes to a temporary file in
-// the same directory, which is synced, given the old file's permissions
-// (0o644 for a new one) and renamed over it; on any failure, or a signal,
-// the temporary file is removed and path is untouched. A device is written
-// directly. Errors name path: "out.plan: no space left on device".
+// WriteFile stores data at path (see CheckOutput for what path may be)
+// through Create, Write and Commit. Errors name path: "out.plan: no space
+// left on device".
 func WriteFile(path string, data []byte) error {
+	f, err := Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Commit()
+}
+
+// File is an output being written, for data that is streamed (a CPU
+// profile) rather than held whole. A regular file is written to a
+// temporary file in the same directory that Commit syncs, gives the old
+// file's permissions (0o644 for a new one) and renames over path, and that
+// Abort, a failure or a signal removes: path is never seen half-written. A
+// device is written directly.
+type File struct {
+	path string // as the caller named it, for messages
+	out  output
+	f    *os.File
+	tmp  string // the temporary file; "" for a device
+}
+
+// Create starts writing the output path (see CheckOutput).
+func Create(path string) (*File, error) {
 	out, err := checkOutput(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	w := &File{path: path, out: out}
 	if out.device {
-		err = writeDevice(out.path, data)
+		w.f, err = os.OpenFile(out.path, os.O_WRONLY, 0)
 	} else {
-		err = replace(out.path, out.perm, data)
+		w.f, err = createTemp(filepath.Dir(out.path), "."+filepath.Base(out.path)+".tmp*")
+		if err == nil {
+			w.tmp = w.f.Name()
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, Cause(err))
+		return nil, w.fail(err)
 	}
-	return nil
+	return w, nil
 }
 
-func writeDevice(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+// Write writes p; errors name the output path.
+func (w *File) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
 	if err != nil {
-		return err
+		err = w.fail(err)
 	}
-	_, err = f.Write(data)
-	return errors.Join(err, f.Close())
+	return n, err
 }
 
-func replace(path string, perm fs.FileMode, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := createTemp(dir, "."+filepath.Base(path)+".tmp*")
+// Commit finishes the output: a regular file is synced and renamed into
+// place, after checking again that it is none of the command's inputs (an
+// input may have been opened since Create).
+func (w *File) Commit() error {
+	if w.tmp == "" {
+		return w.fail(w.f.Close())
+	}
+	err := w.f.Chmod(w.out.perm)
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		if st, serr := os.Stat(w.out.path); serr == nil {
+			if err := notAnInput(w.path, st); err != nil {
+				w.Abort()
+				return err
+			}
+		}
+		err = settle(w.tmp, func() error { return os.Rename(w.tmp, w.out.path) })
+	}
 	if err != nil {
-		return err
+		w.Abort()
+		return w.fail(err)
 	}
-	tmp := f.Name()
-	err = fill(f, perm, data)
-	if err != nil {
-		settle(tmp, func() error { return os.Remove(tmp) })
-		return err
-	}
-	if err := settle(tmp, func() error { return os.Rename(tmp, path) }); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(dir); err == nil { // best effort: the rename persists
+	if d, err := os.Open(filepath.Dir(w.out.path)); err == nil { // best effort: the rename persists
 		d.Sync()
 		d.Close()
 	}
 	return nil
 }
 
-// fill writes, syncs and closes the temporary file.
-func fill(f *os.File, perm fs.FileMode, data []byte) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
+// Abort gives up the output: a temporary file is removed, path untouched.
+func (w *File) Abort() {
+	w.f.Close()
+	if w.tmp != "" {
+		settle(w.tmp, func() error { return os.Remove(w.tmp) }) // refused after a signal, whose handler removed it
 	}
+}
+
+func (w *File) fail(err error) error {
 	if err == nil {
-		err = f.Sync()
+		return nil
 	}
-	return errors.Join(err, f.Close())
+	return fmt.Errorf("%s: %w", w.path, Cause(err))
 }
 
 // Cause is the cause of an os error without the operation and path it
