@@ -216,3 +216,30 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// The smallest temperature accepted samples (exit 0), with a seed; a
+// Hugging Face config's unknown key (not a misspelling) compiles with a
+// note naming it.
+func TestFlagsAcceptedEdges(t *testing.T) {
+	plan := tinyPlan(t)
+	r := runBin(t, "exec", "-plan", plan, "-prompt-ids", "1,2,3", "-max-new-tokens", "2", "-temperature", "1e-6", "-seed", "3")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "row 0: ") {
+		t.Errorf("exec -temperature 1e-6: status %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(repoRoot(), "models", "deepseekv4", "testdata", "configs", "hf-deepseek-v41-flash.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["some_future_key"] = json.RawMessage("1")
+	b, _ = json.Marshal(m)
+	dir := t.TempDir()
+	cfg := errsWrite(t, filepath.Join(dir, "config.json"), string(b))
+	r = runBin(t, "compile", "-config", cfg, "-explain")
+	if r.code != 0 || !strings.Contains(r.stderr, "config.json: keys not used by the text model (ignored): some_future_key\n") {
+		t.Errorf("compile of an HF config with an unknown key: status %d, stderr %q", r.code, r.stderr)
+	}
+}
