@@ -125,6 +125,16 @@ func init() {
 		{name: "compile-output-fifo", cmd: "compile", want: "out.plan: is a named pipe; give a regular file or a device", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 			return []string{"-model", fx.goodDir, "-o", filesFIFO(t, filepath.Join(in, "out.plan"))}
 		}},
+		{name: "compile-output-read-only", cmd: "compile", want: "x.plan: permission denied", unprivileged: true, setup: func(t *testing.T, fx *errsFixture, in string) []string {
+			// The directory is writable: only the check of the file itself
+			// stops the rename over a file its owner made read-only.
+			d := filepath.Join(in, "ro")
+			os.Mkdir(d, 0o777)
+			os.Chmod(d, 0o777)
+			p := errsWrite(t, filepath.Join(d, "x.plan"), "keep")
+			os.Chmod(p, 0o444)
+			return []string{"-model", fx.goodDir, "-o", p}
+		}},
 		{name: "compile-dump-dir-model", cmd: "compile", want: ": holds the input ", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 			dir := copyTinyCheckpoint(t, in)
 			return []string{"-model", dir, "-dump-after", "all", "-dump-dir", dir}

@@ -74,6 +74,15 @@ func TestWriteFileRegular(t *testing.T) {
 	if got := entries(t, dir); len(got) != 2 {
 		t.Fatalf("directory holds %v, want x.plan and link", got)
 	}
+	// A read-only file is not replaced (root may write it: tested as an
+	// unprivileged user by the catalogue's compile-output-read-only).
+	if os.Geteuid() != 0 {
+		os.Chmod(p, 0o444)
+		wantErr(t, WriteFile(p, []byte("four")), p+": permission denied")
+		if b, _ := os.ReadFile(p); string(b) != "three" {
+			t.Fatalf("read-only file now holds %q", b)
+		}
+	}
 }
 
 func TestWriteFileRefusals(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // output is where WriteFile puts the data of a checked output path.
@@ -52,6 +54,11 @@ func checkOutput(path string) (output, error) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return output{}, fmt.Errorf("%s: %w", path, Cause(err))
+	}
+	// The rename needs only the directory writable: refuse a file that
+	// could not be written in place, as cp would.
+	if err := unix.Access(real, unix.W_OK); err != nil {
+		return output{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return output{path: real, perm: st.Mode().Perm()}, nil
 }
