@@ -344,21 +344,9 @@ func ParsePrompt(s string) ([][]int64, error) {
 	return rows, nil
 }
 
-func idsOf(f *safetensors.File, name string) ([][]int64, error) {
-	t, ok := f.Get(name)
-	if !ok || len(t.Shape) != 2 {
-		return nil, fmt.Errorf("%s: no 2-D tensor %q", f.Path, name)
-	}
-	v, err := t.Int64s()
-	if err != nil {
-		return nil, err
-	}
-	rows := make([][]int64, t.Shape[0])
-	for i := range rows {
-		rows[i] = v[i*t.Shape[1] : (i+1)*t.Shape[1]]
-	}
-	return rows, nil
-}
+// idsOf reads token ids [rows, tokens] of a trace file (engine.TraceIDs
+// refuses an empty, 1-D or non-integer tensor, naming it).
+func idsOf(f *safetensors.File, name string) ([][]int64, error) { return engine.TraceIDs(f, name) }
 
 func column(m [][]int64, i int) []int64 {
 	out := make([]int64, len(m))
