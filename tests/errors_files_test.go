@@ -156,6 +156,9 @@ func init() {
 			g := filesCopy(t, filepath.Join(tinyDir(), "golden.safetensors"), filepath.Join(in, "g.safetensors"))
 			return []string{"-plan", fx.goodPlan, "-model", fx.goodDir, "-trace-in", g, "-trace-out", g}
 		}},
+		{name: "dump-is-trace-out", cmd: "exec", want: "-trace-out out.safetensors: is already an output of this command; give each output its own file", setup: func(t *testing.T, fx *errsFixture, in string) []string {
+			return []string{"-plan", fx.goodPlan, "-model", fx.goodDir, "-prompt-ids", "1,2", "-dump", "out.safetensors", "-trace-out", "out.safetensors"}
+		}},
 		{name: "dump-is-dir", cmd: "exec", want: filepath.Join("d", "x") + ": is a directory", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 			d := filepath.Join(in, "d", "x")
 			os.MkdirAll(filepath.Join(d, "sub"), 0o755)

@@ -165,7 +165,23 @@ func TestInputsAreNotOutputs(t *testing.T) {
 	if err := WriteFile(filepath.Join(dir, "other"), []byte("x")); err != nil {
 		t.Error(err)
 	}
+	// Two outputs naming one file (here through a symbolic link to the
+	// directory) would overwrite each other; a device may take both.
+	out := filepath.Join(dir, "out")
+	os.Symlink(".", filepath.Join(dir, "self"))
+	if err := CheckOutput(out); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, CheckOutput(filepath.Join(dir, "self", "out")), "out: is already an output of this command; give each output its own file")
+	for range 2 {
+		if err := CheckOutput("/dev/null"); err != nil {
+			t.Errorf("a device refused as a second output: %v", err)
+		}
+	}
 	stop()
+	if err := CheckOutput(out); err != nil {
+		t.Errorf("after stop: %v", err)
+	}
 	if b, _ := os.ReadFile(p); string(b) != "{}" {
 		t.Errorf("input changed to %q", b)
 	}

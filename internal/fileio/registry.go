@@ -2,6 +2,7 @@ package fileio
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ var reg struct {
 	sync.Mutex
 	recording bool
 	inputs    []input
+	outputs   []string        // files reserved by CheckOutput, symbolic links resolved
 	temps     map[string]bool // path -> is a directory
 	closed    bool            // RemoveTemporaries ran: the process is exiting
 }
@@ -33,11 +35,11 @@ var errClosed = errors.New("interrupted")
 // and then rewrite a file on purpose are not affected.
 func RecordInputs() (stop func()) {
 	reg.Lock()
-	reg.recording, reg.inputs = true, nil
+	reg.recording, reg.inputs, reg.outputs = true, nil, nil
 	reg.Unlock()
 	return func() {
 		reg.Lock()
-		reg.recording, reg.inputs = false, nil
+		reg.recording, reg.inputs, reg.outputs = false, nil, nil
 		reg.Unlock()
 	}
 }
@@ -48,6 +50,31 @@ func noteInput(path string, info os.FileInfo) {
 	if reg.recording {
 		reg.inputs = append(reg.inputs, input{path, info})
 	}
+}
+
+// reserve records the output file real (path as named) and refuses one
+// reserved before: two outputs of a command would overwrite each other.
+func reserve(path, real string) error {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(real))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, Cause(err))
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return fmt.Errorf("%s: %w", path, Cause(err))
+	}
+	key := filepath.Join(dir, filepath.Base(real))
+	reg.Lock()
+	defer reg.Unlock()
+	if !reg.recording {
+		return nil
+	}
+	for _, o := range reg.outputs {
+		if o == key {
+			return fmt.Errorf("%s: is already an output of this command; give each output its own file", path)
+		}
+	}
+	reg.outputs = append(reg.outputs, key)
+	return nil
 }
 
 // inputs returns a copy of the recorded inputs.

@@ -19,11 +19,15 @@ type output struct {
 
 // CheckOutput reports whether WriteFile may write path, without writing:
 // a regular file that is not an input of the command, a device, or a new
-// file in an existing directory. Commands call it before long work so that
-// a bad output path is refused at once.
+// file in an existing directory. Commands call it for each output before
+// long work, so that a bad output path is refused at once; while a command
+// runs (RecordInputs), a file named by two outputs is refused too.
 func CheckOutput(path string) error {
-	_, err := checkOutput(path)
-	return err
+	out, err := checkOutput(path)
+	if err != nil || out.device {
+		return err
+	}
+	return reserve(path, out.path)
 }
 
 func checkOutput(path string) (output, error) {
