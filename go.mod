@@ -3,6 +3,7 @@ module github.com/ds4go/ds4
 go 1.26.0
 
 require (
+	github.com/ebitengine/purego v0.11.3
 	github.com/x448/float16 v0.8.4
 	golang.org/x/sys v0.50.0
 )

@@ -1,0 +1,250 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/ds4go/ds4/backends/cuda/driver"
+)
+
+// kernelNames are the kernels of ds4.cu that Kernels binds.
+var kernelNames = []string{
+	"rms_norm", "act_quant", "fp4_act_quant", "matmul_fp8", "matmul_fp4",
+	"matmul_fp4_routed", "matmul_fp8_routed", "swiglu_clamp", "rotary", "embed_bf16",
+	"gate_logits", "gate_select", "hc_mixes", "hc_split_sinkhorn", "hc_pre", "hc_post",
+	"sparse_attn",
+}
+
+// Kernels are the loaded kernels of one context. Each method enqueues one
+// launch on a stream (nothing waits: results stay on the device until a
+// Download); what names the op or node it serves, for errors. Buffers are
+// fp32 activations holding bf16 values (as the reference's), byte buffers
+// of quantised codes and e8m0 scales, and int32 ids and positions.
+type Kernels struct {
+	mod *driver.Module
+	fn  map[string]driver.Function
+}
+
+// LoadKernels loads image (nil: the embedded fatbin) into c.
+func LoadKernels(c *driver.Context, image []byte) (*Kernels, error) {
+	if image == nil {
+		if err := CheckFatbin(); err != nil {
+			return nil, err
+		}
+		image = fatbin
+	}
+	mod, err := c.LoadModule(image, FatbinName)
+	if err != nil {
+		return nil, err
+	}
+	k := &Kernels{mod: mod, fn: map[string]driver.Function{}}
+	for _, name := range kernelNames {
+		f, err := mod.Function(name)
+		if err != nil {
+			mod.Unload()
+			return nil, err
+		}
+		k.fn[name] = f
+	}
+	return k, nil
+}
+
+// Close unloads the module.
+func (k *Kernels) Close() error { return k.mod.Unload() }
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// grid1 is a 1-D launch of n threads in blocks of 256.
+func grid1(n int) (driver.Dim3, driver.Dim3) {
+	return driver.Dim3{X: uint32(ceilDiv(n, 256)), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}
+}
+
+func (k *Kernels) launch(s *driver.Stream, name, what string, grid, block driver.Dim3, shmem int, args ...driver.Arg) error {
+	if grid.X == 0 || grid.Y == 0 || grid.Z == 0 {
+		return nil // nothing to compute
+	}
+	return s.Launch(k.fn[name], grid, block, shmem, what, args...)
+}
+
+// RMSNorm is kernels.RMSNorm: out = bf16(w·fp32(x·rsqrt(mean(x²)+eps))) per
+// row of x [rows, dim]; out may alias x.
+func (k *Kernels) RMSNorm(s *driver.Stream, what string, out, x, w driver.Ptr, rows, dim int, eps float32) error {
+	const warps = 4
+	return k.launch(s, "rms_norm", what, driver.Dim3{X: uint32(ceilDiv(rows, warps)), Y: 1, Z: 1}, driver.Dim3{X: 32 * warps, Y: 1, Z: 1}, 0,
+		driver.P(out), driver.P(x), driver.P(w), driver.I(rows), driver.I(dim), driver.F(eps))
+}
+
+// checkBlock validates a quantisation block for the warp-group kernels.
+func checkBlock(op string, n, block int) error {
+	if block <= 0 || block > 32 || block&(block-1) != 0 || n%block != 0 {
+		return fmt.Errorf("cuda %s: block %d must be a power of two <= 32 dividing %d elements", op, block, n)
+	}
+	return nil
+}
+
+// ActQuant is numfmt.ActQuant (e4m3, ue8m0 scales) over n elements: out
+// (may alias x) = bf16(q·s); codes and scales (fp32 per block) may be 0.
+func (k *Kernels) ActQuant(s *driver.Stream, what string, out, x, codes, scales driver.Ptr, n, block int) error {
+	if err := checkBlock("act_quant", n, block); err != nil {
+		return err
+	}
+	g, b := grid1(n)
+	return k.launch(s, "act_quant", what, g, b, 0, driver.P(out), driver.P(x), driver.P(codes), driver.P(scales), driver.L(n), driver.I(block))
+}
+
+// FP4ActQuant is numfmt.FP4ActQuantE8M0 (e4m3Scales false) or
+// FP4ActQuantE4M3 over n elements; packed (n/2 bytes) and scales may be 0.
+func (k *Kernels) FP4ActQuant(s *driver.Stream, what string, out, x, packed, scales driver.Ptr, n, block int, e4m3Scales bool) error {
+	if err := checkBlock("fp4_act_quant", n, block); err != nil {
+		return err
+	}
+	if block < 2 {
+		return fmt.Errorf("cuda fp4_act_quant: block %d must be even", block)
+	}
+	e4 := 0
+	if e4m3Scales {
+		e4 = 1
+	}
+	g, b := grid1(n)
+	return k.launch(s, "fp4_act_quant", what, g, b, 0, driver.P(out), driver.P(x), driver.P(packed), driver.P(scales), driver.L(n), driver.I(block), driver.I(e4))
+}
+
+// gemmGrid is the tiling of matmul_fp8/fp4: 32 columns × 8 rows per block.
+func gemmGrid(m, n int) (driver.Dim3, driver.Dim3) {
+	return driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: uint32(ceilDiv(m, 8)), Z: 1}, driver.Dim3{X: 32, Y: 8, Z: 1}
+}
+
+// MatmulFP8 is kernels.MatmulFP8: out [m,n] = bf16(a [m,k] · dequant(w [n,k]
+// e4m3, wScale [ceil(n/32), ceil(k/32)] e8m0)ᵀ).
+func (k *Kernels) MatmulFP8(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) error {
+	g, b := gemmGrid(m, n)
+	return k.launch(s, "matmul_fp8", what, g, b, 0, driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n))
+}
+
+// MatmulFP4 is kernels.MatmulFP4: w packed e2m1 [n, k/2], wScale [n, ceil(k/32)].
+func (k *Kernels) MatmulFP4(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) error {
+	if kdim%2 != 0 {
+		return fmt.Errorf("cuda matmul_fp4: k = %d is odd (fp4 packs two values per byte)", kdim)
+	}
+	g, b := gemmGrid(m, n)
+	return k.launch(s, "matmul_fp4", what, g, b, 0, driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n))
+}
+
+// Routed describes a stack of expert weights in one device buffer: expert e
+// at W + e·WStride bytes, its scales at Scale + e·ScaleStride.
+type Routed struct {
+	FP4                  bool
+	W, Scale             driver.Ptr
+	WStride, ScaleStride int
+	Experts              int
+}
+
+// MatmulRouted computes rows q < rows of out [rows, n]: a[q/adiv] ·
+// W_{ids[q]} (adiv = topk for the gate/up projections of a token's chosen
+// experts, 1 for the down projection); ids (int32 [rows]) stay on the GPU.
+// Each row equals MatmulFP4/FP8 with that expert's weights.
+func (k *Kernels) MatmulRouted(s *driver.Stream, what string, out, a driver.Ptr, adiv, kdim int, r Routed, n int, ids driver.Ptr, rows int) error {
+	name := "matmul_fp8_routed"
+	if r.FP4 {
+		name = "matmul_fp4_routed"
+	}
+	return k.launch(s, name, what, driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: uint32(rows), Z: 1}, driver.Dim3{X: 32, Y: 1, Z: 1}, 0,
+		driver.P(out), driver.P(a), driver.I(adiv), driver.I(kdim), driver.P(r.W), driver.L(r.WStride),
+		driver.P(r.Scale), driver.L(r.ScaleStride), driver.I(n), driver.P(ids), driver.I(r.Experts))
+}
+
+// SwiGLUClamp is kernels.SwiGLUClamp on g, u [rows, inter]; routeWeight
+// (fp32 [rows]) may be 0.
+func (k *Kernels) SwiGLUClamp(s *driver.Stream, what string, out, g, u driver.Ptr, rows, inter int, limit float32, routeWeight driver.Ptr) error {
+	gr, b := grid1(rows * inter)
+	return k.launch(s, "swiglu_clamp", what, gr, b, 0, driver.P(out), driver.P(g), driver.P(u), driver.L(rows*inter), driver.I(inter), driver.F(limit), driver.P(routeWeight))
+}
+
+// Rotary is kernels.Rotary in place on x [rows, width]: cosSin [maxPos,
+// ropeDim/2, 2], pos int32 [rows].
+func (k *Kernels) Rotary(s *driver.Stream, what string, x driver.Ptr, rows, width, ropeDim int, cosSin driver.Ptr, maxPos int, pos driver.Ptr, inverse bool) error {
+	if ropeDim%2 != 0 || ropeDim > width {
+		return fmt.Errorf("cuda rotary: rope dim %d must be even and <= width %d", ropeDim, width)
+	}
+	inv := 0
+	if inverse {
+		inv = 1
+	}
+	g, b := grid1(rows * ropeDim / 2)
+	return k.launch(s, "rotary", what, g, b, 0, driver.P(x), driver.I(rows), driver.I(width), driver.I(ropeDim), driver.P(cosSin), driver.I(maxPos), driver.P(pos), driver.I(inv))
+}
+
+// EmbedBF16 gathers rows of a bf16 table [vocab, dim] for ids (int32 [n])
+// into out [n, dim] (fp32). An id out of range poisons its row and sets
+// *bad (int32, zeroed by the caller) to the largest bad index + 1.
+func (k *Kernels) EmbedBF16(s *driver.Stream, what string, out, table driver.Ptr, vocab, dim int, ids driver.Ptr, n int, bad driver.Ptr) error {
+	g, b := grid1(n * dim)
+	return k.launch(s, "embed_bf16", what, g, b, 0, driver.P(out), driver.P(table), driver.I(vocab), driver.I(dim), driver.P(ids), driver.I(n), driver.P(bad))
+}
+
+// gateScores maps the score functions of kernels.Gate to gate_select's codes.
+var gateScores = map[string]int{"sqrtsoftplus": 0, "sigmoid": 1, "softmax": 2}
+
+// Gate is kernels.Gate for n tokens x [n, dim] and router weights w
+// [experts, dim] (fp32): logits (scratch fp32 [n, experts]), then weights
+// [n, topk] (fp32) and indices [n, topk] (int32 expert ids, on the GPU).
+// bias may be 0.
+func (k *Kernels) Gate(s *driver.Stream, what string, weights, indices, logits, x driver.Ptr, n, dim int, w, bias driver.Ptr, experts, topk int, routeScale float32, scoreFunc string) error {
+	score, ok := gateScores[scoreFunc]
+	if !ok {
+		return fmt.Errorf("cuda gate: unknown score function %q", scoreFunc)
+	}
+	if topk > experts || experts*8 > 48<<10 {
+		return fmt.Errorf("cuda gate: topk %d of %d experts is not supported", topk, experts)
+	}
+	err := k.launch(s, "gate_logits", what, driver.Dim3{X: uint32(ceilDiv(experts, 8)), Y: uint32(n), Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
+		driver.P(logits), driver.P(x), driver.P(w), driver.I(n), driver.I(dim), driver.I(experts))
+	if err != nil {
+		return err
+	}
+	return k.launch(s, "gate_select", what, driver.Dim3{X: uint32(n), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, experts*8,
+		driver.P(weights), driver.P(indices), driver.P(logits), driver.P(bias), driver.I(experts), driver.I(topk), driver.F(routeScale), driver.I(score))
+}
+
+// hcMax is the largest hc_mult hc_split_sinkhorn handles (its matrix lives
+// in registers).
+const hcMax = 8
+
+// HCMixes is kernels.HCMixes: h [tokens, hc, dim], fn [(2+hc)·hc, hc·dim],
+// out [tokens, (2+hc)·hc].
+func (k *Kernels) HCMixes(s *driver.Stream, what string, out, h driver.Ptr, tokens, hc, dim int, fn driver.Ptr, eps float32) error {
+	return k.launch(s, "hc_mixes", what, driver.Dim3{X: uint32(tokens), Y: 1, Z: 1}, driver.Dim3{X: 32, Y: 1, Z: 1}, 0,
+		driver.P(out), driver.P(h), driver.I(tokens), driver.I(hc*dim), driver.P(fn), driver.I((2+hc)*hc), driver.F(eps))
+}
+
+// HCSplitSinkhorn is kernels.HCSplitSinkhorn (pre, post [tokens, hc], comb
+// [tokens, hc, hc] from mixes [tokens, (2+hc)·hc]; scale [3], base [mix]).
+func (k *Kernels) HCSplitSinkhorn(s *driver.Stream, what string, pre, post, comb, mixes driver.Ptr, tokens, hc int, scale, base driver.Ptr, iters int, eps float32) error {
+	if hc < 1 || hc > hcMax || iters < 1 {
+		return fmt.Errorf("cuda hc_split_sinkhorn: hc %d (1..%d) or iters %d (>= 1) not supported", hc, hcMax, iters)
+	}
+	g, b := grid1(tokens)
+	return k.launch(s, "hc_split_sinkhorn", what, g, b, 0, driver.P(pre), driver.P(post), driver.P(comb), driver.P(mixes),
+		driver.I(tokens), driver.I(hc), driver.P(scale), driver.P(base), driver.I(iters), driver.F(eps))
+}
+
+// HCPre is kernels.HCPre: out [tokens, dim] from h [tokens, hc, dim] and pre.
+func (k *Kernels) HCPre(s *driver.Stream, what string, out, h, pre driver.Ptr, tokens, hc, dim int) error {
+	g, b := grid1(tokens * dim)
+	return k.launch(s, "hc_pre", what, g, b, 0, driver.P(out), driver.P(h), driver.P(pre), driver.I(tokens), driver.I(hc), driver.I(dim))
+}
+
+// HCPost is kernels.HCPost: out [tokens, hc, dim] (not aliasing res).
+func (k *Kernels) HCPost(s *driver.Stream, what string, out, y, res, post, comb driver.Ptr, tokens, hc, dim int) error {
+	g, b := grid1(tokens * hc * dim)
+	return k.launch(s, "hc_post", what, g, b, 0, driver.P(out), driver.P(y), driver.P(res), driver.P(post), driver.P(comb), driver.I(tokens), driver.I(hc), driver.I(dim))
+}
+
+// SparseAttn is kernels.SparseAttn: q [b,m,h,d], kv [b,n,d], sink [h], idx
+// int32 [b,m,t], out [b,m,h,d].
+func (k *Kernels) SparseAttn(s *driver.Stream, what string, out, q driver.Ptr, b, m, h, d int, kv driver.Ptr, n int, sink, idx driver.Ptr, t int, scale float32) error {
+	if d*4 > 48<<10 {
+		return fmt.Errorf("cuda sparse_attn: head dim %d is too large", d)
+	}
+	return k.launch(s, "sparse_attn", what, driver.Dim3{X: uint32(b * m * h), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, d*4,
+		driver.P(out), driver.P(q), driver.I(b), driver.I(m), driver.I(h), driver.I(d), driver.P(kv), driver.I(n), driver.P(sink), driver.P(idx), driver.I(t), driver.F(scale))
+}
