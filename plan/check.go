@@ -2,7 +2,10 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/ds4go/ds4/ir"
 )
@@ -21,8 +24,10 @@ import (
 //   - the inputs are tokens i64[B,S] (decode: [B,1]) and start_pos i64[];
 //     the one output is logits f32[B,S,V] (decode: [B,1,V]), V the rows of
 //     embed.weight;
-//   - both graphs declare the same states (name, kind, type), probe names
-//     are unique, and every state is updated exactly once per call.
+//   - both graphs declare the same states (name, kind, type), the same
+//     weights (a name bound twice is declared alike; a weight named
+//     layers.N.… has layer=N) and the same probes (names unique), and every
+//     state is updated exactly once per call.
 func Check(p *Plan) error {
 	m := p.Module
 	names := make([]string, len(m.Graphs))
@@ -57,6 +62,12 @@ func Check(p *Plan) error {
 			return fmt.Errorf("logits have %d columns, embed.weight %d rows (the vocabulary)", f.vocab, f.embedRows)
 		}
 	}
+	if !maps.Equal(pre.weights, dec.weights) {
+		return fmt.Errorf("prefill and decode bind different weights (%s): both bind every weight of the model alike", firstDiff(pre.weights, dec.weights))
+	}
+	if !maps.Equal(pre.probes, dec.probes) {
+		return fmt.Errorf("prefill and decode have different probes (%s): traces name the same values in both", firstDiff(pre.probes, dec.probes))
+	}
 	for name, s := range pre.states {
 		if d, ok := dec.states[name]; !ok || d != s {
 			return fmt.Errorf("state %q is %s in prefill but %s in decode: both calls share the session's state", name, s, dec.states[name])
@@ -75,10 +86,31 @@ type graphFacts struct {
 	vocab     int64
 	embedRows int64             // -1 without an embed.weight node
 	states    map[string]string // name → "kind type"
+	weights   map[string]string // name → "{attrs} : type"
+	probes    map[string]string // name → "" (a set)
+}
+
+// firstDiff names the first key, in sorted order, where a and b differ.
+func firstDiff(a, b map[string]string) string {
+	keys := slices.Sorted(maps.Keys(a))
+	keys = append(keys, slices.Sorted(maps.Keys(b))...)
+	for _, k := range keys {
+		va, oka := a[k]
+		vb, okb := b[k]
+		switch {
+		case !oka:
+			return fmt.Sprintf("%q only in decode", k)
+		case !okb:
+			return fmt.Sprintf("%q only in prefill", k)
+		case va != vb:
+			return fmt.Sprintf("%q is %s in prefill, %s in decode", k, va, vb)
+		}
+	}
+	return ""
 }
 
 func checkGraph(g *ir.Graph, decode bool) (graphFacts, error) {
-	f := graphFacts{embedRows: -1, states: map[string]string{}}
+	f := graphFacts{embedRows: -1, states: map[string]string{}, weights: map[string]string{}, probes: map[string]string{}}
 	if err := checkIDs(g); err != nil {
 		return f, err
 	}
@@ -105,20 +137,52 @@ func checkGraph(g *ir.Graph, decode bool) (graphFacts, error) {
 	}
 	probes := map[string]*ir.Node{}
 	for _, n := range g.Nodes {
+		name := n.Attrs.Str("name", "")
 		switch n.Op {
 		case "probe":
-			name := n.Attrs.Str("name", "")
 			if o := probes[name]; o != nil {
 				return f, fmt.Errorf("graph %s: %%%d (probe): name %q is also the name of %%%d", g.Name, n.ID, name, o.ID)
 			}
 			probes[name] = n
+			f.probes[name] = ""
 		case "weight":
-			if n.Attrs.Str("name", "") == "embed.weight" && len(n.Type.Shape) > 0 && n.Type.Shape[0].IsConst() {
+			if err := checkWeight(n, f.weights); err != nil {
+				return f, fmt.Errorf("graph %s: %%%d (weight): %v", g.Name, n.ID, err)
+			}
+			if name == "embed.weight" && len(n.Type.Shape) > 0 && n.Type.Shape[0].IsConst() {
 				f.embedRows = n.Type.Shape[0].N
 			}
 		}
 	}
 	return f, nil
+}
+
+// checkWeight records a weight's declaration and checks that it agrees
+// with an earlier one of the same name and that a per-layer name
+// (layers.N.…) carries layer=N: a weight renamed to another layer's
+// tensor of the same shape shows.
+func checkWeight(n *ir.Node, seen map[string]string) error {
+	name := n.Attrs.Str("name", "")
+	_, decl, _ := strings.Cut(ir.FormatNode(n), " = weight ")
+	if d, ok := seen[name]; ok && d != decl {
+		return fmt.Errorf("%q is declared %s here and %s before", name, decl, d)
+	}
+	seen[name] = decl
+	layer := n.Attrs.Int("layer", -1)
+	want := int64(-1)
+	if rest, ok := strings.CutPrefix(name, "layers."); ok {
+		digits, _, _ := strings.Cut(rest, ".")
+		if v, err := strconv.ParseInt(digits, 10, 64); err == nil {
+			want = v
+		}
+	}
+	switch {
+	case layer != want && want < 0:
+		return fmt.Errorf("%q has layer=%d but is not a per-layer (layers.N.…) weight", name, layer)
+	case layer != want:
+		return fmt.Errorf("%q has layer=%d, its name says layer %d", name, layer, want)
+	}
+	return nil
 }
 
 // checkIDs checks that IDs count up in schedule order.

@@ -121,30 +121,35 @@ func withoutSlots(m *ir.Module) string {
 	return ir.Format(m)
 }
 
-// checkMutant reads and runs one mutant. sealed is false for a resealed
-// one (see the top of the file).
-func checkMutant(t *testing.T, data []byte, sealed bool) {
+// checkMutant reads and runs one mutant. strict is true when every change
+// the mutant may hold leaves the computation as it was (the file is sealed,
+// or only the schedule and the buffer slots were edited): accepted, it must
+// give the good plan's bits. Otherwise (a resealed file, see the top of the
+// file) that holds only for graphs that equal the good plan's but for
+// buffer slots.
+func checkMutant(t *testing.T, data []byte, strict bool) {
 	p, err := plan.Decode(data)
 	if err != nil {
 		return // refused: plan.Read's errors are ordinary (exit 2)
 	}
 	got, err := runTiny(p.Module)
+	t.Logf("strict=%v: accepted; the run: %v", strict, err)
 	var ie *engine.InternalError
 	if errors.As(err, &ie) {
-		t.Fatalf("sealed=%v: an accepted plan ends in an internal error: %v", sealed, err)
+		t.Fatalf("strict=%v: an accepted plan ends in an internal error: %v", strict, err)
 	}
-	if !sealed && withoutSlots(p.Module) != tiny.graphs {
+	if !strict && withoutSlots(p.Module) != tiny.graphs {
 		return // a consistent edit of the graphs that only the hash refuses
 	}
 	if err != nil {
-		t.Fatalf("sealed=%v: an accepted plan with the good plan's graphs fails: %v", sealed, err)
+		t.Fatalf("strict=%v: an accepted plan with the good plan's graphs fails: %v", strict, err)
 	}
 	if len(got) != len(tiny.logits) {
-		t.Fatalf("sealed=%v: %d logits, the good plan gives %d", sealed, len(got), len(tiny.logits))
+		t.Fatalf("strict=%v: %d logits, the good plan gives %d", strict, len(got), len(tiny.logits))
 	}
 	for i := range got {
 		if got[i] != tiny.logits[i] {
-			t.Fatalf("sealed=%v: logit %d is %v, the good plan gives %v: an accepted plan computes something else", sealed, i, math.Float32frombits(got[i]), math.Float32frombits(tiny.logits[i]))
+			t.Fatalf("strict=%v: logit %d is %v, the good plan gives %v: an accepted plan computes something else", strict, i, math.Float32frombits(got[i]), math.Float32frombits(tiny.logits[i]))
 		}
 	}
 }
@@ -224,4 +229,107 @@ func FuzzPlanFile(f *testing.F) {
 		checkMutant(t, data, true)
 		checkMutant(t, reseal(data), false)
 	})
+}
+
+// FuzzPlanEdits makes the edits a person would make to the graphs of the
+// tiny plan, four bytes each (kind, node index high and low byte, value),
+// reseals the file and runs it as checkMutant does. Kinds 0-4 only move
+// nodes or change buffer slots: a plan they leave acceptable must compute
+// the same bits (the schedule and buffer checks are what is fuzzed). Kinds
+// 5-7 change what is computed; the hash refuses those, and resealed they
+// must not end in an internal error. Bit 7 of the kind picks the graph.
+// Run with: go test ./plan/ -run '^$' -fuzz FuzzPlanEdits.
+func FuzzPlanEdits(f *testing.F) {
+	tinySetup(f)
+	for _, seed := range [][]byte{
+		{0, 0, 32, 0},             // swap two independent nodes
+		{1, 0, 11, 1},             // the changed buf
+		{3, 0, 40, 0},             // hoist a node to just after its arguments
+		{4, 0, 33, 0},             // sink a node to just before its first reader
+		{0x83, 1, 0, 0},           // hoist in decode
+		{5, 4, 5, 0},              // point logits elsewhere
+		{6, 0, 50, 131},           // change an integer attribute
+		{2, 0, 9, 0, 7, 0, 20, 0}, // drop a slot, swap arguments
+	} {
+		f.Add(seed)
+	}
+	header := bytes.SplitAfterN(tiny.plan, []byte("\n"), 3)[1]
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) > 64 {
+			return // 16 edits are plenty; longer inputs only cost time
+		}
+		p, err := plan.Decode(tiny.plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		strict := true
+		for ; len(ops) >= 4; ops = ops[4:] {
+			g := p.Module.Graphs[int(ops[0]>>7)]
+			i := (int(ops[1])<<8 | int(ops[2])) % len(g.Nodes)
+			strict = applyEdit(g, int(ops[0]&7), i, ops[3]) && strict
+		}
+		body := append(append([]byte(nil), header...), ir.Format(p.Module)...)
+		checkMutant(t, append([]byte(plan.FirstLine(body)), body...), strict)
+	})
+}
+
+// applyEdit applies one edit of FuzzPlanEdits to node i of g and reports
+// whether it only moves nodes or changes slots.
+func applyEdit(g *ir.Graph, kind, i int, v byte) bool {
+	n := g.Nodes[i]
+	switch kind {
+	case 0: // swap with the next node
+		if i+1 < len(g.Nodes) {
+			g.Nodes[i], g.Nodes[i+1] = g.Nodes[i+1], g.Nodes[i]
+		}
+	case 1: // another slot
+		n.Attrs["buf"] = int64(v % 32)
+	case 2: // no slot
+		delete(n.Attrs, "buf")
+	case 3: // hoist to just after the last argument
+		at := 0
+		for j := range i {
+			for _, a := range n.Args {
+				if g.Nodes[j] == a {
+					at = j + 1
+				}
+			}
+		}
+		move(g, i, at)
+	case 4: // sink to just before the first reader
+		at := len(g.Nodes) - 1
+		for j := len(g.Nodes) - 1; j > i; j-- {
+			for _, a := range g.Nodes[j].Args {
+				if a == n {
+					at = j - 1
+				}
+			}
+		}
+		move(g, i, at)
+	case 5: // point the output elsewhere
+		g.Outputs[0].Node = n
+		return false
+	case 6: // change the first integer attribute
+		for _, k := range n.Attrs.Keys() {
+			if x, ok := n.Attrs[k].(int64); ok && k != "buf" {
+				n.Attrs[k] = x + int64(v) - 128
+				break
+			}
+		}
+		return false
+	case 7: // swap the first two arguments
+		if len(n.Args) >= 2 {
+			n.Args[0], n.Args[1] = n.Args[1], n.Args[0]
+		}
+		return false
+	}
+	g.Renumber()
+	return true
+}
+
+// move places node i at position at, shifting the nodes between.
+func move(g *ir.Graph, i, at int) {
+	n := g.Nodes[i]
+	nodes := append(g.Nodes[:i:i], g.Nodes[i+1:]...)
+	g.Nodes = append(nodes[:at:at], append([]*ir.Node{n}, nodes[at:]...)...)
 }

@@ -111,6 +111,11 @@ func TestDecodeRefuses(t *testing.T) {
 		{"state never updated", edit(good, "%6 = window_update(%5, %4, %1) : f32[B,8,4]", "%6 = relu(%5) {buf=2} : f32[B,8,4]", 1), "%6 (relu): its value is never used"},
 		{"state read after its update", edit(good, "%7 = probe(%4) {name=\"x\"} : f32[B,S,4]\n  %8 = matmul(%7, %2) : f32[B,S,8]", "%7 = probe(%5) {name=\"x\"} : f32[B,8,4]\n  %8 = matmul(%4, %2) : f32[B,S,8]", 1), "argument 0 reads state version %5 after %6 updated it in place"},
 		{"duplicate probe", edit(good, "%4 = relu(%3) {buf=1} : f32[B,S,4]", "%4 = probe(%3) {name=\"x\"} : f32[B,S,4]", 1), `name "x" is also the name of %4`},
+		{"weight layer", edit(good, `weight {format="f32", name="embed.weight"}`, `weight {format="f32", layer=2, name="embed.weight"}`, 1), `%2 (weight): "embed.weight" has layer=2 but is not a per-layer (layers.N.…) weight`},
+		{"weights differ", edit(good, `weight {format="f32", name="embed.weight"} : f32[8,4]
+  %3 = embed(%2, %0) {buf=0} : f32[B,1,4]`, `weight {component="x", format="f32", name="embed.weight"} : f32[8,4]
+  %3 = embed(%2, %0) {buf=0} : f32[B,1,4]`, 1), `prefill and decode bind different weights ("embed.weight" is {format="f32", name="embed.weight"} : f32[8,4] in prefill, {component="x", format="f32", name="embed.weight"} : f32[8,4] in decode)`},
+		{"probes differ", edit(good, `probe(%4) {name="x"} : f32[B,1,4]`, `probe(%4) {name="z"} : f32[B,1,4]`, 1), `prefill and decode have different probes ("x" only in prefill)`},
 		{"header graphs", edit(good, `"graphs":["prefill","decode"]`, `"graphs":["prefill"]`, 1), `the header lists graphs ["prefill"], the file holds ["prefill" "decode"]`},
 		{"meta disagrees", edit(good, `meta "config_fingerprint" = "0123456789abcdef"`, `meta "config_fingerprint" = "fedcba9876543210"`, 1), `module meta "config_fingerprint" is "fedcba9876543210", the header says "0123456789abcdef"`},
 		{"header field type", edit(good, `"format_version":2`, `"format_version":"2"`, 1), `plan header: field "format_version": want an integer, got string`},
