@@ -342,9 +342,10 @@ var errsCases = []errsCase{
 	{name: "plan-not-a-plan", cmd: "exec", want: "not a plan file", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 		return []string{"-plan", errsWrite(t, filepath.Join(in, "x.plan"), "hello\nworld\n"), "-prompt-ids", "1"}
 	}},
-	{name: "plan-format-version", cmd: "exec", want: "plan format version 2, this build reads version 1: recompile the plan", setup: func(t *testing.T, fx *errsFixture, in string) []string {
+	{name: "plan-format-version", cmd: "exec", want: "plan format version 1, this build reads version 2: recompile the plan", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 		b, _ := os.ReadFile(fx.goodPlan)
-		b = bytes.Replace(b, []byte("DS4PLAN 1\n"), []byte("DS4PLAN 2\n"), 1)
+		_, rest, _ := bytes.Cut(b, []byte("\n"))
+		b = append([]byte("DS4PLAN 1\n"), rest...) // a plan of the previous format
 		return []string{"-plan", errsWrite(t, filepath.Join(in, "v2.plan"), string(b)), "-model", fx.goodDir, "-prompt-ids", "1"}
 	}},
 	{name: "plan-truncated", cmd: "exec", want: "plan graphs:", setup: func(t *testing.T, fx *errsFixture, in string) []string {
@@ -353,7 +354,7 @@ var errsCases = []errsCase{
 	}},
 	{name: "plan-max-batch-negative", cmd: "exec", want: "plan header: max_batch -3, want >= 0", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 		b, _ := os.ReadFile(fx.goodPlan)
-		b = bytes.Replace(b, []byte(`{"format_version":1,`), []byte(`{"format_version":1,"max_batch":-3,`), 1)
+		b = bytes.Replace(b, []byte(`{"format_version":2,`), []byte(`{"format_version":2,"max_batch":-3,`), 1)
 		return []string{"-plan", errsWrite(t, filepath.Join(in, "mb.plan"), string(b)), "-model", fx.goodDir, "-prompt-ids", "1"}
 	}},
 	{name: "plan-other-config", cmd: "exec", want: "plan was compiled for config ", setup: func(t *testing.T, fx *errsFixture, in string) []string {
