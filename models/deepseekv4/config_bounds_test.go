@@ -72,6 +72,8 @@ func TestConfigBoundsIssueExamples(t *testing.T) {
 		{"engram_vocab_size", json.Number("4294967296"), "engram_vocab_size: (engram_max_ngram_size-1) x engram_n_heads x engram_vocab_size = 4123168604160 table rows", []any{"engram_n_heads", 64, "engram_max_ngram_size", 16}},
 		{"engram_compressed_vocab_size", 200000, "engram_compressed_vocab_size: is 200000, want <= vocab_size = 129280", nil},
 		{"compress_ratios", []int{5000}, "compress_ratios: entry 0 is 5000", nil},
+		{"route_scale", 1e300, "route_scale: is 1e+300, want at most 3.4028234663852886e+38 in magnitude (the kernels compute in float32)", nil},
+		{"rope_factor", 0, "rope_factor: is 0, want > 0", nil},
 	} {
 		start := time.Now()
 		c, err := ParseConfig(releaseWith(t, append([]any{tc.key, tc.v}, tc.more...)...), "r.json")

@@ -40,6 +40,10 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(`{"text_config":{"hidden_size":128,"rope_scaling":{"factor":4}},"quantization_config":{"quant_method":"fp8"}}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"dim":-1,"compress_ratios":[0,0,0,0,0,0]}`))
+	// The strict rules: null, misspelt and duplicate keys, values past a bound.
+	f.Add([]byte(`{"dim":null,"dimm":1,"dim":2}`))
+	f.Add([]byte(`{"model_type":"x","text_config":{"hidden_size":null,"hiden_size":1,"new_key":2},"rope_scaling":{"factr":1}}`))
+	f.Add([]byte(`{"n_layers":100000,"hc_sinkhorn_iters":1e12,"vocab_size":9223372036854775807}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig(data, "fuzz.json")
 		if err != nil {

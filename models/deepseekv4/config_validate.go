@@ -2,6 +2,7 @@ package deepseekv4
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -269,10 +270,11 @@ func (c *Config) validateRope() error {
 	if c.OriginalSeqLen < 0 {
 		return fmt.Errorf("original_seq_len: is %d, want >= 0 (0 = YaRN off)", c.OriginalSeqLen)
 	}
+	// Every RoPE table records the factor, YaRN on or off (ir's rope_table rule).
+	if c.RopeFactor <= 0 {
+		return fmt.Errorf("rope_factor: is %g, want > 0", c.RopeFactor)
+	}
 	if c.OriginalSeqLen > 0 && compressed {
-		if c.RopeFactor <= 0 {
-			return fmt.Errorf("rope_factor: is %g, want > 0 (YaRN is on: original_seq_len > 0)", c.RopeFactor)
-		}
 		if c.BetaFast <= 0 || c.BetaSlow <= 0 {
 			return fmt.Errorf("beta_fast/beta_slow: are %g/%g, want > 0 (YaRN is on)", c.BetaFast, c.BetaSlow)
 		}
@@ -322,6 +324,19 @@ func (c *Config) validateEngram() error {
 }
 
 func (c *Config) validateMisc() error {
+	// The kernels compute in float32: a value past its range is +-Inf there.
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"gate_temp", c.GateTemp}, {"route_scale", c.RouteScale}, {"swiglu_limit", c.SwiGLULimit}, {"norm_eps", c.NormEps},
+		{"rope_theta", c.RopeTheta}, {"compress_rope_theta", c.CompressRopeTheta}, {"rope_factor", c.RopeFactor},
+		{"beta_fast", c.BetaFast}, {"beta_slow", c.BetaSlow}, {"hc_eps", c.HCEps}, {"temperature", c.Temperature},
+	} {
+		if math.Abs(f.v) > math.MaxFloat32 {
+			return fmt.Errorf("%s: is %g, want at most %g in magnitude (the kernels compute in float32)", f.name, f.v, math.MaxFloat32)
+		}
+	}
 	if c.NormEps < 0 {
 		return fmt.Errorf("norm_eps: is %g, want >= 0", c.NormEps)
 	}
