@@ -736,30 +736,14 @@ func TestGoldenFreeRunningSanity(t *testing.T) {
 			t.Errorf("reference kernels: decode vs one-call prefill worst rel %.2e, argmax equal %d/%d; want 0 and all", ref.worst, ref.argEq, ref.n)
 		}
 	})
-	for _, k := range goldKernelSets[1:] {
-		goldWithKernels(t, k, func(t *testing.T) {
-			// The fast kernels sum in another order for one row (decode)
-			// than for many (prefill): ~1e-7 rel in the logits, until a
-			// top-k or MoE route flips on a near tie in one row, after which
-			// that row is as loosely related as two free runs (README:
-			// prefill-vs-decode free-running 0.17 on CPU). Measured
-			// (portable, AVX2): rows flip at steps 3-10, before that ≤ 1e-7
-			// (the first step of every row ≤ 1e-7), worst 0.21-0.23, argmax
-			// equal 22-23 of 24. Bounds: first step 3e-7, worst 0.45 (2x),
-			// argmax ≥ 18 (a level with earlier flips stays sane).
-			c := goldDecodeVsPrefill(t, "fast kernels "+k.name, goldRunFreeKernels(t, true))
-			if c.firstStep > 3e-7 || c.worst > 0.45 || c.argEq < 18 {
-				t.Errorf("decode vs one-call prefill: first step rel %.2e, worst %.2e, argmax equal %d/%d; want ≤ 3e-7, ≤ 0.45, ≥ 18",
-					c.firstStep, c.worst, c.argEq, c.n)
-			}
-		})
-	}
+	// The fast kernels: TestGoldenDecodeVsOneCallBlockLocal (free-running,
+	// a near tie flips a top-k or a route in some row after a few steps and
+	// the row is then as loosely related as two free runs).
 }
 
 type goldConsistency struct {
-	worst     float64
-	firstStep float64 // worst rel of decode step 0
-	argEq, n  int
+	worst    float64
+	argEq, n int
 }
 
 // goldDecodeVsPrefill compares the decode logits of a free run with its
@@ -773,7 +757,6 @@ func goldDecodeVsPrefill(t *testing.T, what string, fr *goldFreeRun) goldConsist
 	N1 := S + len(fr.decode)
 	worst, worstAbs := 0.0, 0.0
 	worstAt, argEq := 0, 0
-	first := 0.0
 	var rels []float64
 	for i, d := range fr.decode {
 		for b := 0; b < B; b++ {
@@ -781,9 +764,6 @@ func goldDecodeVsPrefill(t *testing.T, what string, fr *goldFreeRun) goldConsist
 			dec := d[b*V : (b+1)*V]
 			r, mx := goldRelL2(goldF64(dec), goldF64(full))
 			rels = append(rels, r)
-			if i == 0 {
-				first = math.Max(first, r)
-			}
 			if r > worst {
 				worst, worstAt = r, i
 			}
@@ -813,5 +793,5 @@ func goldDecodeVsPrefill(t *testing.T, what string, fr *goldFreeRun) goldConsist
 	if prel != 0 {
 		t.Errorf("prompt positions of the one-call prefill differ from the prefill: rel %.2e", prel)
 	}
-	return goldConsistency{worst: worst, firstStep: first, argEq: argEq, n: len(rels)}
+	return goldConsistency{worst: worst, argEq: argEq, n: len(rels)}
 }
