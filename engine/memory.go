@@ -246,10 +246,22 @@ func (m *Model) checkMemoryHint(opt Options, hint string) error {
 	}
 	need := m.SessionMemory(opt)
 	if t := need.Total(); t > limit {
-		return fmt.Errorf("a session of batch %d and maximum length %d needs %d bytes (%s: caches %s, RoPE tables %s, activations %s), more than %s of %d bytes (%s): %s",
-			opt.Batch, opt.MaxLen, t, FormatBytes(t), FormatBytes(need.Caches), FormatBytes(need.Ropes), FormatBytes(need.Activations), what, limit, FormatBytes(limit), hint)
+		total := fmt.Sprintf("%d bytes (%s", t, FormatBytes(t))
+		if t == math.MaxInt64 {
+			total = "more than 2^63 bytes (the estimate saturates"
+		}
+		return fmt.Errorf("a session of batch %d and maximum length %d needs %s: caches %s, RoPE tables %s, activations %s), more than %s of %d bytes (%s): %s",
+			opt.Batch, opt.MaxLen, total, sizeText(need.Caches), sizeText(need.Ropes), sizeText(need.Activations), what, limit, FormatBytes(limit), hint)
 	}
 	return nil
+}
+
+// sizeText is FormatBytes of an estimate that may have saturated.
+func sizeText(n int64) string {
+	if n == math.MaxInt64 {
+		return "over 8.0 EiB"
+	}
+	return FormatBytes(n)
 }
 
 // memoryLimit is the limit a session is checked against: maxMemory when
