@@ -93,8 +93,7 @@ func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (_ *R
 			out.Remove()
 		}
 	}()
-	w := files{final: dir, stage: out.Path()}
-	if err := writeConfig(w, c); err != nil {
+	if err := writeConfig(out, c); err != nil {
 		return nil, err
 	}
 	workers := opts.Workers
@@ -105,7 +104,7 @@ func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (_ *R
 	weightMap := map[string]string{}
 	for i, sh := range shards {
 		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(shards))
-		if err := writeShard(w, name, sh, workers); err != nil {
+		if err := writeShard(out, name, sh, workers); err != nil {
 			return nil, err
 		}
 		for _, t := range sh {
@@ -115,11 +114,11 @@ func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (_ *R
 	}
 	idx := map[string]any{"metadata": map[string]any{"total_size": rep.Bytes}, "weight_map": weightMap}
 	b, _ := json.MarshalIndent(idx, "", "  ")
-	if err := w.write(safetensors.IndexFile, append(b, '\n')); err != nil {
+	if err := out.WriteFile(safetensors.IndexFile, append(b, '\n')); err != nil {
 		return nil, err
 	}
 	if vocab > 0 {
-		if err := writeTokenMap(w, vocab, c.EngramCompressedVocabSize, seed); err != nil {
+		if err := writeTokenMap(out, vocab, c.EngramCompressedVocabSize, seed); err != nil {
 			return nil, err
 		}
 	}
@@ -162,29 +161,12 @@ func assign(ts []*tensor, limit int64) [][]*tensor {
 	return shards
 }
 
-// files is the staging directory of a checkpoint being written; errors
-// name the file under the final directory, never the staging one.
-type files struct{ final, stage string }
-
-func (w files) path(name string) string { return filepath.Join(w.stage, name) }
-
-func (w files) fail(name string, err error) error {
-	return fmt.Errorf("%s: %w", filepath.Join(w.final, name), fileio.Cause(err))
-}
-
-func (w files) write(name string, data []byte) error {
-	if err := os.WriteFile(w.path(name), data, 0o644); err != nil {
-		return w.fail(name, err)
-	}
-	return nil
-}
-
-func writeConfig(w files, c *deepseekv4.Config) error {
+func writeConfig(out *fileio.Dir, c *deepseekv4.Config) error {
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	return w.write("config.json", append(b, '\n'))
+	return out.WriteFile("config.json", append(b, '\n'))
 }
 
 // header renders the safetensors header of a shard, padded to 8 bytes.
@@ -234,27 +216,27 @@ func jobs(sh []*tensor) []job {
 }
 
 // writeShard writes the header, then every chunk in place at its offset.
-func writeShard(w files, name string, sh []*tensor, workers int) (err error) {
+func writeShard(out *fileio.Dir, name string, sh []*tensor, workers int) (err error) {
 	hdr := header(sh)
 	var size int64
 	for _, t := range sh {
 		size += t.bytes()
 	}
-	f, err := os.Create(w.path(name))
+	f, err := os.Create(filepath.Join(out.Path(), name))
 	if err != nil {
-		return w.fail(name, err)
+		return out.Err(name, err)
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
-			err = w.fail(name, cerr)
+			err = out.Err(name, cerr)
 		}
 	}()
 	if _, err := f.Write(hdr); err != nil {
-		return w.fail(name, err)
+		return out.Err(name, err)
 	}
 	base := int64(len(hdr))
 	if err := f.Truncate(base + size); err != nil {
-		return w.fail(name, err)
+		return out.Err(name, err)
 	}
 	js := jobs(sh)
 	ch := make(chan job)
@@ -285,7 +267,7 @@ func writeShard(w files, name string, sh []*tensor, workers int) (err error) {
 	close(ch)
 	wg.Wait()
 	if first != nil {
-		return w.fail(name, first)
+		return out.Err(name, first)
 	}
 	if base+size >= 2<<20 {
 		// Drop the shard from the page cache once it is on disk: the pages
@@ -321,7 +303,7 @@ func writeJob(f *os.File, base int64, j job, s *scratch) error {
 }
 
 // writeTokenMap writes token_map I64 [vocab], uniform in [0, cv).
-func writeTokenMap(w files, vocab int, cv int64, seed uint64) error {
+func writeTokenMap(out *fileio.Dir, vocab int, cv int64, seed uint64) error {
 	if cv <= 0 {
 		return fmt.Errorf("engram_compressed_vocab_size is %d, want > 0 for the Engram token map", cv)
 	}
@@ -336,5 +318,5 @@ func writeTokenMap(w files, vocab int, cv int64, seed uint64) error {
 	if err != nil {
 		return err
 	}
-	return w.write(TokenMapFile, b)
+	return out.WriteFile(TokenMapFile, b)
 }

@@ -139,6 +139,14 @@ func init() {
 			dir := copyTinyCheckpoint(t, in)
 			return []string{"-model", dir, "-dump-after", "all", "-dump-dir", dir}
 		}},
+		{name: "compile-dumps-on-failure", cmd: "compile", want: "-o /dev/full: no space left on device", setup: func(t *testing.T, fx *errsFixture, in string) []string {
+			// The -dump-after files were all written when the plan fails:
+			// the harness checks that the dump directory went with it.
+			if _, err := os.Stat("/dev/full"); err != nil {
+				t.Skip("no /dev/full on this system")
+			}
+			return []string{"-model", fx.goodDir, "-dump-after", "all", "-dump-dir", "dumps", "-o", "/dev/full"}
+		}},
 		{name: "dump-is-plan", cmd: "exec", want: "p.plan; choose another output", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 			p := filesCopy(t, fx.goodPlan, filepath.Join(in, "p.plan"))
 			return []string{"-plan", p, "-model", fx.goodDir, "-prompt-ids", "1,2", "-dump", p}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,9 +26,10 @@ type options struct {
 	timePasses, stats       bool
 	statsBatch, statsTokens int
 	maxBatch                int
+	dumps                   *fileio.Dir // where -dump-after files go, committed at the end
 }
 
-func run(args []string) error {
+func run(args []string) (err error) {
 	var o options
 	fs := cli.NewFlagSet("compile", usage)
 	fs.StringVar(&o.model, "model", "", "checkpoint directory holding config.json")
@@ -67,6 +69,12 @@ func run(args []string) error {
 	}
 	if err := checkOutputs(o); err != nil {
 		return err
+	}
+	if o.dumpDir != "" {
+		if o.dumps, err = fileio.CreateDir(o.dumpDir); err != nil {
+			return fmt.Errorf("-dump-dir %v", err)
+		}
+		defer func() { err = finishDumps(o.dumps, err) }()
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -119,28 +127,34 @@ func run(args []string) error {
 }
 
 // checkOutputs refuses, before any work, an output that is a directory, a
-// FIFO or an input (internal/fileio).
+// FIFO or an input (internal/fileio; -dump-dir: fileio.CreateDir).
 func checkOutputs(o options) error {
 	if o.out != "" {
 		if err := fileio.CheckOutput(o.out); err != nil {
 			return fmt.Errorf("-o %v", err)
 		}
 	}
-	if o.dumpDir != "" {
-		if err := fileio.CheckOutputDir(o.dumpDir); err != nil {
-			return fmt.Errorf("-dump-dir %v", err)
-		}
-	}
 	return nil
 }
 
+// finishDumps puts the -dump-after files in place when compile succeeded or
+// failed on a bug of its own (they are what a report of it needs), and
+// removes them on bad input; a signal removes them too (internal/cli).
+func finishDumps(d *fileio.Dir, err error) error {
+	var in *cli.Internal
+	if err != nil && !errors.As(err, &in) {
+		d.Remove()
+		return err
+	}
+	if cerr := d.Commit(); cerr != nil && err == nil {
+		return fmt.Errorf("-dump-dir %v", cerr)
+	}
+	return err
+}
+
 func dump(o options, stage string, m *ir.Module) error {
-	if o.dumpDir == "" || (o.dumpAfter != "all" && o.dumpAfter != stage) {
+	if o.dumps == nil || (o.dumpAfter != "all" && o.dumpAfter != stage) {
 		return nil
 	}
-	if err := os.MkdirAll(o.dumpDir, 0o755); err != nil {
-		return fmt.Errorf("-dump-dir: %v", err)
-	}
-	name := filepath.Join(o.dumpDir, strings.ReplaceAll(stage, "/", "_")+".ir")
-	return fileio.WriteFile(name, []byte(ir.Format(m)))
+	return o.dumps.WriteFile(strings.ReplaceAll(stage, "/", "_")+".ir", []byte(ir.Format(m)))
 }

@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/ds4go/ds4/internal/cli"
-	"github.com/ds4go/ds4/internal/fileio"
 	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/passes"
@@ -25,7 +23,7 @@ func optimise(o options, cfg *deepseekv4.Config, m *ir.Module) ([]string, error)
 	}
 	opts := passes.Options{}
 	var dumpErr error
-	if o.dumpDir != "" && o.dumpAfter != "" && o.dumpAfter != "build" {
+	if o.dumps != nil && o.dumpAfter != "" && o.dumpAfter != "build" {
 		opts.DumpAfter = o.dumpAfter
 		step := 0
 		opts.Dump = func(pass, graph, text string) {
@@ -33,12 +31,7 @@ func optimise(o options, cfg *deepseekv4.Config, m *ir.Module) ([]string, error)
 			if dumpErr != nil {
 				return
 			}
-			if err := os.MkdirAll(o.dumpDir, 0o755); err != nil {
-				dumpErr = fmt.Errorf("-dump-dir: %v", err)
-				return
-			}
-			name := filepath.Join(o.dumpDir, fmt.Sprintf("%02d-%s-%s.ir", step, pass, graph))
-			dumpErr = fileio.WriteFile(name, []byte(text))
+			dumpErr = o.dumps.WriteFile(fmt.Sprintf("%02d-%s-%s.ir", step, pass, graph), []byte(text))
 		}
 	}
 	rep, err := passes.Run(m, names, opts)

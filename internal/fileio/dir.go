@@ -106,6 +106,21 @@ func (d *Dir) Path() string { return d.work }
 // Final is the directory the files end up in.
 func (d *Dir) Final() string { return d.final }
 
+// WriteFile writes the file name of the directory (into Path); errors
+// name it under the final directory.
+func (d *Dir) WriteFile(name string, data []byte) error {
+	if err := os.WriteFile(filepath.Join(d.work, name), data, 0o644); err != nil {
+		return d.Err(name, err)
+	}
+	return nil
+}
+
+// Err is err of the file name written into Path, naming it under the final
+// directory.
+func (d *Dir) Err(name string, err error) error {
+	return fmt.Errorf("%s: %w", filepath.Join(d.final, name), Cause(err))
+}
+
 // Commit puts the written files in place; errors name the final paths.
 func (d *Dir) Commit() error {
 	if d.top != "" {
