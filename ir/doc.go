@@ -9,8 +9,11 @@
 //
 // Every op's row in Ops gives its arity, attributes, flags and an Infer rule
 // that computes the result type from the argument types. Graph.Add applies
-// the rule while building; Verify checks a whole graph (arity, attributes,
-// definition before use, types, linear state threading, outputs).
+// the rule while building; Verify checks a whole graph (arity, attributes
+// and their finiteness, definition before use, types, linear state
+// threading with no read of a state after its in-place update, outputs).
+// StorageLifetimes and CheckBuffers give the lifetimes behind the buffer
+// plan of passes.AssignBuffers and prove a recorded plan sound.
 //
 // Format and Parse convert a Module to and from a deterministic text form
 // with one node per line; Parse re-infers and checks every type, so text
@@ -39,7 +42,8 @@
 // `%ID = op(%arg, ...) {key=value, ...} : type` (argument list and attribute
 // block omitted when empty, keys sorted) and `output NAME = %ID` lines.
 // Names that are not identifiers are quoted. Attribute values are int64
-// (`-3`), float64 (always with '.' or an exponent, or inf, -inf, nan), Go
+// (`-3`), float64 (always with '.' or an exponent, or inf, -inf, nan; the
+// verifier refuses NaN, and ±Inf outside a clamp bound), Go
 // quoted strings, true/false, lists `[1,2]` and `[1.0,2.5]`, and the empty
 // lists `ints[]` and `floats[]`. Node IDs need not be consecutive but must be
 // defined before use. Blank lines and lines starting with '#' or "//" are

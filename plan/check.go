@@ -40,9 +40,9 @@ func Check(p *Plan) error {
 	if !slices.Equal(p.Graphs, names) {
 		return fmt.Errorf("the header lists graphs %q, the file holds %q", p.Graphs, names)
 	}
-	for k, v := range map[string]string{"model": p.Model, "config_fingerprint": p.ConfigFingerprint} {
-		if mv, ok := m.Meta[k]; ok && mv != v {
-			return fmt.Errorf("module meta %q is %q, the header says %q", k, mv, v)
+	for _, kv := range [][2]string{{"model", p.Model}, {"config_fingerprint", p.ConfigFingerprint}} {
+		if mv, ok := m.Meta[kv[0]]; ok && mv != kv[1] {
+			return fmt.Errorf("module meta %q is %q, the header says %q", kv[0], mv, kv[1])
 		}
 	}
 	var facts [2]graphFacts
@@ -68,15 +68,8 @@ func Check(p *Plan) error {
 	if !maps.Equal(pre.probes, dec.probes) {
 		return fmt.Errorf("prefill and decode have different probes (%s): traces name the same values in both", firstDiff(pre.probes, dec.probes))
 	}
-	for name, s := range pre.states {
-		if d, ok := dec.states[name]; !ok || d != s {
-			return fmt.Errorf("state %q is %s in prefill but %s in decode: both calls share the session's state", name, s, dec.states[name])
-		}
-	}
-	for name := range dec.states {
-		if _, ok := pre.states[name]; !ok {
-			return fmt.Errorf("state %q is declared in decode but not in prefill, which sizes the session's state", name)
-		}
+	if !maps.Equal(pre.states, dec.states) {
+		return fmt.Errorf("prefill and decode declare different states (%s): both calls share the session's state", firstDiff(pre.states, dec.states))
 	}
 	return nil
 }

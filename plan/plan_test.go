@@ -107,7 +107,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"unknown input", edit(good, `input {name="start_pos"}`, `input {name="start"}`, 1), `%1 (input): unknown input "start"`},
 		{"state differs", edit(good, `state {kind="window", name="w"} : f32[B,8,4]
   %6 = window_update(%5, %4, %1) : f32[B,8,4]`, `state {kind="window", name="w"} : f32[B,9,4]
-  %6 = window_update(%5, %4, %1) : f32[B,9,4]`, 1), `state "w" is window f32[B,9,4] in prefill but window f32[B,8,4] in decode`},
+  %6 = window_update(%5, %4, %1) : f32[B,9,4]`, 1), `prefill and decode declare different states ("w" is window f32[B,9,4] in prefill, window f32[B,8,4] in decode)`},
 		{"state never updated", edit(good, "%6 = window_update(%5, %4, %1) : f32[B,8,4]", "%6 = relu(%5) {buf=2} : f32[B,8,4]", 1), "%6 (relu): its value is never used"},
 		{"state read after its update", edit(good, "%7 = probe(%4) {name=\"x\"} : f32[B,S,4]\n  %8 = matmul(%7, %2) : f32[B,S,8]", "%7 = probe(%5) {name=\"x\"} : f32[B,8,4]\n  %8 = matmul(%4, %2) : f32[B,S,8]", 1), "argument 0 reads state version %5 after %6 updated it in place"},
 		{"duplicate probe", edit(good, "%4 = relu(%3) {buf=1} : f32[B,S,4]", "%4 = probe(%3) {name=\"x\"} : f32[B,S,4]", 1), `name "x" is also the name of %4`},
