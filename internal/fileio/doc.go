@@ -25,4 +25,8 @@
 //
 //	data, err := fileio.ReadFile("model.plan", 64<<20)
 //	err = fileio.WriteFile("out.plan", data) // "out.plan: is a directory", ...
+//
+//	d, err := fileio.CreateDir("ckpt")
+//	err = d.WriteFile("config.json", cfg) // into the staging directory
+//	err = d.Commit()                      // or d.Remove() on failure
 package fileio

@@ -236,7 +236,11 @@ func TestCreateDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(d.Path(), "f"), []byte("1"), 0o644)
+	if err := d.WriteFile("f", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	// Errors name the file under the final directory, not the staging one.
+	wantErr(t, d.WriteFile(filepath.Join("no", "g"), nil), filepath.Join(out, "no", "g")+": no such file or directory")
 	if _, err := os.Stat(filepath.Join(root, "a")); err == nil {
 		t.Fatal("the directory exists before Commit")
 	}
