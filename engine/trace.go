@@ -142,7 +142,8 @@ func (tr *Tracer) Put(name string, ids [][]int64) {
 	tr.put(name, "I64", []int{len(ids), len(ids[0])}, safetensors.I64Bytes(flat))
 }
 
-// Write stores the trace atomically.
+// Write stores the trace through safetensors.WriteFile (a regular file
+// atomically, a device directly).
 func (tr *Tracer) Write(path string) error {
 	ts := make([]safetensors.WriteTensor, 0, len(tr.out))
 	for _, t := range tr.out {

@@ -78,8 +78,9 @@ func FirstLine(body []byte) string {
 	return fmt.Sprintf("%s %d %s%s\n", Magic, Version, hashPrefix, hex.EncodeToString(sum[:]))
 }
 
-// Write stores the plan atomically: a temporary file in the same directory,
-// synced, then renamed; nothing is left behind on failure.
+// Write stores the plan through fileio.WriteFile: a regular file atomically
+// (a temporary file in the same directory, synced, then renamed; nothing is
+// left behind on failure), a device directly.
 func Write(path string, p *Plan) error {
 	data, err := Encode(p)
 	if err != nil {
