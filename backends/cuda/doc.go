@@ -24,7 +24,8 @@
 // internal/numfmt with the same rounding points: fp32 activations holding
 // bf16 values, products and sums in the reference's order where the order
 // decides the rounding (RMSNorm replays torch's CPU summation order,
-// matmul_fp8/fp4 sum each 32-wide K block in K order), float64 where the
+// matmul_fp8/fp4 sum each 32-wide K block in K order, the top-k selections
+// rank with the reference's tie rule), float64 where the
 // reference uses float64, -fmad=false so that no product is fused into an
 // addition. The tests (kernels_test.go, GPU only) compare every element with
 // the reference on fresh random inputs; NOTES.md records what they measured

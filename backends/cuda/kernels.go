@@ -11,7 +11,9 @@ var kernelNames = []string{
 	"rms_norm", "act_quant", "fp4_act_quant", "matmul_fp8", "matmul_fp4",
 	"matmul_fp4_routed", "matmul_fp8_routed", "swiglu_clamp", "rotary", "embed_bf16",
 	"gate_logits", "gate_select", "hc_mixes", "hc_split_sinkhorn", "hc_pre", "hc_post",
-	"sparse_attn",
+	"sparse_attn", "matmul_f32w", "matmul_bf16w", "index_score", "index_causal_mask",
+	"apply_candidates", "index_topk", "select_candidate_blocks", "compressor_pool_prefill",
+	"compressor_pool_decode", "engram_hash", "engram_lookup", "engram_gate",
 }
 
 // Kernels are the loaded kernels of one context. Each method enqueues one
@@ -247,4 +249,149 @@ func (k *Kernels) SparseAttn(s *driver.Stream, what string, out, q driver.Ptr, b
 	}
 	return k.launch(s, "sparse_attn", what, driver.Dim3{X: uint32(b * m * h), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, d*4,
 		driver.P(out), driver.P(q), driver.I(b), driver.I(m), driver.I(h), driver.I(d), driver.P(kv), driver.I(n), driver.P(sink), driver.P(idx), driver.I(t), driver.F(scale))
+}
+
+// Plain is a weight of the plain products: fp32 values, or bf16 bits.
+type Plain struct {
+	W    driver.Ptr
+	BF16 bool // W holds bf16 bits (2 bytes a value), else fp32
+}
+
+// plain launches matmul_f32w or matmul_bf16w (see gemm_plain in gemm.cuh).
+func (k *Kernels) plain(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w Plain, n, lda, ldo, groups, aZ, wZ, oZ int, round bool) error {
+	name := "matmul_f32w"
+	if w.BF16 {
+		name = "matmul_bf16w"
+	}
+	r := 0
+	if round {
+		r = 1
+	}
+	return k.launch(s, name, what, driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: uint32(ceilDiv(m, 8)), Z: uint32(groups)}, driver.Dim3{X: 32, Y: 8, Z: 1}, 0,
+		driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w.W), driver.I(n), driver.I(lda), driver.I(ldo),
+		driver.L(aZ), driver.L(wZ), driver.L(oZ), driver.I(r))
+}
+
+// MatmulF32 is kernels.MatmulF32 (out fp32 [m,n], unrounded) and, with
+// round, kernels.MatmulBF16 (out rounded to bf16): a [m,k], w [n,k].
+func (k *Kernels) MatmulF32(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w Plain, n int, round bool) error {
+	return k.plain(s, what, out, a, m, kdim, w, n, kdim, n, 1, 0, 0, 0, round)
+}
+
+// GroupedLoRA is kernels.GroupedLoRA: o [m, groups·dg], woA [groups·rank,
+// dg], out [m, groups·rank] (bf16).
+func (k *Kernels) GroupedLoRA(s *driver.Stream, what string, out, o driver.Ptr, m, groups, dg int, woA Plain, rank int) error {
+	return k.plain(s, what, out, o, m, dg, woA, rank, groups*dg, groups*rank, groups, dg, rank*dg, rank, true)
+}
+
+// IndexScore is kernels.IndexScore: q [b,s,h,di], k [b,nc,di], w [b,s,h],
+// out [b,s,nc].
+func (k *Kernels) IndexScore(st *driver.Stream, what string, out, q driver.Ptr, b, s, h, di int, kv driver.Ptr, nc int, w driver.Ptr) error {
+	return k.launch(st, "index_score", what, driver.Dim3{X: uint32(ceilDiv(nc, 8)), Y: uint32(b * s), Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
+		driver.P(out), driver.P(q), driver.I(s), driver.I(h), driver.I(di), driver.P(kv), driver.I(nc), driver.P(w))
+}
+
+// IndexCausalMask is kernels.IndexCausalMask on score [b,s,nc] (a no-op in
+// decode, startPos > 0).
+func (k *Kernels) IndexCausalMask(st *driver.Stream, what string, score driver.Ptr, b, s, nc, startPos, ratio int) error {
+	if startPos != 0 {
+		return nil
+	}
+	g, bl := grid1(b * s * nc)
+	return k.launch(st, "index_causal_mask", what, g, bl, 0, driver.P(score), driver.I(b*s), driver.I(s), driver.I(nc), driver.I(ratio))
+}
+
+// ApplyCandidates is kernels.ApplyCandidates over n scores (mask: bytes).
+func (k *Kernels) ApplyCandidates(st *driver.Stream, what string, score, mask driver.Ptr, n int) error {
+	g, bl := grid1(n)
+	return k.launch(st, "apply_candidates", what, g, bl, 0, driver.P(score), driver.P(mask), driver.L(n))
+}
+
+// IndexTopK is kernels.IndexTopK: score [rows, nc], out int32 [rows, k];
+// lens int32 [nlens] (nlens divides rows; row r uses lens[r mod nlens]).
+func (k *Kernels) IndexTopK(st *driver.Stream, what string, out, score driver.Ptr, rows, nc, kk int, lens driver.Ptr, nlens, offset int) error {
+	if kk > nc || nlens <= 0 || rows%nlens != 0 {
+		return fmt.Errorf("cuda index_topk: k %d of %d, %d lens for %d rows", kk, nc, nlens, rows)
+	}
+	return k.launch(st, "index_topk", what, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: 1024, Y: 1, Z: 1}, 0,
+		driver.P(out), driver.P(score), driver.I(nc), driver.I(kk), driver.P(lens), driver.I(nlens), driver.I(offset))
+}
+
+// SelectCandidateBlocks is kernels.SelectCandidateBlocks: mask bytes [rows,
+// wd] from logits [rows, wd]; lens as IndexTopK's.
+func (k *Kernels) SelectCandidateBlocks(st *driver.Stream, what string, mask, logits driver.Ptr, rows, wd int, lens driver.Ptr, nlens, topkBlocks, blockSize int) error {
+	nb := ceilDiv(wd, blockSize)
+	if nb*4 > 48<<10 || nlens <= 0 || rows%nlens != 0 {
+		return fmt.Errorf("cuda select_candidate_blocks: %d blocks, %d lens for %d rows", nb, nlens, rows)
+	}
+	return k.launch(st, "select_candidate_blocks", what, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: 1024, Y: 1, Z: 1}, nb*4,
+		driver.P(mask), driver.P(logits), driver.I(wd), driver.P(lens), driver.I(nlens), driver.I(topkBlocks), driver.I(blockSize))
+}
+
+// poolMax is the largest compress ratio the pooling kernels take.
+const poolMax = 16
+
+// CompressorPool is kernels.CompressorPool: c, z [b, s, d] (fp32), state
+// [b, ratio, d]; it returns the number of groups written per row (which the
+// host knows without reading anything back).
+func (k *Kernels) CompressorPool(st *driver.Stream, what string, out, c, z driver.Ptr, b, s, d, ratio int, kvState, scoreState driver.Ptr, startPos int) (int, error) {
+	if ratio < 1 || ratio > poolMax {
+		return 0, fmt.Errorf("cuda compressor pool: ratio %d not in 1..%d", ratio, poolMax)
+	}
+	if startPos == 0 {
+		g, bl := grid1(b * s * d)
+		return s / ratio, k.launch(st, "compressor_pool_prefill", what, g, bl, 0, driver.P(out), driver.P(c), driver.P(z),
+			driver.I(b), driver.I(s), driver.I(d), driver.I(ratio), driver.P(kvState), driver.P(scoreState))
+	}
+	if s != 1 {
+		return 0, fmt.Errorf("cuda compressor pool: decode takes one token, got %d", s)
+	}
+	g, bl := grid1(b * d)
+	err := k.launch(st, "compressor_pool_decode", what, g, bl, 0, driver.P(out), driver.P(c), driver.P(z),
+		driver.I(b), driver.I(d), driver.I(ratio), driver.P(kvState), driver.P(scoreState), driver.I(startPos))
+	if (startPos+1)%ratio != 0 {
+		return 0, err
+	}
+	return 1, err
+}
+
+// EngramTables are the hash constants of kernels.EngramHash on the device
+// (int64): Mult [layers, ngram], Primes [layers, ngram-1, heads], Offsets
+// [layers, (ngram-1)·heads].
+type EngramTables struct {
+	Mult, Primes, Offsets driver.Ptr
+	Layers, Ngram, Heads  int
+	Pad                   int64
+}
+
+// engramMaxNgram is the largest n-gram size engram_hash takes.
+const engramMaxNgram = 8
+
+// EngramHash is kernels.EngramHash: hist int64 [b, maxLen], out int64 [b, s,
+// layers, (ngram-1)·heads].
+func (k *Kernels) EngramHash(st *driver.Stream, what string, out, hist driver.Ptr, b, maxLen, s, startPos int, tb EngramTables) error {
+	if tb.Ngram < 2 || tb.Ngram > engramMaxNgram {
+		return fmt.Errorf("cuda engram hash: n-gram size %d not in 2..%d", tb.Ngram, engramMaxNgram)
+	}
+	g, bl := grid1(b * s)
+	return k.launch(st, "engram_hash", what, g, bl, 0, driver.P(out), driver.P(hist), driver.I(b), driver.I(maxLen), driver.I(s), driver.I(startPos),
+		driver.P(tb.Mult), driver.P(tb.Primes), driver.P(tb.Offsets), driver.I(tb.Layers), driver.I(tb.Ngram), driver.I(tb.Heads), driver.L(int(tb.Pad)))
+}
+
+// EngramLookup is kernels.EngramLookup: table e4m3 [numRows, width], scale
+// e8m0 [numRows, width/32], rows int64 [n], out [n, width].
+func (k *Kernels) EngramLookup(st *driver.Stream, what string, out, table, scale driver.Ptr, width, numRows int, rows driver.Ptr, n int) error {
+	if width%32 != 0 {
+		return fmt.Errorf("cuda engram lookup: width %d is not a multiple of 32", width)
+	}
+	g, bl := grid1(n * width)
+	return k.launch(st, "engram_lookup", what, g, bl, 0, driver.P(out), driver.P(table), driver.P(scale), driver.I(width), driver.L(numRows), driver.P(rows), driver.I(n))
+}
+
+// EngramGate is kernels.EngramGate: h, key [tokens, hc, dim], value [tokens,
+// dim], omega [hc, dim]; hOut may alias h.
+func (k *Kernels) EngramGate(st *driver.Stream, what string, hOut, h driver.Ptr, tokens, hc, dim int, key, value, omega driver.Ptr, eps float32) error {
+	const warps = 4
+	return k.launch(st, "engram_gate", what, driver.Dim3{X: uint32(ceilDiv(tokens*hc, warps)), Y: 1, Z: 1}, driver.Dim3{X: 32 * warps, Y: 1, Z: 1}, 0,
+		driver.P(hOut), driver.P(h), driver.I(tokens), driver.I(hc), driver.I(dim), driver.P(key), driver.P(value), driver.P(omega), driver.F(eps))
 }

@@ -8,3 +8,5 @@
 #include "elementwise.cuh"
 #include "gate_hc.cuh"
 #include "attention.cuh"
+#include "index.cuh"
+#include "compressor_engram.cuh"

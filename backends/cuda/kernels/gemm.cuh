@@ -126,3 +126,52 @@ extern "C" __global__ void matmul_fp8_routed(float* out, const float* a, int adi
                                              const unsigned char* wscale, long long sstride, int n, const int* ids, int nexperts) {
     gemm_routed<false>(out, a, adiv, k, w, wstride, wscale, sstride, n, ids, nexperts);
 }
+
+// gemm_plain: out[i, j] = f(Σ_c a[i, c]·w[j, c]) with the products rounded
+// to fp32 and summed in ascending c from 0 (kernels.MatmulF32, MatmulBF16,
+// GroupedLoRA); f rounds to bf16 when round is set. Strides: a row i at
+// a + i·lda, out row i at out + i·ldo; blockIdx.z selects a group, offset
+// by a_z, w_z, o_z elements (the grouped output LoRA). W is float or
+// bf16 bits. grid (ceil(n/32), ceil(m/8), groups), block (32, 8).
+template <class W>
+__device__ __forceinline__ float widen(W v);
+template <>
+__device__ __forceinline__ float widen<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ float widen<unsigned short>(unsigned short v) { return bf16w(v); }
+
+template <class W>
+__device__ void gemm_plain(float* out, const float* a, int m, int k, const W* w, int n, int lda, int ldo,
+                           long long a_z, long long w_z, long long o_z, int round) {
+    __shared__ float ws[GEMM_BN][GEMM_BK + 1];
+    __shared__ float as[GEMM_BM][GEMM_BK];
+    a += blockIdx.z * a_z;
+    w += blockIdx.z * w_z;
+    out += blockIdx.z * o_z;
+    const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * GEMM_BN + tx;
+    const int j = blockIdx.x * GEMM_BN + tx, i = blockIdx.y * GEMM_BM + ty;
+    float acc = 0.0f;
+    for (int lo = 0; lo < k; lo += GEMM_BK) {
+        const int cnt = min(GEMM_BK, k - lo);
+        for (int e = tid; e < GEMM_BN * GEMM_BK; e += GEMM_BN * GEMM_BM) {
+            const int jj = e / GEMM_BK, kk = e % GEMM_BK, jw = blockIdx.x * GEMM_BN + jj;
+            ws[jj][kk] = (jw < n && kk < cnt) ? widen<W>(w[(size_t)jw * k + lo + kk]) : 0.0f;
+        }
+        as[ty][tx] = (i < m && tx < cnt) ? a[(size_t)i * lda + lo + tx] : 0.0f;
+        __syncthreads();
+        if (i < m && j < n)
+            for (int c = 0; c < cnt; c++) acc += as[ty][c] * ws[tx][c];
+        __syncthreads();
+    }
+    if (i < m && j < n) out[(size_t)i * ldo + j] = round ? bf16r(acc) : acc;
+}
+
+extern "C" __global__ void __launch_bounds__(256) matmul_f32w(float* out, const float* a, int m, int k, const float* w, int n, int lda, int ldo,
+                                                             long long a_z, long long w_z, long long o_z, int round) {
+    gemm_plain<float>(out, a, m, k, w, n, lda, ldo, a_z, w_z, o_z, round);
+}
+
+extern "C" __global__ void __launch_bounds__(256) matmul_bf16w(float* out, const float* a, int m, int k, const unsigned short* w, int n, int lda, int ldo,
+                                                              long long a_z, long long w_z, long long o_z, int round) {
+    gemm_plain<unsigned short>(out, a, m, k, w, n, lda, ldo, a_z, w_z, o_z, round);
+}
