@@ -142,29 +142,15 @@ func goldDecodeRows(t *testing.T, fr *goldFreeRun, one map[string]*goldTensor, c
 			worst[m[3]] = [2]float64{w[0] + float64(differ), 0}
 			continue
 		}
-		rel, mx := goldRelL2Pair(got.f, d.f)
+		rel, mx := goldRelL2(got.f, d.f)
 		note(m[3], rel, mx)
 	}
 	lg := one["prefill.logits_full"]
 	for i, d := range fr.decode {
-		rel, mx := goldRelL2Pair(rows(lg, fr.B, fr.V, i), goldF64(d))
+		rel, mx := goldRelL2(rows(lg, fr.B, fr.V, i), goldF64(d))
 		note("logits", rel, mx)
 	}
 	return worst
-}
-
-func goldRelL2Pair(got, want []float64) (float64, float64) {
-	var num, den, mx float64
-	for i := range got {
-		d := got[i] - want[i]
-		num += d * d
-		den += want[i] * want[i]
-		mx = math.Max(mx, math.Abs(d))
-	}
-	if den == 0 {
-		return math.Sqrt(num), mx
-	}
-	return math.Sqrt(num / den), mx
 }
 
 // oneCallTols bound the fast kernels' block-local difference between a

@@ -616,6 +616,9 @@ func goldRelL2(a, b []float64) (rel, mx float64) {
 		den += b[i] * b[i]
 		mx = math.Max(mx, math.Abs(d))
 	}
+	if den == 0 {
+		return math.Sqrt(num), mx
+	}
 	return math.Sqrt(num / den), mx
 }
 
