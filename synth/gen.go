@@ -164,7 +164,7 @@ func gen(j job, s *scratch) (data, scales []byte) {
 		s.out = grow(s.out, rows*cols/2)
 		s.sc = grow(s.sc, rows*ceilDiv(cols, 32))
 	default:
-		panic("synth: gen of a scale tensor")
+		panic("gen of a scale tensor")
 	}
 	for r0 := 0; r0 < rows; r0 += strip {
 		n := min(strip, rows-r0)

@@ -70,7 +70,7 @@ func Write(dir string, c *deepseekv4.Config, seed uint64, opts Options) error {
 }
 
 // Generate is Write returning a report.
-func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (_ *Report, err error) {
+func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (*Report, error) {
 	start := time.Now()
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -88,8 +88,9 @@ func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (_ *R
 	if err != nil {
 		return nil, err
 	}
+	committed := false
 	defer func() {
-		if err != nil {
+		if !committed { // an error or a panic
 			out.Remove()
 		}
 	}()
@@ -125,6 +126,7 @@ func Generate(dir string, c *deepseekv4.Config, seed uint64, opts Options) (_ *R
 	if err := out.Commit(); err != nil {
 		return nil, err
 	}
+	committed = true
 	rep.Elapsed = time.Since(start)
 	return rep, nil
 }
@@ -244,6 +246,7 @@ func writeShard(out *fileio.Dir, name string, sh []*tensor, workers int) (err er
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
+		bug   any // a worker's panic
 	)
 	for w := 0; w < min(workers, max(len(js), 1)); w++ {
 		wg.Add(1)
@@ -251,13 +254,15 @@ func writeShard(out *fileio.Dir, name string, sh []*tensor, workers int) (err er
 			defer wg.Done()
 			var s scratch
 			for j := range ch {
-				if werr := writeJob(f, base, j, &s); werr != nil {
-					mu.Lock()
-					if first == nil {
-						first = werr
-					}
-					mu.Unlock()
+				wbug, werr := runJob(f, base, j, &s)
+				mu.Lock()
+				if first == nil {
+					first = werr
 				}
+				if bug == nil {
+					bug = wbug
+				}
+				mu.Unlock()
 			}
 		}()
 	}
@@ -266,6 +271,11 @@ func writeShard(out *fileio.Dir, name string, sh []*tensor, workers int) (err er
 	}
 	close(ch)
 	wg.Wait()
+	if bug != nil {
+		// On the caller's goroutine, where internal/cli reports it as an
+		// internal error; in a worker it would end the process with a trace.
+		panic(bug)
+	}
 	if first != nil {
 		return out.Err(name, first)
 	}
@@ -279,6 +289,12 @@ func writeShard(out *fileio.Dir, name string, sh []*tensor, workers int) (err er
 		}
 	}
 	return nil
+}
+
+// runJob is writeJob with a panic (a bug of ours) caught and returned.
+func runJob(f *os.File, base int64, j job, s *scratch) (bug any, err error) {
+	defer func() { bug = recover() }()
+	return nil, writeJob(f, base, j, s)
 }
 
 func writeJob(f *os.File, base int64, j job, s *scratch) error {

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,5 +68,19 @@ func TestWriteStaged(t *testing.T) {
 	}
 	if got := names(t, root); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("root holds %v", got)
+	}
+}
+
+// TestWorkerPanic: a panic in a generator goroutine (a bug) is caught and
+// returned, to be raised on the caller's goroutine where internal/cli turns
+// it into an internal error; in the worker it would end the process with a
+// trace.
+func TestWorkerPanic(t *testing.T) {
+	bug, err := runJob(nil, 0, job{t: &tensor{name: "x.scale", kind: kindScale, shape: []int{1, 32}}, r1: 1}, &scratch{})
+	if bug == nil || err != nil {
+		t.Fatalf("runJob of a scale tensor: bug %v, err %v; want the panic of gen", bug, err)
+	}
+	if !strings.Contains(fmt.Sprint(bug), "gen of a scale tensor") {
+		t.Errorf("bug %v", bug)
 	}
 }
