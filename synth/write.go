@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -163,8 +164,17 @@ func assign(ts []*tensor, limit int64) [][]*tensor {
 	return shards
 }
 
+// writeConfig writes c as the flat config.json, lists left nil as []:
+// LoadConfig refuses null.
 func writeConfig(out *fileio.Dir, c *deepseekv4.Config) error {
-	b, err := json.MarshalIndent(c, "", "  ")
+	cc := *c
+	v := reflect.ValueOf(&cc).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Slice && f.IsNil() && f.CanSet() {
+			f.Set(reflect.MakeSlice(f.Type(), 0, 0))
+		}
+	}
+	b, err := json.MarshalIndent(&cc, "", "  ")
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
