@@ -30,7 +30,8 @@ type input struct {
 var errClosed = errors.New("interrupted")
 
 // RecordInputs starts remembering the files opened by Open and ReadFile, so
-// that WriteFile and CreateDir refuse to overwrite them; stop forgets them.
+// that WriteFile and CreateDir refuse to overwrite them, and the outputs
+// CheckOutput reserves; stop forgets both.
 // internal/cli brackets every command with it; library callers that read
 // and then rewrite a file on purpose are not affected.
 func RecordInputs() (stop func()) {
