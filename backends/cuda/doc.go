@@ -18,7 +18,10 @@
 //   - Kernels (kernels.go) loads the fatbin into a context and enqueues one
 //     launch per method on a stream. Data stays on the device between
 //     launches (expert ids from the gate feed the routed products directly);
-//     nothing waits until a Download.
+//     nothing waits until a Download. generic.go has the graph's unfused ops
+//     (elementwise with broadcasting, reductions, softmax, top-k, gathers)
+//     and one strided copy for the data movement ops (slice, concat,
+//     expand, cache and window writes).
 //
 // Each kernel mirrors a reference kernel of backends/cpu/kernels or
 // internal/numfmt with the same rounding points: fp32 activations holding

@@ -14,6 +14,8 @@ var kernelNames = []string{
 	"sparse_attn", "matmul_f32w", "matmul_bf16w", "index_score", "index_causal_mask",
 	"apply_candidates", "index_topk", "select_candidate_blocks", "compressor_pool_prefill",
 	"compressor_pool_decode", "engram_hash", "engram_lookup", "engram_gate",
+	"matmul_fp8w", "unary_op", "binary_op", "copy_strided", "mean_sq", "sum_inner", "sum_outer",
+	"softmax_rows", "topk_idx", "gather_rows", "moe_combine", "token_map",
 }
 
 // Kernels are the loaded kernels of one context. Each method enqueues one
@@ -251,25 +253,41 @@ func (k *Kernels) SparseAttn(s *driver.Stream, what string, out, q driver.Ptr, b
 		driver.P(out), driver.P(q), driver.I(b), driver.I(m), driver.I(h), driver.I(d), driver.P(kv), driver.I(n), driver.P(sink), driver.P(idx), driver.I(t), driver.F(scale))
 }
 
-// Plain is a weight of the plain products: fp32 values, or bf16 bits.
+// PlainFormat is how a weight of the plain products is stored.
+type PlainFormat int
+
+// The formats of Plain weights.
+const (
+	PlainF32  PlainFormat = iota // fp32 values
+	PlainBF16                    // bf16 bits, 2 bytes a value
+	PlainFP8                     // e4m3 codes with e8m0 32×32 block scales, widened to bf16 values first
+)
+
+// Plain is a weight [n, k] of the plain products (MatmulF32, GroupedLoRA).
 type Plain struct {
-	W    driver.Ptr
-	BF16 bool // W holds bf16 bits (2 bytes a value), else fp32
+	W, Scale driver.Ptr // Scale: PlainFP8 only
+	Format   PlainFormat
 }
 
-// plain launches matmul_f32w or matmul_bf16w (see gemm_plain in gemm.cuh).
+// plain launches matmul_f32w, matmul_bf16w or matmul_fp8w (gemm_plain in
+// gemm.cuh); wZ is the weight offset of a group in elements.
 func (k *Kernels) plain(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w Plain, n, lda, ldo, groups, aZ, wZ, oZ int, round bool) error {
-	name := "matmul_f32w"
-	if w.BF16 {
-		name = "matmul_bf16w"
-	}
 	r := 0
 	if round {
 		r = 1
 	}
-	return k.launch(s, name, what, driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: uint32(ceilDiv(m, 8)), Z: uint32(groups)}, driver.Dim3{X: 32, Y: 8, Z: 1}, 0,
-		driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w.W), driver.I(n), driver.I(lda), driver.I(ldo),
-		driver.L(aZ), driver.L(wZ), driver.L(oZ), driver.I(r))
+	grid, block := driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: uint32(ceilDiv(m, 8)), Z: uint32(groups)}, driver.Dim3{X: 32, Y: 8, Z: 1}
+	head := []driver.Arg{driver.P(out), driver.P(a), driver.I(m), driver.I(kdim)}
+	switch w.Format {
+	case PlainF32, PlainBF16:
+		name := map[PlainFormat]string{PlainF32: "matmul_f32w", PlainBF16: "matmul_bf16w"}[w.Format]
+		return k.launch(s, name, what, grid, block, 0, append(head, driver.P(w.W), driver.I(n), driver.I(lda), driver.I(ldo),
+			driver.L(aZ), driver.L(wZ), driver.L(oZ), driver.I(r))...)
+	case PlainFP8:
+		return k.launch(s, "matmul_fp8w", what, grid, block, 0, append(head, driver.P(w.W), driver.P(w.Scale), driver.I(n),
+			driver.I(lda), driver.I(ldo), driver.L(aZ), driver.L(oZ), driver.I(r))...)
+	}
+	return fmt.Errorf("cuda matmul for %s: unknown weight format %d", what, w.Format)
 }
 
 // MatmulF32 is kernels.MatmulF32 (out fp32 [m,n], unrounded) and, with

@@ -35,8 +35,9 @@ func TestMatmulPlainGPU(t *testing.T) {
 		} else {
 			kernels.MatmulF32(want, a, w, c.m, c.k, c.n)
 		}
-		pw := Plain{BF16: c.bf16}
+		pw := Plain{Format: PlainF32}
 		if c.bf16 {
+			pw.Format = PlainBF16
 			bits := make([]uint16, len(w))
 			for i, v := range w {
 				bits[i] = numfmt.BF16Bits(v)
@@ -66,10 +67,27 @@ func TestGroupedLoRAGPU(t *testing.T) {
 		bits[i] = numfmt.BF16Bits(v)
 	}
 	out := alloc(t, e, 4*len(want))
-	if err := e.k.GroupedLoRA(e.s, "wo_a", out, up(t, e, o), m, groups, dg, Plain{W: up(t, e, bits), BF16: true}, rank); err != nil {
+	do := up(t, e, o)
+	if err := e.k.GroupedLoRA(e.s, "wo_a", out, do, m, groups, dg, Plain{W: up(t, e, bits), Format: PlainBF16}, rank); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "grouped lora", down[float32](t, e, out, len(want)), want)
+
+	// the fp8 wo_a as stored, widened to bf16(e4m3·e8m0) as the cpu backend does
+	codes, scales := e4m3Codes(r, groups*rank*dg), e8m0s(r, (groups*rank/32)*(dg/32))
+	kb := dg / 32
+	wide := make([]float32, len(codes))
+	for row := range groups * rank {
+		for c := range dg {
+			wide[row*dg+c] = numfmt.BF16Round(numfmt.E4M3ToF32(codes[row*dg+c]) * numfmt.E8M0ToF32(scales[(row/32)*kb+c/32]))
+		}
+	}
+	kernels.GroupedLoRA(want, o, m, groups, dg, wide, rank)
+	out8 := alloc(t, e, 4*len(want))
+	if err := e.k.GroupedLoRA(e.s, "wo_a fp8", out8, do, m, groups, dg, Plain{W: up(t, e, codes), Scale: up(t, e, scales), Format: PlainFP8}, rank); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "grouped lora, fp8 weights", down[float32](t, e, out8, len(want)), want)
 }
 
 func TestIndexerGPU(t *testing.T) {

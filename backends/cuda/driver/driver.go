@@ -15,6 +15,7 @@
 package driver
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -572,18 +573,30 @@ func F(v float32) Arg { return Arg(math.Float32bits(v)) }
 // Launch launches f on s; what names the op in errors. A launch that fails
 // asynchronously is reported by the next synchronisation.
 func (s *Stream) Launch(f Function, grid, block Dim3, shmem int, what string, args ...Arg) error {
-	vals := make([]Arg, len(args)+1) // +1: never empty
-	copy(vals, args)
-	ptrs := make([]unsafe.Pointer, len(vals))
+	params := make([][]byte, len(args))
+	for i, a := range args {
+		params[i] = binary.LittleEndian.AppendUint64(nil, uint64(a))
+	}
+	return s.LaunchBytes(f, grid, block, shmem, what, params...)
+}
+
+// LaunchBytes is Launch with each parameter given as its bytes (a struct
+// passed by value is its C layout, little-endian).
+func (s *Stream) LaunchBytes(f Function, grid, block Dim3, shmem int, what string, params ...[]byte) error {
+	ptrs := make([]unsafe.Pointer, len(params)+1) // +1: never empty
 	var pin runtime.Pinner
 	defer pin.Unpin()
-	pin.Pin(&vals[0])
 	pin.Pin(&ptrs[0])
-	for i := range vals {
-		ptrs[i] = unsafe.Pointer(&vals[i])
+	for i, p := range params {
+		if len(p) == 0 {
+			return fmt.Errorf("cuLaunchKernel of %s for %s: parameter %d is empty", f.Name, what, i)
+		}
+		pin.Pin(&p[0])
+		ptrs[i] = unsafe.Pointer(&p[0])
 	}
 	return s.c.do(func() error {
 		r := cu.launchKernel(f.h, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, uint32(shmem), s.h, &ptrs[0], 0)
+		runtime.KeepAlive(params)
 		return check(r, "cuLaunchKernel", fmt.Sprintf("of %s for %s (grid %d×%d×%d, block %d×%d×%d)",
 			f.Name, what, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z))
 	})

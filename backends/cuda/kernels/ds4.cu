@@ -10,3 +10,4 @@
 #include "attention.cuh"
 #include "index.cuh"
 #include "compressor_engram.cuh"
+#include "generic.cuh"

@@ -131,23 +131,41 @@ extern "C" __global__ void matmul_fp8_routed(float* out, const float* a, int adi
 // to fp32 and summed in ascending c from 0 (kernels.MatmulF32, MatmulBF16,
 // GroupedLoRA); f rounds to bf16 when round is set. Strides: a row i at
 // a + i·lda, out row i at out + i·ldo; blockIdx.z selects a group, offset
-// by a_z, w_z, o_z elements (the grouped output LoRA). W is float or
-// bf16 bits. grid (ceil(n/32), ceil(m/8), groups), block (32, 8).
-template <class W>
-__device__ __forceinline__ float widen(W v);
-template <>
-__device__ __forceinline__ float widen<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ float widen<unsigned short>(unsigned short v) { return bf16w(v); }
+// by a_z and o_z elements, its weights chosen by the loader (the grouped
+// output LoRA). A loader returns w[j, c] of group z as fp32: fp32 values,
+// bf16 bits, or fp8 codes dequantised as the cpu backend widens them,
+// bf16(e4m3 · e8m0 of the 32×32 block). grid (ceil(n/32), ceil(m/8),
+// groups), block (32, 8).
+struct LoadF32 {
+    const float* w;
+    long long z_off;
+    int k;
+    __device__ float operator()(int z, int j, int c) const { return w[z * z_off + (size_t)j * k + c]; }
+};
+struct LoadBF16 {
+    const unsigned short* w;
+    long long z_off;
+    int k;
+    __device__ float operator()(int z, int j, int c) const { return bf16w(w[z * z_off + (size_t)j * k + c]); }
+};
+struct LoadFP8 {
+    const unsigned char* w;
+    const unsigned char* s;
+    int k, rows_per_z;
+    __device__ float operator()(int z, int j, int c) const {
+        const size_t row = (size_t)z * rows_per_z + j;
+        const int kb = (k + 31) / 32;
+        return bf16r(e4m3_to_f32(w[row * k + c]) * e8m0_to_f32(s[(row / 32) * kb + c / 32]));
+    }
+};
 
-template <class W>
-__device__ void gemm_plain(float* out, const float* a, int m, int k, const W* w, int n, int lda, int ldo,
-                           long long a_z, long long w_z, long long o_z, int round) {
+template <class L>
+__device__ void gemm_plain(float* out, const float* a, int m, int k, L load, int n, int lda, int ldo, long long a_z, long long o_z, int round) {
     __shared__ float ws[GEMM_BN][GEMM_BK + 1];
     __shared__ float as[GEMM_BM][GEMM_BK];
-    a += blockIdx.z * a_z;
-    w += blockIdx.z * w_z;
-    out += blockIdx.z * o_z;
+    const int z = blockIdx.z;
+    a += z * a_z;
+    out += z * o_z;
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * GEMM_BN + tx;
     const int j = blockIdx.x * GEMM_BN + tx, i = blockIdx.y * GEMM_BM + ty;
     float acc = 0.0f;
@@ -155,7 +173,7 @@ __device__ void gemm_plain(float* out, const float* a, int m, int k, const W* w,
         const int cnt = min(GEMM_BK, k - lo);
         for (int e = tid; e < GEMM_BN * GEMM_BK; e += GEMM_BN * GEMM_BM) {
             const int jj = e / GEMM_BK, kk = e % GEMM_BK, jw = blockIdx.x * GEMM_BN + jj;
-            ws[jj][kk] = (jw < n && kk < cnt) ? widen<W>(w[(size_t)jw * k + lo + kk]) : 0.0f;
+            ws[jj][kk] = (jw < n && kk < cnt) ? load(z, jw, lo + kk) : 0.0f;
         }
         as[ty][tx] = (i < m && tx < cnt) ? a[(size_t)i * lda + lo + tx] : 0.0f;
         __syncthreads();
@@ -168,10 +186,17 @@ __device__ void gemm_plain(float* out, const float* a, int m, int k, const W* w,
 
 extern "C" __global__ void __launch_bounds__(256) matmul_f32w(float* out, const float* a, int m, int k, const float* w, int n, int lda, int ldo,
                                                              long long a_z, long long w_z, long long o_z, int round) {
-    gemm_plain<float>(out, a, m, k, w, n, lda, ldo, a_z, w_z, o_z, round);
+    gemm_plain(out, a, m, k, LoadF32{w, w_z, k}, n, lda, ldo, a_z, o_z, round);
 }
 
 extern "C" __global__ void __launch_bounds__(256) matmul_bf16w(float* out, const float* a, int m, int k, const unsigned short* w, int n, int lda, int ldo,
                                                               long long a_z, long long w_z, long long o_z, int round) {
-    gemm_plain<unsigned short>(out, a, m, k, w, n, lda, ldo, a_z, w_z, o_z, round);
+    gemm_plain(out, a, m, k, LoadBF16{w, w_z, k}, n, lda, ldo, a_z, o_z, round);
+}
+
+// matmul_fp8w: the plain product on fp8 weights widened first (the stored
+// fp8 wo_a): w [groups·n, k] e4m3, wscale [ceil(groups·n/32), ceil(k/32)].
+extern "C" __global__ void __launch_bounds__(256) matmul_fp8w(float* out, const float* a, int m, int k, const unsigned char* w, const unsigned char* wscale,
+                                                             int n, int lda, int ldo, long long a_z, long long o_z, int round) {
+    gemm_plain(out, a, m, k, LoadFP8{w, wscale, k, n}, n, lda, ldo, a_z, o_z, round);
 }
