@@ -66,6 +66,23 @@ func benchFP4(b *testing.B, m, k, n int) {
 	timeLaunches(b, e, n*k/2+n*k/32+4*m*(k+n), func() error { return e.k.MatmulFP4(e.s, "bench", out, a, m, k, w, s, n) })
 }
 
+// BenchmarkMatmulRoutedDecode: one token's 6 experts (up projection) out
+// of a stack of 16.
+func BenchmarkMatmulRoutedDecode(b *testing.B) {
+	e := gpu(b)
+	r := benchRand()
+	const topk, experts, k, n = 6, 16, 5120, 2304
+	wPer, sPer := n*k/2, n*k/32
+	ids := make([]int64, topk)
+	for i := range ids {
+		ids[i] = int64(2 * i)
+	}
+	a, w, s := up(b, e, quantActs(r, 1, k)), up(b, e, randBytes(r, experts*wPer)), up(b, e, e8m0s(r, experts*sPer))
+	rt := Routed{FP4: true, W: w, Scale: s, WStride: wPer, ScaleStride: sPer, Experts: experts}
+	dids, out := up(b, e, ids), alloc(b, e, 4*topk*n)
+	timeLaunches(b, e, topk*(wPer+sPer), func() error { return e.k.MatmulRouted(e.s, "bench", out, a, topk, k, rt, n, dids, topk) })
+}
+
 func BenchmarkMatmulFP8Decode(b *testing.B)  { benchFP8(b, 1, 5120, 1280) }
 func BenchmarkMatmulFP8Prefill(b *testing.B) { benchFP8(b, 256, 5120, 5120) }
 
@@ -101,7 +118,7 @@ func BenchmarkGateDecode(b *testing.B) {
 	r := benchRand()
 	const dim, experts, topk = 5120, 384, 6
 	x, w := up(b, e, bf16s(r, dim, 1)), up(b, e, bf16s(r, experts*dim, 0.02))
-	wt, ix, lg := alloc(b, e, 4*topk), alloc(b, e, 4*topk), alloc(b, e, 4*experts)
+	wt, ix, lg := alloc(b, e, 4*topk), alloc(b, e, 8*topk), alloc(b, e, 4*experts)
 	timeLaunches(b, e, 4*experts*dim, func() error {
 		return e.k.Gate(e.s, "bench", wt, ix, lg, x, 1, dim, w, 0, experts, topk, 1.5, "sqrtsoftplus")
 	})

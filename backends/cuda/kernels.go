@@ -9,7 +9,7 @@ import (
 // kernelNames are the kernels of ds4.cu that Kernels binds.
 var kernelNames = []string{
 	"rms_norm", "act_quant", "fp4_act_quant", "matmul_fp8", "matmul_fp4",
-	"matmul_fp4_routed", "matmul_fp8_routed", "swiglu_clamp", "rotary", "embed_bf16",
+	"matmul_fp4_routed", "matmul_fp8_routed", "matmul_fp8_gemv", "matmul_fp4_gemv", "swiglu_clamp", "rotary", "embed_bf16",
 	"gate_logits", "gate_select", "hc_mixes", "hc_split_sinkhorn", "hc_pre", "hc_post",
 	"sparse_attn", "matmul_f32w", "matmul_bf16w", "index_score", "index_causal_mask",
 	"apply_candidates", "index_topk", "select_candidate_blocks", "compressor_pool_prefill",
@@ -55,6 +55,9 @@ func LoadKernels(c *driver.Context, image []byte) (*Kernels, error) {
 // Close unloads the module.
 func (k *Kernels) Close() error { return k.mod.Unload() }
 
+// maxGridYZ is CUDA's limit on a grid's y and z extents.
+const maxGridYZ = 65535
+
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // grid1 is a 1-D launch of n threads in blocks of 256.
@@ -65,6 +68,9 @@ func grid1(n int) (driver.Dim3, driver.Dim3) {
 func (k *Kernels) launch(s *driver.Stream, name, what string, grid, block driver.Dim3, shmem int, args ...driver.Arg) error {
 	if grid.X == 0 || grid.Y == 0 || grid.Z == 0 {
 		return nil // nothing to compute
+	}
+	if grid.Y > maxGridYZ || grid.Z > maxGridYZ {
+		return fmt.Errorf("cuda %s for %s: grid %d×%d×%d is beyond the %d a grid's y and z may hold", name, what, grid.X, grid.Y, grid.Z, maxGridYZ)
 	}
 	return s.Launch(k.fn[name], grid, block, shmem, what, args...)
 }
@@ -117,11 +123,36 @@ func gemmGrid(m, n int) (driver.Dim3, driver.Dim3) {
 	return driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: uint32(ceilDiv(m, 8)), Z: 1}, driver.Dim3{X: 32, Y: 8, Z: 1}
 }
 
+// gemvShared is the shared memory of gemv_splitk (one float per K block and
+// column of a block), or 0 when k is too long for it (over 12288).
+func gemvShared(kdim int) int {
+	if b := ceilDiv(kdim, 32) * 32 * 4; b <= 48<<10 {
+		return b
+	}
+	return 0
+}
+
+// gemvGrid is the launch of gemv_splitk: 32 columns a block, 8 warps over K.
+func gemvGrid(n, rows int) (driver.Dim3, driver.Dim3) {
+	return driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: uint32(rows), Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}
+}
+
+// blockScaled launches matmul_fp8/fp4: the split-K row kernel for one row
+// (decode), the tiled one otherwise; both give the reference's bits.
+func (k *Kernels) blockScaled(s *driver.Stream, fp4 bool, what string, out, a driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) error {
+	name := map[bool]string{false: "matmul_fp8", true: "matmul_fp4"}[fp4]
+	if sh := gemvShared(kdim); m == 1 && sh > 0 {
+		g, b := gemvGrid(n, 1)
+		return k.launch(s, name+"_gemv", what, g, b, sh, driver.P(out), driver.P(a), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n))
+	}
+	g, b := gemmGrid(m, n)
+	return k.launch(s, name, what, g, b, 0, driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n))
+}
+
 // MatmulFP8 is kernels.MatmulFP8: out [m,n] = bf16(a [m,k] · dequant(w [n,k]
 // e4m3, wScale [ceil(n/32), ceil(k/32)] e8m0)ᵀ).
 func (k *Kernels) MatmulFP8(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) error {
-	g, b := gemmGrid(m, n)
-	return k.launch(s, "matmul_fp8", what, g, b, 0, driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n))
+	return k.blockScaled(s, false, what, out, a, m, kdim, w, wScale, n)
 }
 
 // MatmulFP4 is kernels.MatmulFP4: w packed e2m1 [n, k/2], wScale [n, ceil(k/32)].
@@ -129,8 +160,7 @@ func (k *Kernels) MatmulFP4(s *driver.Stream, what string, out, a driver.Ptr, m,
 	if kdim%2 != 0 {
 		return fmt.Errorf("cuda matmul_fp4: k = %d is odd (fp4 packs two values per byte)", kdim)
 	}
-	g, b := gemmGrid(m, n)
-	return k.launch(s, "matmul_fp4", what, g, b, 0, driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n))
+	return k.blockScaled(s, true, what, out, a, m, kdim, w, wScale, n)
 }
 
 // Routed describes a stack of expert weights in one device buffer: expert e
@@ -144,15 +174,19 @@ type Routed struct {
 
 // MatmulRouted computes rows q < rows of out [rows, n]: a[q/adiv] ·
 // W_{ids[q]} (adiv = topk for the gate/up projections of a token's chosen
-// experts, 1 for the down projection); ids (int32 [rows]) stay on the GPU.
+// experts, 1 for the down projection); ids (int64 [rows]) stay on the GPU.
 // Each row equals MatmulFP4/FP8 with that expert's weights.
 func (k *Kernels) MatmulRouted(s *driver.Stream, what string, out, a driver.Ptr, adiv, kdim int, r Routed, n int, ids driver.Ptr, rows int) error {
+	sh := gemvShared(kdim)
+	if sh == 0 || (r.FP4 && kdim%2 != 0) {
+		return fmt.Errorf("cuda routed matmul for %s: k = %d not supported (even, at most 12288)", what, kdim)
+	}
 	name := "matmul_fp8_routed"
 	if r.FP4 {
 		name = "matmul_fp4_routed"
 	}
-	return k.launch(s, name, what, driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: uint32(rows), Z: 1}, driver.Dim3{X: 32, Y: 1, Z: 1}, 0,
-		driver.P(out), driver.P(a), driver.I(adiv), driver.I(kdim), driver.P(r.W), driver.L(r.WStride),
+	g, b := gemvGrid(n, rows)
+	return k.launch(s, name, what, g, b, sh, driver.P(out), driver.P(a), driver.I(adiv), driver.I(kdim), driver.P(r.W), driver.L(r.WStride),
 		driver.P(r.Scale), driver.L(r.ScaleStride), driver.I(n), driver.P(ids), driver.I(r.Experts))
 }
 
@@ -164,7 +198,7 @@ func (k *Kernels) SwiGLUClamp(s *driver.Stream, what string, out, g, u driver.Pt
 }
 
 // Rotary is kernels.Rotary in place on x [rows, width]: cosSin [maxPos,
-// ropeDim/2, 2], pos int32 [rows].
+// ropeDim/2, 2], pos int64 [rows].
 func (k *Kernels) Rotary(s *driver.Stream, what string, x driver.Ptr, rows, width, ropeDim int, cosSin driver.Ptr, maxPos int, pos driver.Ptr, inverse bool) error {
 	if ropeDim%2 != 0 || ropeDim > width {
 		return fmt.Errorf("cuda rotary: rope dim %d must be even and <= width %d", ropeDim, width)
@@ -177,7 +211,7 @@ func (k *Kernels) Rotary(s *driver.Stream, what string, x driver.Ptr, rows, widt
 	return k.launch(s, "rotary", what, g, b, 0, driver.P(x), driver.I(rows), driver.I(width), driver.I(ropeDim), driver.P(cosSin), driver.I(maxPos), driver.P(pos), driver.I(inv))
 }
 
-// EmbedBF16 gathers rows of a bf16 table [vocab, dim] for ids (int32 [n])
+// EmbedBF16 gathers rows of a bf16 table [vocab, dim] for ids (int64 [n])
 // into out [n, dim] (fp32). An id out of range poisons its row and sets
 // *bad (int32, zeroed by the caller) to the largest bad index + 1.
 func (k *Kernels) EmbedBF16(s *driver.Stream, what string, out, table driver.Ptr, vocab, dim int, ids driver.Ptr, n int, bad driver.Ptr) error {
@@ -190,7 +224,7 @@ var gateScores = map[string]int{"sqrtsoftplus": 0, "sigmoid": 1, "softmax": 2}
 
 // Gate is kernels.Gate for n tokens x [n, dim] and router weights w
 // [experts, dim] (fp32): logits (scratch fp32 [n, experts]), then weights
-// [n, topk] (fp32) and indices [n, topk] (int32 expert ids, on the GPU).
+// [n, topk] (fp32) and indices [n, topk] (int64 expert ids, on the GPU).
 // bias may be 0.
 func (k *Kernels) Gate(s *driver.Stream, what string, weights, indices, logits, x driver.Ptr, n, dim int, w, bias driver.Ptr, experts, topk int, routeScale float32, scoreFunc string) error {
 	score, ok := gateScores[scoreFunc]

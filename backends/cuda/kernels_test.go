@@ -335,7 +335,8 @@ func TestMatmulFP8GPU(t *testing.T) {
 	r := rng(t)
 	// (m, k, n): decode and prefill rows at the released widths (dim 5120,
 	// q_lora 1280), and sizes that are not multiples of 32.
-	for _, c := range []struct{ m, k, n int }{{1, 5120, 1280}, {5, 4096, 4096}, {9, 1280, 5120}, {33, 200, 100}} {
+	// m = 1 runs the split-K row kernel, more rows the tiled one.
+	for _, c := range []struct{ m, k, n int }{{1, 5120, 1280}, {1, 200, 100}, {5, 4096, 4096}, {9, 1280, 5120}, {33, 200, 100}} {
 		a := quantActs(r, c.m, c.k)
 		w := e4m3Codes(r, c.n*c.k)
 		s := e8m0s(r, ((c.n+31)/32)*((c.k+31)/32))
@@ -353,7 +354,8 @@ func TestMatmulFP4GPU(t *testing.T) {
 	e := gpu(t)
 	r := rng(t)
 	// the routed experts' shapes (dim 5120, moe_inter 2304) and a small odd one
-	for _, c := range []struct{ m, k, n int }{{1, 5120, 2304}, {6, 2304, 5120}, {9, 80, 40}} {
+	// (1, 80, 40): rows of 40 bytes, so unaligned 16-byte loads fall back to bytes
+	for _, c := range []struct{ m, k, n int }{{1, 5120, 2304}, {1, 80, 40}, {6, 2304, 5120}, {9, 80, 40}} {
 		a := quantActs(r, c.m, c.k)
 		w := randBytes(r, c.n*c.k/2)
 		s := e8m0s(r, c.n*((c.k+31)/32))
@@ -377,10 +379,10 @@ func TestMatmulRoutedGPU(t *testing.T) {
 		fp4       bool
 		k, n, div int
 	}{{true, 5120, 2304, topk}, {true, 2304, 5120, 1}, {false, 256, 96, topk}} {
-		ids := make([]int32, tokens*topk)
+		ids := make([]int64, tokens*topk)
 		for tk := range tokens {
 			for j, p := range r.Perm(experts)[:topk] {
-				ids[tk*topk+j] = int32(p)
+				ids[tk*topk+j] = int64(p)
 			}
 		}
 		rows := tokens * topk
@@ -456,17 +458,17 @@ func TestRotaryGPU(t *testing.T) {
 		}
 	}
 	pos := make([]int, rows)
-	pos32 := make([]int32, rows)
+	pos64 := make([]int64, rows)
 	for i := range pos {
 		pos[i] = r.IntN(maxPos)
-		pos32[i] = int32(pos[i])
+		pos64[i] = int64(pos[i])
 	}
 	for _, inverse := range []bool{false, true} {
 		x := bf16s(r, rows*width, 3)
 		want := append([]float32(nil), x...)
 		kernels.Rotary(want, rows, width, ropeDim, tab, pos, inverse)
 		dx := up(t, e, x)
-		if err := e.k.Rotary(e.s, "rope", dx, rows, width, ropeDim, up(t, e, tab), maxPos, up(t, e, pos32), inverse); err != nil {
+		if err := e.k.Rotary(e.s, "rope", dx, rows, width, ropeDim, up(t, e, tab), maxPos, up(t, e, pos64), inverse); err != nil {
 			t.Fatal(err)
 		}
 		golden(t, fmt.Sprintf("rotary inverse %v", inverse), down[float32](t, e, dx, len(x)), want)
@@ -481,9 +483,9 @@ func TestEmbedGPU(t *testing.T) {
 	for i := range tab {
 		tab[i] = numfmt.BF16Bits(float32(r.NormFloat64()))
 	}
-	ids := make([]int32, n)
+	ids := make([]int64, n)
 	for i := range ids {
-		ids[i] = int32(r.IntN(vocab))
+		ids[i] = int64(r.IntN(vocab))
 	}
 	ids[4] = vocab // out of range
 	out, bad := alloc(t, e, 4*n*dim), alloc(t, e, 4)
@@ -528,13 +530,13 @@ func TestGateGPU(t *testing.T) {
 		}
 		wantW, wantI := make([]float32, c.n*c.topk), make([]int64, c.n*c.topk)
 		kernels.Gate(wantW, wantI, x, c.n, c.dim, w, bias, c.experts, c.topk, 1.5, c.score)
-		weights, indices, logits := alloc(t, e, 4*c.n*c.topk), alloc(t, e, 4*c.n*c.topk), alloc(t, e, 4*c.n*c.experts)
+		weights, indices, logits := alloc(t, e, 4*c.n*c.topk), alloc(t, e, 8*c.n*c.topk), alloc(t, e, 4*c.n*c.experts)
 		if err := e.k.Gate(e.s, "gate", weights, indices, logits, up(t, e, x), c.n, c.dim, up(t, e, w), up(t, e, bias), c.experts, c.topk, 1.5, c.score); err != nil {
 			t.Fatal(err)
 		}
-		gotI := down[int32](t, e, indices, c.n*c.topk)
+		gotI := down[int64](t, e, indices, c.n*c.topk)
 		for i := range wantI {
-			if int64(gotI[i]) != wantI[i] {
+			if gotI[i] != wantI[i] {
 				t.Fatalf("gate %s: expert %d: got %d, want %d (all %v vs %v)", c.score, i, gotI[i], wantI[i], gotI, wantI)
 			}
 		}

@@ -151,6 +151,10 @@ func Load() error {
 }
 
 func loadOnce() error {
+	// dlerror's message is per thread: keep Dlopen and its dlerror on one
+	// (without this the reason came back empty about one run in 16).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	h, err := purego.Dlopen(LibName, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
 		if strings.Contains(err.Error(), "No such file") || strings.Contains(err.Error(), "cannot open") {

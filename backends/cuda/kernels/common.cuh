@@ -83,11 +83,13 @@ __device__ __forceinline__ float e8m0_to_f32(unsigned b) {
     return ldexpf(1.0f, (int)b - 127);
 }
 
-// e2m1_to_f32 decodes a 4-bit e2m1 code (bit 3 the sign).
+// e2m1_to_f32 decodes a 4-bit e2m1 code (bit 3 the sign): magnitudes 0,
+// 0.5 for codes 0, 1, else (1 + m/2)·2^(e-1) with e = code>>1, m = code&1,
+// built on the float bits (no table, which would live in local memory).
 __device__ __forceinline__ float e2m1_to_f32(unsigned c) {
-    const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    float v = mag[c & 7u];
-    return (c & 8u) ? -v : v;
+    const unsigned m = c & 7u;
+    const unsigned bits = m < 2u ? (m ? 0x3f000000u : 0u) : ((((m >> 1) + 126u) << 23) | ((m & 1u) << 22));
+    return __uint_as_float(bits | ((c & 8u) << 28));
 }
 
 // f32_to_e2m1 is numfmt.F32ToE2M1 (ties to the even code).

@@ -20,15 +20,15 @@ extern "C" __global__ void swiglu_clamp(float* out, const float* g, const float*
 
 // rotary: RoPE in place on the last rope_dim channels of each row of x
 // [rows, width], pairs interleaved, position pos[row] in the table cos_sin
-// [max_pos, rope_dim/2, 2]; inverse multiplies by the conjugate. One thread
+// [max_pos, rope_dim/2, 2] (pos int64, as the graph's positions); inverse multiplies by the conjugate. One thread
 // per (row, pair). A position outside the table poisons the pair (NaN).
-extern "C" __global__ void rotary(float* x, int rows, int width, int rope_dim, const float* cos_sin, int max_pos, const int* pos, int inverse) {
+extern "C" __global__ void rotary(float* x, int rows, int width, int rope_dim, const float* cos_sin, int max_pos, const long long* pos, int inverse) {
     const int half = rope_dim / 2;
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)rows * half) return;
     const int r = (int)(t / half), k = (int)(t % half);
     float* z = x + (size_t)r * width + (width - rope_dim) + 2 * k;
-    const int p = pos[r];
+    const long long p = pos[r];
     if (p < 0 || p >= max_pos) {
         z[0] = z[1] = __uint_as_float(0x7fc00000u);
         return;
@@ -47,15 +47,15 @@ extern "C" __global__ void rotary(float* x, int rows, int width, int rope_dim, c
     z[1] = bf16r(im);
 }
 
-// embed: out[i, :] = table[ids[i], :] for a bf16 table [vocab, dim] (stored
+// embed: out[i, :] = table[ids[i], :] (ids int64, the graph's token ids) for a bf16 table [vocab, dim] (stored
 // bits), widened to fp32. An id outside [0, vocab) poisons its row and
 // records i+1 in *bad (the largest such i+1), for the host to report after
 // its next synchronisation. One thread per output element.
-extern "C" __global__ void embed_bf16(float* out, const unsigned short* table, int vocab, int dim, const int* ids, int n, int* bad) {
+extern "C" __global__ void embed_bf16(float* out, const unsigned short* table, int vocab, int dim, const long long* ids, int n, int* bad) {
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)n * dim) return;
     const int i = (int)(t / dim), d = (int)(t % dim);
-    const int id = ids[i];
+    const long long id = ids[i];
     if (id < 0 || id >= vocab) {
         out[t] = __uint_as_float(0x7fc00000u);
         if (d == 0) atomicMax(bad, i + 1);

@@ -23,8 +23,9 @@ extern "C" __global__ void gate_logits(float* logits, const float* x, const floa
 // sqrt(softplus), 1 sigmoid, 2 softmax. Selection by biased score
 // descending, ties to the lower expert id; weights = s[sel]/(Σ s[sel] +
 // 1e-20)·route_scale (renormalised only when topk > 1). bias may be null.
-// indices are int32 expert ids, kept on the GPU for the routed products.
-extern "C" __global__ void gate_select(float* weights, int* indices, const float* logits, const float* bias, int experts, int topk, float route_scale, int score) {
+// indices are int64 expert ids (as the graph's topk_idx), kept on the GPU
+// for the routed products.
+extern "C" __global__ void gate_select(float* weights, long long* indices, const float* logits, const float* bias, int experts, int topk, float route_scale, int score) {
     extern __shared__ float sh[];
     float* s = sh;
     float* biased = sh + experts;
@@ -57,7 +58,7 @@ extern "C" __global__ void gate_select(float* weights, int* indices, const float
     }
     for (int e = 0; e < experts; e++) biased[e] = bias ? s[e] + bias[e] : s[e];
     float* wt = weights + (size_t)t * topk;
-    int* ix = indices + (size_t)t * topk;
+    long long* ix = indices + (size_t)t * topk;
     float sum = 0.0f;
     for (int r = 0; r < topk; r++) {
         int best = -1;

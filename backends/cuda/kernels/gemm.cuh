@@ -64,69 +64,6 @@ extern "C" __global__ void __launch_bounds__(256) matmul_fp4(float* out, const f
     gemm_block_scaled<true>(out, a, m, k, w, wscale, n);
 }
 
-// gemm_routed: the rows of a routed-expert product. Row q of out [Q, n] is
-// a[q / adiv] · W_e with e = ids[q], the expert's weights at w + e·wstride
-// (bytes) and its scales at wscale + e·sstride; adiv is topk for the first
-// projections (one activation row per token, shared by its experts) and 1
-// for the down projection. Every output is computed as in
-// gemm_block_scaled, so a row equals MatmulFP4/FP8 of that expert's rows.
-// The expert ids stay on the GPU. grid (ceil(n/32), Q), block 32.
-template <bool FP4>
-__device__ void gemm_routed(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride,
-                            const unsigned char* wscale, long long sstride, int n, const int* ids, int nexperts) {
-    __shared__ float ws[GEMM_BN][GEMM_BK + 1];
-    __shared__ float as[GEMM_BK];
-    const int tx = threadIdx.x, q = blockIdx.y;
-    const int j = blockIdx.x * GEMM_BN + tx;
-    const int e = ids[q];
-    const int kb = (k + GEMM_BK - 1) / GEMM_BK;
-    if (e < 0 || e >= nexperts) { // an id the gate cannot produce: poison the row
-        if (j < n) out[(size_t)q * n + j] = __uint_as_float(0x7fc00000u);
-        return;
-    }
-    const unsigned char* we = w + (size_t)e * wstride;
-    const unsigned char* se = wscale + (size_t)e * sstride;
-    const float* ar = a + (size_t)(q / adiv) * k;
-    float acc = 0.0f;
-    for (int b = 0; b < kb; b++) {
-        const int lo = b * GEMM_BK, cnt = min(GEMM_BK, k - lo);
-        for (int jj = 0; jj < GEMM_BN; jj++) {
-            const int jw = blockIdx.x * GEMM_BN + jj;
-            float v = 0.0f;
-            if (jw < n && tx < cnt) {
-                const size_t c = (size_t)jw * k + lo + tx;
-                if (FP4) {
-                    const unsigned byte = we[c / 2];
-                    v = e2m1_to_f32((c & 1) ? (byte >> 4) : (byte & 0xfu));
-                } else {
-                    v = e4m3_to_f32(we[c]);
-                }
-            }
-            ws[jj][tx] = v;
-        }
-        as[tx] = tx < cnt ? ar[lo + tx] : 0.0f;
-        __syncthreads();
-        if (j < n) {
-            float p = 0.0f;
-            for (int c = 0; c < cnt; c++) p += as[c] * ws[tx][c];
-            const unsigned sb = FP4 ? se[(size_t)j * kb + b] : se[(size_t)(j / 32) * kb + b];
-            acc += p * e8m0_to_f32(sb);
-        }
-        __syncthreads();
-    }
-    if (j < n) out[(size_t)q * n + j] = bf16r(acc);
-}
-
-extern "C" __global__ void matmul_fp4_routed(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride,
-                                             const unsigned char* wscale, long long sstride, int n, const int* ids, int nexperts) {
-    gemm_routed<true>(out, a, adiv, k, w, wstride, wscale, sstride, n, ids, nexperts);
-}
-
-extern "C" __global__ void matmul_fp8_routed(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride,
-                                             const unsigned char* wscale, long long sstride, int n, const int* ids, int nexperts) {
-    gemm_routed<false>(out, a, adiv, k, w, wstride, wscale, sstride, n, ids, nexperts);
-}
-
 // gemm_plain: out[i, j] = f(Σ_c a[i, c]·w[j, c]) with the products rounded
 // to fp32 and summed in ascending c from 0 (kernels.MatmulF32, MatmulBF16,
 // GroupedLoRA); f rounds to bf16 when round is set. Strides: a row i at
@@ -199,4 +136,94 @@ extern "C" __global__ void __launch_bounds__(256) matmul_bf16w(float* out, const
 extern "C" __global__ void __launch_bounds__(256) matmul_fp8w(float* out, const float* a, int m, int k, const unsigned char* w, const unsigned char* wscale,
                                                              int n, int lda, int ldo, long long a_z, long long o_z, int round) {
     gemm_plain(out, a, m, k, LoadFP8{w, wscale, k, n}, n, lda, ldo, a_z, o_z, round);
+}
+
+// gemv_splitk: one row of the block-scaled products (decode: m = 1, and
+// each row of the routed products) with the K blocks spread over 8 warps
+// and the reference's order kept: each block partial P·scale is the same
+// sequential sum over its 32 columns, written to shared memory, and warp 0
+// adds the partials in ascending K block from 0, so the bits equal
+// gemm_block_scaled's. Each thread reads its row's 32 codes of a K block
+// with 16-byte loads where aligned. Dynamic shared memory: kb·32 floats.
+#define GEMV_WARPS 8
+
+template <bool FP4>
+__device__ __forceinline__ void gemv_load_codes(unsigned char* dst, const unsigned char* w, size_t first, int cnt) {
+    // first: index of the block's first value in the row-major code array
+    const size_t byte0 = FP4 ? first / 2 : first;
+    const int nbytes = FP4 ? (cnt + 1) / 2 : cnt;
+    if (nbytes == (FP4 ? 16 : 32) && ((size_t)(w + byte0) & 15u) == 0) {
+        const uint4* src = (const uint4*)(w + byte0);
+        ((uint4*)dst)[0] = src[0];
+        if (!FP4) ((uint4*)dst)[1] = src[1];
+        return;
+    }
+    for (int i = 0; i < nbytes; i++) dst[i] = w[byte0 + i];
+}
+
+template <bool FP4>
+__device__ void gemv_splitk(float* out, const float* a, int k, const unsigned char* w, const unsigned char* wscale, int n) {
+    extern __shared__ float part[];
+    const int tx = threadIdx.x & 31, warp = threadIdx.x / 32;
+    const int j = blockIdx.x * 32 + tx;
+    const int kb = (k + GEMM_BK - 1) / GEMM_BK;
+    if (j < n) {
+        for (int b = warp; b < kb; b += GEMV_WARPS) {
+            const int lo = b * GEMM_BK, cnt = min(GEMM_BK, k - lo);
+            __align__(16) unsigned char codes[32];
+            gemv_load_codes<FP4>(codes, w, (size_t)j * k + lo, cnt);
+            float p = 0.0f;
+            for (int c = 0; c < cnt; c++) {
+                const float wv = FP4 ? e2m1_to_f32((c & 1) ? (codes[c / 2] >> 4) : (codes[c / 2] & 0xfu)) : e4m3_to_f32(codes[c]);
+                p += a[lo + c] * wv;
+            }
+            const unsigned sb = FP4 ? wscale[(size_t)j * kb + b] : wscale[(size_t)(j / 32) * kb + b];
+            part[b * 32 + tx] = p * e8m0_to_f32(sb);
+        }
+    }
+    __syncthreads();
+    if (warp == 0 && j < n) {
+        float acc = 0.0f;
+        for (int b = 0; b < kb; b++) acc += part[b * 32 + tx];
+        out[j] = bf16r(acc);
+    }
+}
+
+// matmul_fp8_gemv / matmul_fp4_gemv: matmul_fp8/fp4 for m = 1.
+// grid ceil(n/32), block 256.
+extern "C" __global__ void __launch_bounds__(256) matmul_fp8_gemv(float* out, const float* a, int k, const unsigned char* w, const unsigned char* wscale, int n) {
+    gemv_splitk<false>(out, a, k, w, wscale, n);
+}
+extern "C" __global__ void __launch_bounds__(256) matmul_fp4_gemv(float* out, const float* a, int k, const unsigned char* w, const unsigned char* wscale, int n) {
+    gemv_splitk<true>(out, a, k, w, wscale, n);
+}
+
+// matmul_fp4_routed / matmul_fp8_routed: the rows of a routed-expert
+// product. Row q of out [Q, n] is a[q / adiv] · W_e with e = ids[q]
+// (int64, read on the GPU), the expert's weights at w + e·wstride (bytes)
+// and its scales at wscale + e·sstride; adiv is topk for the first
+// projections (one activation row per token, shared by its experts) and 1
+// for the down projection. Each row goes through gemv_splitk, so it equals
+// MatmulFP4/FP8 of that expert's rows. An id outside [0, nexperts) poisons
+// its row (NaN). grid (ceil(n/32), Q), block 256.
+template <bool FP4>
+__device__ void gemv_routed(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride,
+                            const unsigned char* wscale, long long sstride, int n, const long long* ids, int nexperts) {
+    const int q = blockIdx.y;
+    const long long e = ids[q];
+    if (e < 0 || e >= nexperts) {
+        const int j = blockIdx.x * 32 + (threadIdx.x & 31);
+        if (threadIdx.x < 32 && j < n) out[(size_t)q * n + j] = __uint_as_float(0x7fc00000u);
+        return;
+    }
+    gemv_splitk<FP4>(out + (size_t)q * n, a + (size_t)(q / adiv) * k, k, w + (size_t)e * wstride, wscale + (size_t)e * sstride, n);
+}
+
+extern "C" __global__ void __launch_bounds__(256) matmul_fp4_routed(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride,
+                                                                        const unsigned char* wscale, long long sstride, int n, const long long* ids, int nexperts) {
+    gemv_routed<true>(out, a, adiv, k, w, wstride, wscale, sstride, n, ids, nexperts);
+}
+extern "C" __global__ void __launch_bounds__(256) matmul_fp8_routed(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride,
+                                                                        const unsigned char* wscale, long long sstride, int n, const long long* ids, int nexperts) {
+    gemv_routed<false>(out, a, adiv, k, w, wstride, wscale, sstride, n, ids, nexperts);
 }
