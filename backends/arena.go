@@ -1,10 +1,10 @@
 package backends
 
-// Arena holds the activation buffers of one graph for one session: slot k
+// HostArena holds the activation buffers of one graph for one session: slot k
 // is reused by every value the plan assigned to k (attribute buf), across
 // calls, so steady-state decoding allocates almost nothing. A nil arena, or
 // slot -1, allocates fresh memory. An arena is not safe for concurrent runs.
-type Arena struct {
+type HostArena struct {
 	slots []arenaSlot
 	sizes []SlotSize
 }
@@ -12,13 +12,13 @@ type Arena struct {
 // SlotSize is the most elements of each storage kind one slot will hold.
 type SlotSize struct{ F32, I64, I32 int }
 
-// NewArena returns an arena whose slot k, when it must grow, grows at once
+// NewHostArena returns an arena whose slot k, when it must grow, grows at once
 // to sizes[k] (the largest value the plan puts there in a session): decode
 // values that gain a row per step (the caches' views) would otherwise be
 // reallocated, and their fresh pages faulted in, at every step.
-func NewArena(sizes []SlotSize) *Arena { return &Arena{sizes: sizes} }
+func NewHostArena(sizes []SlotSize) *HostArena { return &HostArena{sizes: sizes} }
 
-func (a *Arena) size(k int) SlotSize {
+func (a *HostArena) size(k int) SlotSize {
 	if k < len(a.sizes) {
 		return a.sizes[k]
 	}
@@ -31,7 +31,7 @@ type arenaSlot struct {
 	i32 []int32
 }
 
-func (a *Arena) slot(k int) *arenaSlot {
+func (a *HostArena) slot(k int) *arenaSlot {
 	if a == nil || k < 0 {
 		return nil
 	}
@@ -42,7 +42,7 @@ func (a *Arena) slot(k int) *arenaSlot {
 }
 
 // F32 returns n zeroed float32s from slot k.
-func (a *Arena) F32(k, n int) []float32 {
+func (a *HostArena) F32(k, n int) []float32 {
 	out := a.F32Dirty(k, n)
 	clear(out)
 	return out
@@ -50,7 +50,7 @@ func (a *Arena) F32(k, n int) []float32 {
 
 // F32Dirty is F32 without the zeroing, for a kernel that writes every
 // element (the contents are whatever the slot held).
-func (a *Arena) F32Dirty(k, n int) []float32 {
+func (a *HostArena) F32Dirty(k, n int) []float32 {
 	s := a.slot(k)
 	if s == nil {
 		return make([]float32, n)
@@ -59,7 +59,7 @@ func (a *Arena) F32Dirty(k, n int) []float32 {
 }
 
 // I64 returns n zeroed int64s from slot k.
-func (a *Arena) I64(k, n int) []int64 {
+func (a *HostArena) I64(k, n int) []int64 {
 	s := a.slot(k)
 	if s == nil {
 		return make([]int64, n)
@@ -70,7 +70,7 @@ func (a *Arena) I64(k, n int) []int64 {
 }
 
 // I32 returns n zeroed int32s from slot k.
-func (a *Arena) I32(k, n int) []int32 {
+func (a *HostArena) I32(k, n int) []int32 {
 	s := a.slot(k)
 	if s == nil {
 		return make([]int32, n)
@@ -90,7 +90,7 @@ func grown[T any](buf *[]T, n, hint int) []T {
 }
 
 // Bytes is the memory the arena holds now.
-func (a *Arena) Bytes() int64 {
+func (a *HostArena) Bytes() int64 {
 	if a == nil {
 		return 0
 	}

@@ -99,7 +99,7 @@ func TestSessionMemory(t *testing.T) {
 
 type panicProgram struct{ err error }
 
-func (p panicProgram) Run(env *backends.Env) error {
+func (p panicProgram) Run(env *backends.OldEnv) error {
 	if p.err != nil {
 		return p.err
 	}
@@ -110,7 +110,7 @@ func (p panicProgram) Run(env *backends.Env) error {
 // InternalError naming the call.
 func TestInternalErrorNamesTheCall(t *testing.T) {
 	md := openTiny(t)
-	for _, prog := range []backends.Program{panicProgram{}, panicProgram{err: fmt.Errorf("%%12 (matmul): %w", &backends.KernelPanic{Node: "%12 (matmul)", Value: "boom"})}} {
+	for _, prog := range []backends.OldProgram{panicProgram{}, panicProgram{err: fmt.Errorf("%%12 (matmul): %w", &backends.KernelPanic{Node: "%12 (matmul)", Value: "boom"})}} {
 		md2 := *md
 		md2.prefill = prog
 		s, err := md2.NewSession(Options{Batch: 1, MaxLen: 8})

@@ -15,10 +15,10 @@ import (
 // Model is a compiled module bound to a checkpoint and a backend.
 type Model struct {
 	Module  *ir.Module
-	prefill backends.Program
-	decode  backends.Program
+	prefill backends.OldProgram
+	decode  backends.OldProgram
 	// Placement of the decode graph's ops on backends (what fell back to the CPU).
-	Placement *backends.Placement
+	Placement *backends.OldPlacement
 	pg, dg    *ir.Graph
 	w         *binder
 	Vocab     int
@@ -41,7 +41,7 @@ func Open(m *ir.Module, dir, backend string) (md *Model, err error) {
 			md, err = nil, &InternalError{Where: where, Err: fmt.Errorf("%v", r)}
 		}
 	}()
-	be, err := backends.Get(backend)
+	be, err := backends.GetOld(backend)
 	if err != nil {
 		return nil, err
 	}
@@ -74,15 +74,15 @@ func Open(m *ir.Module, dir, backend string) (md *Model, err error) {
 			}
 		}
 	}
-	var fallback backends.Backend
+	var fallback backends.OldBackend
 	if backend != "cpu" {
-		if fallback, err = backends.Get("cpu"); err != nil {
+		if fallback, err = backends.GetOld("cpu"); err != nil {
 			w.close()
 			return nil, err
 		}
 	}
-	if md.prefill, _, err = backends.Schedule(pg, be, fallback); err == nil {
-		md.decode, md.Placement, err = backends.Schedule(dg, be, fallback)
+	if md.prefill, _, err = backends.ScheduleOld(pg, be, fallback); err == nil {
+		md.decode, md.Placement, err = backends.ScheduleOld(dg, be, fallback)
 	}
 	if err != nil {
 		w.close()
@@ -125,7 +125,7 @@ type Session struct {
 	Pos    int // tokens processed so far
 	Calls  int // decode calls so far
 	Tracer *Tracer
-	arenas map[backends.Program]*backends.Arena
+	arenas map[backends.OldProgram]*backends.HostArena
 	ratios map[string]int // compression ratio of each cache, from its M/r rows
 
 	// OpTimes, when not nil, accumulates each op's kernel wall time.
@@ -187,17 +187,17 @@ func stateShape(sh ir.Shape, opt Options) ([]int, error) {
 }
 
 // arena returns the session's activation arena for a program.
-func (s *Session) arena(p backends.Program) *backends.Arena {
+func (s *Session) arena(p backends.OldProgram) *backends.HostArena {
 	if s.arenas == nil {
-		s.arenas = map[backends.Program]*backends.Arena{}
+		s.arenas = map[backends.OldProgram]*backends.HostArena{}
 	}
 	a, ok := s.arenas[p]
 	if !ok {
 		pre, dec := s.opt.callBindings()
 		if p == s.m.decode {
-			a = backends.NewArena(slotSizes(s.m.dg, dec))
+			a = backends.NewHostArena(slotSizes(s.m.dg, dec))
 		} else {
-			a = backends.NewArena(slotSizes(s.m.pg, pre))
+			a = backends.NewHostArena(slotSizes(s.m.pg, pre))
 		}
 		s.arenas[p] = a
 	}
@@ -244,7 +244,7 @@ func (l *Logits) Last() [][]float32 {
 	return out
 }
 
-func (s *Session) call(prog backends.Program, tokens [][]int64, prefix string) (lg *Logits, err error) {
+func (s *Session) call(prog backends.OldProgram, tokens [][]int64, prefix string) (lg *Logits, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			lg, err = nil, &InternalError{Where: "the " + strings.TrimSuffix(prefix, ".") + " call", Err: fmt.Errorf("%v", r)}
@@ -273,7 +273,7 @@ func (s *Session) call(prog backends.Program, tokens [][]int64, prefix string) (
 		}
 		ids.I64 = append(ids.I64, row...)
 	}
-	env := &backends.Env{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
+	env := &backends.OldEnv{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
 		Weight: s.m.w.weight, State: s.state, Rope: s.rope, Arena: s.arena(prog), OpTimes: s.OpTimes}
 	if s.Tracer != nil {

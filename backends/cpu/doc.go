@@ -3,8 +3,8 @@
 // numerics. It registers itself as "cpu"; import it for its side effect:
 //
 //	import _ "github.com/ds4go/ds4/backends/cpu"
-//	be, _ := backends.Get("cpu")
-//	prog, _, _ := backends.Schedule(graph, be, nil)
+//	be, _ := backends.GetOld("cpu")
+//	prog, _, _ := backends.ScheduleOld(graph, be, nil)
 //	err := prog.Run(env)
 //
 // The kernels themselves live in package kernels; this package maps ops to

@@ -16,29 +16,29 @@ import (
 // be obviously right. Other backends are checked against it.
 type Backend struct{}
 
-func init() { backends.Register(Backend{}) }
+func init() { backends.RegisterOld(Backend{}) }
 
-// Name implements backends.Backend.
+// Name implements backends.OldBackend.
 func (Backend) Name() string { return "cpu" }
 
-// Supports implements backends.Backend: the CPU backend runs every op.
+// Supports implements backends.OldBackend: the CPU backend runs every op.
 func (Backend) Supports(n *ir.Node) bool { _, ok := kernelsByOp[n.Op]; return ok }
 
-// Kernel implements backends.Backend.
+// Kernel implements backends.OldBackend.
 func (Backend) Kernel(n *ir.Node) (backends.KernelFunc, error) {
 	k, ok := kernelsByOp[n.Op]
 	if !ok {
 		return nil, fmt.Errorf("no CPU kernel for op %s", n.Op)
 	}
 	st := &nodeState{}
-	return func(env *backends.Env, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
+	return func(env *backends.OldEnv, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
 		return k(&run{env: env, node: n, state: st}, n, args)
 	}, nil
 }
 
 // run is what a kernel sees of one call.
 type run struct {
-	env   *backends.Env
+	env   *backends.OldEnv
 	node  *ir.Node   // the node being computed; its buf attribute names its arena slot
 	state *nodeState // the node's state across calls (nil outside a scheduled program)
 }

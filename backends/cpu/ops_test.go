@@ -16,7 +16,7 @@ import (
 func runOp(t *testing.T, op string, attrs ir.Attrs, args ...*backends.Tensor) *backends.Tensor {
 	t.Helper()
 	n := &ir.Node{Op: op, Attrs: attrs}
-	out, err := kernelsByOp[op](&run{env: &backends.Env{}, node: n}, n, args)
+	out, err := kernelsByOp[op](&run{env: &backends.OldEnv{}, node: n}, n, args)
 	if err != nil {
 		t.Fatalf("%s: %v", op, err)
 	}

@@ -17,9 +17,9 @@ import (
 // the CPU backend.
 type Backend struct{}
 
-func init() { backends.Register(Backend{}) }
+func init() { backends.RegisterOld(Backend{}) }
 
-// Name implements backends.Backend.
+// Name implements backends.OldBackend.
 func (Backend) Name() string { return "gorgonia" }
 
 // maxBcastRank is the most axes a broadcasting operand may have in
@@ -27,7 +27,7 @@ func (Backend) Name() string { return "gorgonia" }
 // merging neighbouring axes that broadcast alike.
 const maxBcastRank = 4
 
-// Supports implements backends.Backend: only f32 nodes with f32 operands of
+// Supports implements backends.OldBackend: only f32 nodes with f32 operands of
 // the ops listed in the package documentation.
 func (Backend) Supports(n *ir.Node) bool {
 	if n.Type.DType != ir.F32 {
@@ -64,7 +64,7 @@ func (Backend) Supports(n *ir.Node) bool {
 	return false
 }
 
-// Kernel implements backends.Backend. Each node gets its own cache of
+// Kernel implements backends.OldBackend. Each node gets its own cache of
 // compiled gorgonia graphs, one per set of run-time operand shapes.
 func (b Backend) Kernel(n *ir.Node) (backends.KernelFunc, error) {
 	if !b.Supports(n) {
@@ -95,7 +95,7 @@ type plan struct {
 	outShape []int // the IR shape of the result
 }
 
-func (k *nodeKernel) run(_ *backends.Env, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
+func (k *nodeKernel) run(_ *backends.OldEnv, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
 	for i, a := range args {
 		if a == nil || len(a.F32) != a.NumElements() {
 			return nil, fmt.Errorf("gorgonia: operand %d is not an f32 tensor", i)

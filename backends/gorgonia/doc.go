@@ -58,10 +58,10 @@
 //	w := ir.T(ir.F32, 2, 3)
 //	n := &ir.Node{Op: "matmul", Type: ir.T(ir.F32, "B", 2, 2),
 //		Args: []*ir.Node{{Op: "input", Type: x}, {Op: "weight", Type: w}}}
-//	be, _ := backends.Get("gorgonia")
+//	be, _ := backends.GetOld("gorgonia")
 //	fmt.Println(be.Supports(n))         // true
 //	k, _ := be.Kernel(n)
-//	y, _ := k(&backends.Env{}, n, []*backends.Tensor{
+//	y, _ := k(&backends.OldEnv{}, n, []*backends.Tensor{
 //		{DType: ir.F32, Shape: []int{1, 2, 3}, F32: []float32{1, 2, 3, 4, 5, 6}},
 //		{DType: ir.F32, Shape: []int{2, 3}, F32: []float32{1, 0, 0, 1, 1, 1}},
 //	})

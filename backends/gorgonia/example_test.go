@@ -14,7 +14,7 @@ func Example() {
 	w := ir.T(ir.F32, 2, 3)
 	n := &ir.Node{Op: "matmul", Type: ir.T(ir.F32, "B", 2, 2),
 		Args: []*ir.Node{{Op: "input", Type: x}, {Op: "weight", Type: w}}}
-	be, err := backends.Get("gorgonia")
+	be, err := backends.GetOld("gorgonia")
 	if err != nil {
 		panic(err)
 	}
@@ -23,7 +23,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	y, err := k(&backends.Env{}, n, []*backends.Tensor{
+	y, err := k(&backends.OldEnv{}, n, []*backends.Tensor{
 		{DType: ir.F32, Shape: []int{1, 2, 3}, F32: []float32{1, 2, 3, 4, 5, 6}},
 		{DType: ir.F32, Shape: []int{2, 3}, F32: []float32{1, 0, 0, 1, 1, 1}},
 	})

@@ -40,7 +40,7 @@ func runBoth(t *testing.T, n *ir.Node, args ...*backends.Tensor) (got, want *bac
 	if !(Backend{}).Supports(n) {
 		t.Fatalf("%s %s: not supported", n.Op, n.Type)
 	}
-	cpu, err := backends.Get("cpu")
+	cpu, err := backends.GetOld("cpu")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func runBoth(t *testing.T, n *ir.Node, args ...*backends.Tensor) (got, want *bac
 	for i, a := range args {
 		saved[i] = slices.Clone(a.F32)
 	}
-	env := &backends.Env{}
+	env := &backends.OldEnv{}
 	if want, err = kc(env, n, args); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestSupportsDeclines(t *testing.T) {
 func f16() ir.DType { return ir.F16 }
 
 func TestRegistered(t *testing.T) {
-	b, err := backends.Get("gorgonia")
+	b, err := backends.GetOld("gorgonia")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // Placement says which backend runs each op of a graph.
-type Placement struct {
+type OldPlacement struct {
 	Primary  string
 	Fallback string
 	// ByBackend counts the nodes of each op placed on each backend.
@@ -18,7 +18,7 @@ type Placement struct {
 }
 
 // FallbackOps lists the ops (with counts) that run on the fallback backend.
-func (p *Placement) FallbackOps() string {
+func (p *OldPlacement) FallbackOps() string {
 	m := p.ByBackend[p.Fallback]
 	if p.Fallback == p.Primary || len(m) == 0 {
 		return ""
@@ -34,14 +34,14 @@ func (p *Placement) FallbackOps() string {
 // Schedule lowers a graph onto a primary backend, placing every node the
 // primary does not support on the fallback (normally the CPU backend, which
 // supports every op). The result runs the nodes in graph order.
-func Schedule(g *ir.Graph, primary, fallback Backend) (Program, *Placement, error) {
-	pl := &Placement{Primary: primary.Name(), Fallback: primary.Name(), ByBackend: map[string]map[string]int{}}
+func ScheduleOld(g *ir.Graph, primary, fallback OldBackend) (OldProgram, *OldPlacement, error) {
+	pl := &OldPlacement{Primary: primary.Name(), Fallback: primary.Name(), ByBackend: map[string]map[string]int{}}
 	if fallback != nil {
 		pl.Fallback = fallback.Name()
 	}
 	prog := newScheduled(g)
 	for i, n := range g.Nodes {
-		be := primary
+		var be OldBackend = primary
 		if !primary.Supports(n) {
 			if fallback == nil || !fallback.Supports(n) {
 				return nil, nil, fmt.Errorf("backend %s: %%%d (%s): no kernel and no fallback", primary.Name(), n.ID, n.Op)
@@ -59,17 +59,6 @@ func Schedule(g *ir.Graph, primary, fallback Backend) (Program, *Placement, erro
 		pl.ByBackend[be.Name()][n.Op]++
 	}
 	return prog, pl, nil
-}
-
-// KernelPanic is a panic inside a kernel, recovered by the scheduler: a bug
-// of the backend, not bad input.
-type KernelPanic struct {
-	Node  string // "%12 (matmul)"
-	Value any
-}
-
-func (e *KernelPanic) Error() string {
-	return fmt.Sprintf("internal error in %s: %v; please report it", e.Node, e.Value)
 }
 
 // scheduled runs a graph's nodes in order. What the run loop needs of the
@@ -102,7 +91,7 @@ func newScheduled(g *ir.Graph) *scheduled {
 
 // Run executes the nodes in order, dropping each value after its last use.
 // A panic inside a kernel is returned as a KernelPanic naming the node.
-func (p *scheduled) Run(env *Env) (err error) {
+func (p *scheduled) Run(env *OldEnv) (err error) {
 	uses := append([]int(nil), p.uses...)
 	vals := make([]*Tensor, len(p.g.Nodes))
 	var cur *ir.Node
