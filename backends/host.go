@@ -1,0 +1,302 @@
+package backends
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ds4go/ds4/internal/numfmt"
+	"github.com/ds4go/ds4/internal/safetensors"
+	"github.com/ds4go/ds4/ir"
+)
+
+// HostKernel computes one node of a host backend from its argument values.
+type HostKernel func(env *Env, n *ir.Node, args []*Tensor) (*Tensor, error)
+
+// HostDevice is the Device of a backend whose buffers are *Tensor in host
+// memory: Upload keeps the tensor it is given and Download returns the
+// tensor itself (no copy), Alloc makes zeroed slices, arenas are
+// HostArenas, Sync has nothing to wait for (a launch runs the segment's
+// kernels one after the other before it returns). The backend supplies its
+// kernels and its weight layout.
+type HostDevice struct {
+	Backend string // the backend's name, for errors
+	Desc    string // Describe's answer
+	// Kernel returns the kernel of a node of a segment (called by Prepare,
+	// once per node).
+	Kernel func(n *ir.Node) (HostKernel, error)
+	// Bind lays out a weight (nil: HostWeightTensor(w, false)).
+	Bind func(w *HostWeight) (*Tensor, error)
+}
+
+// Describe implements Device.
+func (d *HostDevice) Describe() string { return d.Desc }
+
+// Memory implements Device: MemAvailable and MemTotal of /proc/meminfo.
+func (d *HostDevice) Memory() (free, total int64, err error) { return HostMemory() }
+
+// BindWeight implements Device.
+func (d *HostDevice) BindWeight(w *HostWeight) (Buffer, error) {
+	if d.Bind != nil {
+		return d.Bind(w)
+	}
+	return HostWeightTensor(w, false)
+}
+
+// Alloc implements Device: floats in F32, i64 in I64, i32 in I32, the
+// byte-sized dtypes in U8.
+func (d *HostDevice) Alloc(dt ir.DType, shape []int) (Buffer, error) {
+	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...)}
+	n := t.NumElements()
+	switch {
+	case dt.IsFloat():
+		t.F32 = make([]float32, n)
+	case dt == ir.I64:
+		t.I64 = make([]int64, n)
+	case dt == ir.I32:
+		t.I32 = make([]int32, n)
+	default:
+		t.U8 = make([]byte, n)
+	}
+	return t, nil
+}
+
+// Upload implements Device: the tensor itself.
+func (d *HostDevice) Upload(t *Tensor) (Buffer, error) { return t, nil }
+
+// Download implements Device: the tensor itself.
+func (d *HostDevice) Download(b Buffer) (*Tensor, error) { return HostTensor(b) }
+
+// Free implements Device: the garbage collector frees host tensors.
+func (d *HostDevice) Free(Buffer) error { return nil }
+
+// NewArena implements Device.
+func (d *HostDevice) NewArena(sizes []SlotSize) (Arena, error) { return NewHostArena(sizes), nil }
+
+// Sync implements Device: launches have finished when they return.
+func (d *HostDevice) Sync() error { return nil }
+
+// Close implements Device.
+func (d *HostDevice) Close() error { return nil }
+
+// HostTensor is b as a host tensor (an error for another device's buffer).
+func HostTensor(b Buffer) (*Tensor, error) {
+	t, ok := b.(*Tensor)
+	if !ok {
+		return nil, fmt.Errorf("a %T buffer on a host backend", b)
+	}
+	return t, nil
+}
+
+// Prepare implements Device: the segment's kernels, run in order.
+func (d *HostDevice) Prepare(seg *Segment) (Program, error) {
+	p := &hostProgram{seg: seg, kernels: make([]HostKernel, len(seg.Nodes)), args: make([][]int, len(seg.Nodes)), uses: make([]int, len(seg.Nodes))}
+	index := make(map[*ir.Node]int, len(seg.Nodes))
+	for i, n := range seg.Nodes {
+		k, err := d.Kernel(n)
+		if err != nil {
+			return nil, fmt.Errorf("%%%d (%s): %v", n.ID, n.Op, err)
+		}
+		p.kernels[i] = k
+		index[n] = i
+		for _, a := range n.Args {
+			j, ok := index[a]
+			if !ok {
+				j = -1 // from another segment: env.Values
+			} else {
+				p.uses[j]++
+			}
+			p.args[i] = append(p.args[i], j)
+		}
+	}
+	for _, o := range seg.Out {
+		p.outputs = append(p.outputs, index[o])
+		p.uses[index[o]]++
+	}
+	return p, nil
+}
+
+// hostProgram runs a segment's nodes in order. What the loop needs of the
+// segment's structure is derived once, not on every call.
+type hostProgram struct {
+	seg     *Segment
+	kernels []HostKernel
+	args    [][]int // positions of each node's arguments in the segment (-1: env.Values)
+	uses    []int   // readers of each node's value in the segment (outputs count as one)
+	outputs []int   // positions of seg.Out
+}
+
+// Launch implements Program: it runs every kernel before it returns,
+// dropping each value after its last use. A panic inside a kernel is
+// returned as a KernelPanic naming the node.
+func (p *hostProgram) Launch(env *Env) (err error) {
+	uses := append([]int(nil), p.uses...)
+	vals := make([]*Tensor, len(p.seg.Nodes))
+	var cur *ir.Node
+	defer func() {
+		if e := recover(); e != nil {
+			err = &KernelPanic{Node: fmt.Sprintf("%%%d (%s)", cur.ID, cur.Op), Value: e}
+		}
+	}()
+	args := make([]*Tensor, 0, 8)
+	for i, n := range p.seg.Nodes {
+		cur = n
+		args = args[:0]
+		for k, j := range p.args[i] {
+			if j >= 0 {
+				args = append(args, vals[j])
+				continue
+			}
+			t, err := HostTensor(env.Values[n.Args[k]])
+			if err != nil {
+				return fmt.Errorf("%%%d (%s): argument %d: %v", n.ID, n.Op, k, err)
+			}
+			args = append(args, t)
+		}
+		var t0 time.Time
+		if env.OpTimes != nil {
+			t0 = time.Now()
+		}
+		v, err := p.kernels[i](env, n, args)
+		if env.OpTimes != nil {
+			ot := env.OpTimes[n.Op]
+			if ot == nil {
+				ot = &OpTime{}
+				env.OpTimes[n.Op] = ot
+			}
+			ot.Calls++
+			ot.Nanos += time.Since(t0).Nanoseconds()
+		}
+		if err != nil {
+			return fmt.Errorf("%%%d (%s): %w", n.ID, n.Op, err)
+		}
+		vals[i] = v
+		for _, j := range p.args[i] {
+			if j < 0 {
+				continue
+			}
+			if uses[j]--; uses[j] == 0 {
+				vals[j] = nil
+			}
+		}
+	}
+	for k, o := range p.seg.Out {
+		env.Values[o] = vals[p.outputs[k]]
+	}
+	return nil
+}
+
+// HostWeightTensor lays out a checkpoint tensor for the host kernels:
+//   - a 2-D BF16 matrix keeps its mapped bytes in U8 (the kernels widen on
+//     the fly, bit-identically to converting first); declared F32 it also
+//     gets an F32 copy unless storedOnly (the CPU backends read the bf16
+//     view and widen where they need F32);
+//   - other float tensors become F32 (rounded to bf16 when declared bf16);
+//   - fp8 and fp4 keep codes in U8 and e8m0 scales in Scale; an fp8 weight
+//     declared bf16 (attn.wo_a, used as bf16(e4m3·e8m0)) stays as stored,
+//     dequantised by its consumer (unless dense, which widens it);
+//     fp8row becomes bf16-rounded F32;
+//   - i64 becomes I64.
+//
+// dense asks for F32 values of every float weight that is not fp8/fp4
+// typed (for backends whose kernels read F32 only).
+func HostWeightTensor(w *HostWeight, dense bool) (*Tensor, error) {
+	if len(w.Parts) > 0 {
+		stack := &Tensor{DType: w.DType, Shape: w.Shape}
+		for _, p := range w.Parts {
+			t, err := HostWeightTensor(p, dense)
+			if err != nil {
+				return nil, err
+			}
+			stack.Parts = append(stack.Parts, t)
+		}
+		return stack, nil
+	}
+	st := &safetensors.Tensor{Name: w.Name, DType: w.Stored, Shape: w.Shape, Data: w.Data}
+	switch w.Format {
+	case "i64":
+		v, err := st.Int64s()
+		if err != nil {
+			return nil, err
+		}
+		return &Tensor{DType: ir.I64, Shape: w.Shape, I64: v}, nil
+	case "bf16", "f32":
+		if w.Stored == "BF16" && len(w.Shape) == 2 && len(w.Data) == 2*w.Shape[0]*w.Shape[1] {
+			out := &Tensor{DType: w.DType, Shape: w.Shape, U8: w.Data}
+			if w.DType != ir.BF16 || dense {
+				out.F32 = make([]float32, len(w.Data)/2)
+				for i := range out.F32 {
+					out.F32[i] = math.Float32frombits(uint32(w.Data[2*i])<<16 | uint32(w.Data[2*i+1])<<24)
+				}
+			}
+			return out, nil
+		}
+		v, err := st.Float32s()
+		if err != nil {
+			return nil, err
+		}
+		if w.DType == ir.BF16 {
+			numfmt.BF16RoundSlice(v)
+		}
+		return &Tensor{DType: w.DType, Shape: w.Shape, F32: v}, nil
+	case "fp8", "fp8row":
+		if w.DType == ir.F8E4M3 || (w.Format == "fp8" && !dense) {
+			return &Tensor{DType: w.DType, Shape: w.Shape, U8: w.Data, Scale: w.Scale}, nil
+		}
+		rows, cols := w.Shape[0], w.Shape[1]
+		kb := (cols + 31) / 32
+		v := make([]float32, rows*cols)
+		for o := range rows {
+			srow := o * kb // fp8row: one scale row per weight row
+			if w.Format == "fp8" {
+				srow = (o / 32) * kb
+			}
+			for i := range cols {
+				s := numfmt.E8M0ToF32(w.Scale[srow+i/32])
+				v[o*cols+i] = numfmt.BF16Round(numfmt.E4M3ToF32(w.Data[o*cols+i]) * s)
+			}
+		}
+		return &Tensor{DType: w.DType, Shape: w.Shape, F32: v}, nil
+	case "fp4":
+		return &Tensor{DType: w.DType, Shape: w.Shape, U8: w.Data, Scale: w.Scale}, nil
+	}
+	return nil, fmt.Errorf("weight %q: unknown format %q", w.Name, w.Format)
+}
+
+// HostMemory returns MemAvailable and MemTotal of /proc/meminfo in bytes.
+func HostMemory() (free, total int64, err error) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	free, total = -1, -1
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || (k != "MemAvailable" && k != "MemTotal") {
+			continue
+		}
+		fs := strings.Fields(v)
+		if len(fs) == 0 {
+			continue
+		}
+		kb, err := strconv.ParseInt(fs[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		if k == "MemAvailable" {
+			free = ir.SatMul(kb, 1024)
+		} else {
+			total = ir.SatMul(kb, 1024)
+		}
+	}
+	if free < 0 {
+		return 0, 0, fmt.Errorf("/proc/meminfo: no MemAvailable")
+	}
+	return free, max(total, free), nil
+}
