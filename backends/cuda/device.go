@@ -1,0 +1,150 @@
+package cuda
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/ds4go/ds4/backends/cuda/driver"
+	"github.com/ds4go/ds4/ir"
+)
+
+// GPU is one opened GPU: its context, the stream every launch and copy of
+// the backend goes to (so the ops of a step follow each other on the device
+// without the host waiting), the loaded kernels, and every allocation made
+// through it, so that Close frees what a model or session left.
+type GPU struct {
+	ctx *driver.Context
+	st  *driver.Stream
+	k   *Kernels
+
+	mu     sync.Mutex
+	allocs map[driver.Ptr]allocation
+	used   int64 // bytes allocated now
+
+	programs     []*Program
+	pending      []*Program // launched since the last Sync, with error flags
+	scratchArena *Arena     // for launches without an arena
+}
+
+type allocation struct {
+	bytes int64
+	what  string
+}
+
+// OpenGPU opens GPU 0 and loads the kernels (image nil: the embedded fatbin).
+func OpenGPU(image []byte) (*GPU, error) {
+	if err := driver.Probe(); err != nil {
+		return nil, err
+	}
+	c, err := driver.Open(0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.NewStream()
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	k, err := LoadKernels(c, image)
+	if err != nil {
+		st.Destroy()
+		c.Close()
+		return nil, err
+	}
+	return &GPU{ctx: c, st: st, k: k, allocs: map[driver.Ptr]allocation{}}, nil
+}
+
+// Used is the memory allocated through g now.
+func (g *GPU) Used() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.used
+}
+
+// alloc allocates bytes (at least 1, so every buffer has an address) for what.
+func (g *GPU) alloc(bytes int64, what string) (driver.Ptr, error) {
+	p, err := g.ctx.Alloc(int(max(bytes, 1)), what)
+	if err != nil {
+		return 0, err
+	}
+	g.mu.Lock()
+	g.allocs[p] = allocation{bytes: max(bytes, 1), what: what}
+	g.used += max(bytes, 1)
+	g.mu.Unlock()
+	return p, nil
+}
+
+// free frees one allocation of alloc (0 is ignored).
+func (g *GPU) free(p driver.Ptr) error {
+	if p == 0 {
+		return nil
+	}
+	g.mu.Lock()
+	a, ok := g.allocs[p]
+	delete(g.allocs, p)
+	g.used -= a.bytes
+	g.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda: freeing %#x, which is not a live allocation", uint64(p))
+	}
+	return g.ctx.Free(p, a.what)
+}
+
+// Close waits for the stream, frees every allocation still live, unloads
+// the kernels and releases the context.
+func (g *GPU) Close() error {
+	err := g.st.Sync("closing the GPU")
+	g.mu.Lock()
+	ptrs := make([]driver.Ptr, 0, len(g.allocs))
+	for p := range g.allocs {
+		ptrs = append(ptrs, p)
+	}
+	g.mu.Unlock()
+	sort.Slice(ptrs, func(i, j int) bool { return ptrs[i] < ptrs[j] })
+	for _, p := range ptrs {
+		if e := g.free(p); e != nil && err == nil {
+			err = e
+		}
+	}
+	for _, e := range []error{g.k.Close(), g.st.Destroy(), g.ctx.Close()} {
+		if e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// elemBytes is the device storage of one element of dtype dt: every float
+// activation is fp32 holding a value of its dtype (as the reference keeps
+// them), ids and positions int64, attention indices int32, masks bytes.
+func elemBytes(dt ir.DType) int64 {
+	switch dt {
+	case ir.I64:
+		return 8
+	case ir.U8, ir.Bool, ir.I8:
+		return 1
+	}
+	return 4
+}
+
+// Value is a tensor on the GPU. Activations, state and constants are
+// contiguous row-major buffers of elemBytes; weights carry their layout
+// (Layout).
+type Value struct {
+	DType ir.DType
+	Shape []int
+	Ptr   driver.Ptr
+	// Host holds the values of a small integer constant (const nodes, the
+	// token map applied to one): read on the host where a kernel takes the
+	// value as an argument (engram_hash's pad id), never downloaded.
+	Host []int64
+	W    *Layout // weights only
+}
+
+// Numel is the number of elements.
+func (v *Value) Numel() int { return numel(v.Shape) }
+
+func last(v *Value) int { return v.Shape[len(v.Shape)-1] }
+
+func rows(v *Value) int { return v.Numel() / max(last(v), 1) }

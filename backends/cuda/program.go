@@ -1,0 +1,475 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/backends/cuda/driver"
+	"github.com/ds4go/ds4/ir"
+	"github.com/ds4go/ds4/models/deepseekv4"
+)
+
+// Program is a segment prepared for the GPU: one launcher per node, queued
+// in graph order on the GPU's stream. Nothing is read back between the
+// ops of a call: host values a kernel needs (positions, window indices,
+// visible lengths) follow from the call's start position and are uploaded,
+// expert ids and attention indices stay on the GPU, and the host waits only
+// to read the outputs (logits), a requested probe, and the call's error
+// flags (a token id out of range) at Sync.
+type Program struct {
+	gpu    *GPU
+	seg    *backends.Segment
+	steps  []opFunc
+	args   [][]int         // argument positions in the segment, -1: from env.Values
+	index  map[*ir.Node]int // node → position in the segment
+	flag   map[int]int     // node → its error flag (embed, token_map)
+	consts map[int]*Value  // const nodes, uploaded once
+	tables map[int]EngramTables
+	flags  driver.Ptr // int32 per flag, zeroed at each launch
+	owned  []driver.Ptr
+}
+
+// opFunc enqueues node i's kernels.
+type opFunc func(c *call, i int, n *ir.Node, a []*Value) (*Value, error)
+
+// viewOps return an argument's buffer (or a state's) instead of a new one.
+var viewOps = map[string]bool{
+	"reshape": true, "cache_write": true, "window_update": true, "group_state_update": true,
+	"engram_hist_update": true, "weight": true, "state": true, "rope_table": true, "const": true,
+}
+
+// ownsBuffer reports whether node n writes a buffer of its own.
+func ownsBuffer(n *ir.Node) bool {
+	if n.Op == "probe" {
+		return n.Attrs.Bool("force", false)
+	}
+	return !viewOps[n.Op]
+}
+
+// Supports reports whether the GPU backend runs node n: its op, its dtypes
+// and the attributes its kernels take. f16 values are not supported (no
+// kernel rounds to f16).
+func Supports(n *ir.Node) bool {
+	if _, ok := ops[n.Op]; !ok {
+		return false
+	}
+	if n.Type.DType == ir.F16 {
+		return false
+	}
+	for _, a := range n.Args {
+		if a.Type.DType == ir.F16 {
+			return false
+		}
+	}
+	switch n.Op {
+	case "cast":
+		to, err := ir.ParseDType(n.Attrs.Str("to", ""))
+		return err == nil && (to == ir.F32 || to == ir.BF16) && n.Args[0].Type.DType.IsFloat()
+	case "rmsnorm":
+		return n.Type.DType == ir.BF16 // the kernel rounds to bf16
+	}
+	return supportsNode(n)
+}
+
+// prepare builds the program of a segment: every node must be supported
+// (the scheduler cuts segments by Supports). Constants and the Engram hash
+// tables go to the GPU now.
+func (gpu *GPU) prepare(seg *backends.Segment) (*Program, error) {
+	p := &Program{gpu: gpu, seg: seg, steps: make([]opFunc, len(seg.Nodes)), args: make([][]int, len(seg.Nodes)),
+		index: map[*ir.Node]int{}, flag: map[int]int{}, consts: map[int]*Value{}, tables: map[int]EngramTables{}}
+	for i, n := range seg.Nodes {
+		if !Supports(n) {
+			p.Close()
+			return nil, fmt.Errorf("cuda: %%%d (%s %s) is not supported on the GPU", n.ID, n.Op, n.Type)
+		}
+		p.steps[i] = ops[n.Op]
+		for _, a := range n.Args {
+			j, ok := p.index[a]
+			if !ok {
+				j = -1
+			}
+			p.args[i] = append(p.args[i], j)
+		}
+		p.index[n] = i
+		var err error
+		switch n.Op {
+		case "embed", "token_map":
+			p.flag[i] = len(p.flag)
+		case "const":
+			err = p.uploadConst(i, n)
+		case "engram_hash":
+			err = p.uploadTables(i, n)
+		}
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
+	var err error
+	if p.flags, err = gpu.alloc(int64(4*max(len(p.flag), 1)), "error flags"); err != nil {
+		p.Close()
+		return nil, err
+	}
+	p.owned = append(p.owned, p.flags)
+	return p, nil
+}
+
+func (p *Program) keep(bytes []byte, what string) (driver.Ptr, error) {
+	d, err := p.gpu.alloc(int64(len(bytes)), what)
+	if err != nil {
+		return 0, err
+	}
+	p.owned = append(p.owned, d)
+	return d, p.gpu.st.Upload(d, bytes, what)
+}
+
+func (p *Program) uploadConst(i int, n *ir.Node) error {
+	shape := make([]int, len(n.Type.Shape))
+	for k, d := range n.Type.Shape {
+		shape[k] = int(d.N)
+	}
+	v := &Value{DType: n.Type.DType, Shape: shape}
+	var data []byte
+	if n.Type.DType.IsFloat() {
+		f := make([]float32, numel(shape))
+		for k, x := range n.Attrs.Floats("floats") {
+			if k < len(f) {
+				f[k] = float32(x)
+			}
+		}
+		data = asBytes(f)
+	} else if n.Type.DType == ir.I64 {
+		v.Host = make([]int64, numel(shape))
+		copy(v.Host, n.Attrs.Ints("ints"))
+		data = asBytes(v.Host)
+	} else {
+		return fmt.Errorf("cuda: %%%d const of dtype %s", n.ID, n.Type.DType)
+	}
+	var err error
+	v.Ptr, err = p.keep(data, fmt.Sprintf("const %%%d", n.ID))
+	p.consts[i] = v
+	return err
+}
+
+// uploadTables puts engram_hash's constants (multipliers, primes, offsets:
+// the node's attributes) on the GPU.
+func (p *Program) uploadTables(i int, n *ir.Node) error {
+	mult, primes, offs := n.Attrs.Ints("multipliers"), n.Attrs.Ints("primes"), n.Attrs.Ints("offsets")
+	heads := int(n.Attrs.Int("heads", 1))
+	tb := EngramTables{Layers: 1, Ngram: len(mult), Heads: heads}
+	if heads <= 0 || len(primes) != (len(mult)-1)*heads || len(offs) != len(primes) {
+		return fmt.Errorf("cuda: %%%d engram_hash: %d multipliers, %d primes, %d offsets for %d heads", n.ID, len(mult), len(primes), len(offs), heads)
+	}
+	var err error
+	what := fmt.Sprintf("engram_hash %%%d tables", n.ID)
+	if tb.Mult, err = p.keep(asBytes(mult), what); err != nil {
+		return err
+	}
+	if tb.Primes, err = p.keep(asBytes(primes), what); err != nil {
+		return err
+	}
+	if tb.Offsets, err = p.keep(asBytes(offs), what); err != nil {
+		return err
+	}
+	p.tables[i] = tb
+	return nil
+}
+
+// Close frees the program's constants.
+func (p *Program) Close() error {
+	var err error
+	for _, d := range p.owned {
+		if e := p.gpu.free(d); e != nil && err == nil {
+			err = e
+		}
+	}
+	p.owned = nil
+	return err
+}
+
+// ---- the activation arena ----------------------------------------------------
+
+// Arena is one session's activation memory for one graph on the GPU: a
+// buffer per plan slot (sized from the engine's SlotSize, the largest value
+// the plan puts there in the session), and, made at their first use, the
+// buffers of the values without a slot (the logits, a teacher-forced probe)
+// and the launchers' scratch (a position per RoPE row, Sinkhorn's three
+// parts, visible lengths).
+type Arena struct {
+	gpu     *GPU
+	slots   []*buffer
+	own     map[*ir.Node]*buffer
+	scratch map[*ir.Node][]*buffer
+}
+
+type buffer struct {
+	p     driver.Ptr
+	bytes int64
+	what  string
+}
+
+// slotBytes is the device size of a slot: its values are fp32, int64 or
+// int32 (or bytes, within the fp32 size of the same elements).
+func slotBytes(s backends.SlotSize) int64 {
+	return max(int64(s.F32)*4, int64(s.I64)*8, int64(s.I32)*4)
+}
+
+// ArenaBytes is what NewArena allocates for sizes, before it allocates.
+func ArenaBytes(sizes []backends.SlotSize) int64 {
+	var n int64
+	for _, s := range sizes {
+		n += max(slotBytes(s), 1)
+	}
+	return n
+}
+
+func (g *GPU) newArena(sizes []backends.SlotSize) (*Arena, error) {
+	need := ArenaBytes(sizes)
+	if err := g.fits(need, "the activation arena"); err != nil {
+		return nil, err
+	}
+	a := &Arena{gpu: g, own: map[*ir.Node]*buffer{}, scratch: map[*ir.Node][]*buffer{}}
+	for k, s := range sizes {
+		b := &buffer{bytes: slotBytes(s), what: fmt.Sprintf("arena slot %d", k)}
+		var err error
+		if b.p, err = g.alloc(b.bytes, b.what); err != nil {
+			a.free()
+			return nil, err
+		}
+		a.slots = append(a.slots, b)
+	}
+	return a, nil
+}
+
+// Bytes implements backends.Arena.
+func (a *Arena) Bytes() int64 {
+	var n int64
+	for _, b := range a.slots {
+		n += b.bytes
+	}
+	for _, b := range a.own {
+		n += b.bytes
+	}
+	for _, s := range a.scratch {
+		for _, b := range s {
+			n += b.bytes
+		}
+	}
+	return n
+}
+
+func (a *Arena) free() error {
+	var err error
+	put := func(b *buffer) {
+		if e := a.gpu.free(b.p); e != nil && err == nil {
+			err = e
+		}
+	}
+	for _, b := range a.slots {
+		put(b)
+	}
+	for _, b := range a.own {
+		put(b)
+	}
+	for _, s := range a.scratch {
+		for _, b := range s {
+			put(b)
+		}
+	}
+	a.slots, a.own, a.scratch = nil, map[*ir.Node]*buffer{}, map[*ir.Node][]*buffer{}
+	return err
+}
+
+// hold makes b hold bytes: a call larger than the session was sized for
+// (or a first use). The stream is drained first, as queued launches may
+// still read b.
+func (a *Arena) hold(b *buffer, bytes int64) error {
+	if bytes <= b.bytes && b.p != 0 {
+		return nil
+	}
+	if b.p != 0 {
+		if err := a.gpu.st.Sync("growing " + b.what); err != nil {
+			return err
+		}
+		if err := a.gpu.free(b.p); err != nil {
+			return err
+		}
+		b.p = 0
+	}
+	d, err := a.gpu.alloc(bytes, b.what)
+	if err != nil {
+		return err
+	}
+	b.p, b.bytes = d, max(bytes, 1)
+	return nil
+}
+
+// ---- launching -----------------------------------------------------------------
+
+// call is what the launchers see of one launch.
+type call struct {
+	env *backends.Env
+	p   *Program
+	a   *Arena
+	gpu *GPU
+	k   *Kernels
+	st  *driver.Stream
+	B   int
+	S   int
+	M   int
+	P   int
+}
+
+// Launch implements backends.Program: it queues the segment's nodes on the
+// stream and returns; Sync waits and checks the error flags.
+func (p *Program) Launch(env *backends.Env) (err error) {
+	a, _ := env.Arena.(*Arena)
+	if a == nil {
+		if p.gpu.scratchArena == nil {
+			if p.gpu.scratchArena, err = p.gpu.newArena(nil); err != nil {
+				return err
+			}
+		}
+		a = p.gpu.scratchArena
+	}
+	c := &call{env: env, p: p, a: a, gpu: p.gpu, k: p.gpu.k, st: p.gpu.st, B: env.B, S: env.S, M: env.M, P: env.StartPos}
+	if len(p.flag) > 0 {
+		if err := c.st.Memset(p.flags, 0, 4*len(p.flag), "error flags"); err != nil {
+			return err
+		}
+		p.gpu.pending = append(p.gpu.pending, p)
+	}
+	vals := make([]*Value, len(p.seg.Nodes))
+	args := make([]*Value, 0, 8)
+	var cur *ir.Node
+	defer func() {
+		if r := recover(); r != nil {
+			err = &backends.KernelPanic{Node: what(cur), Value: r}
+		}
+	}()
+	for i, n := range p.seg.Nodes {
+		cur = n
+		args = args[:0]
+		for k, j := range p.args[i] {
+			if j >= 0 {
+				args = append(args, vals[j])
+				continue
+			}
+			v, err := asValue(env.Values[n.Args[k]], n.Args[k])
+			if err != nil {
+				return err
+			}
+			args = append(args, v)
+		}
+		v, err := p.steps[i](c, i, n, args)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what(n), err)
+		}
+		vals[i] = v
+	}
+	for _, n := range p.seg.Out {
+		env.Values[n] = vals[p.index[n]]
+	}
+	return nil
+}
+
+// asValue checks that a buffer handed in is one of this backend's.
+func asValue(b backends.Buffer, n *ir.Node) (*Value, error) {
+	v, ok := b.(*Value)
+	if !ok || v == nil {
+		return nil, fmt.Errorf("%s: the value handed to the GPU is a %T, not a GPU buffer", what(n), b)
+	}
+	return v, nil
+}
+
+// checkFlags reads a program's error flags (after Sync, no further wait)
+// and reports the first one set.
+func (p *Program) checkFlags() error {
+	fl := make([]int32, len(p.flag))
+	if err := Download(p.gpu.st, fl, p.flags, "error flags"); err != nil {
+		return err
+	}
+	for i, n := range p.seg.Nodes {
+		k, ok := p.flag[i]
+		if !ok || fl[k] == 0 {
+			continue
+		}
+		what := "the embedding"
+		if n.Op == "token_map" {
+			what = "the Engram token map"
+		}
+		return fmt.Errorf("%%%d (%s): the token id at index %d is out of range of %s", n.ID, n.Op, fl[k]-1, what)
+	}
+	return nil
+}
+
+// out returns node i's output value in its buffer (its plan slot, or one
+// of its own).
+func (c *call) out(i int, dt ir.DType, shape []int) (*Value, error) {
+	n := c.p.seg.Nodes[i]
+	v := &Value{DType: dt, Shape: shape}
+	var b *buffer
+	if slot, ok := n.Attrs["buf"].(int64); ok && slot >= 0 {
+		for int(slot) >= len(c.a.slots) {
+			c.a.slots = append(c.a.slots, &buffer{what: fmt.Sprintf("arena slot %d", len(c.a.slots))})
+		}
+		b = c.a.slots[slot]
+	} else {
+		if b = c.a.own[n]; b == nil {
+			b = &buffer{what: what(n)}
+			c.a.own[n] = b
+		}
+	}
+	if err := c.a.hold(b, v.Bytes()); err != nil {
+		return nil, err
+	}
+	v.Ptr = b.p
+	return v, nil
+}
+
+// scratch returns node i's k-th scratch buffer, holding at least bytes.
+func (c *call) scratch(i, k int, bytes int64) (driver.Ptr, error) {
+	n := c.p.seg.Nodes[i]
+	s := c.a.scratch[n]
+	for len(s) <= k {
+		s = append(s, &buffer{what: fmt.Sprintf("%s scratch %d", what(n), len(s))})
+	}
+	c.a.scratch[n] = s
+	if err := c.a.hold(s[k], bytes); err != nil {
+		return 0, err
+	}
+	return s[k].p, nil
+}
+
+// upload copies host values into node i's k-th scratch buffer.
+func uploadScratch[T any](c *call, i, k int, vals []T) (driver.Ptr, error) {
+	b := asBytes(vals)
+	p, err := c.scratch(i, k, int64(len(b)))
+	if err != nil {
+		return 0, err
+	}
+	return p, c.st.Upload(p, b, what(c.p.seg.Nodes[i]))
+}
+
+// bindings are the call's values of the shape symbols.
+func (c *call) bindings() ir.Bindings {
+	return ir.Bindings{B: int64(c.B), S: int64(c.S), M: int64(c.M), P: int64(c.P)}
+}
+
+// what names node n in errors.
+func what(n *ir.Node) string {
+	if n == nil {
+		return "the GPU program"
+	}
+	return fmt.Sprintf("%%%d (%s)", n.ID, n.Op)
+}
+
+// RopeTable computes rope_table node n's table for maximum length m (what
+// the engine uploads as the node's table).
+func RopeTable(n *ir.Node, m int) *backends.Tensor {
+	a := n.Attrs
+	tab := deepseekv4.FreqsCis(int(a.Int("dim", 0)), m, int(a.Int("original_seq_len", 0)),
+		a.Float("base", 0), a.Float("factor", 1), a.Float("beta_fast", 32), a.Float("beta_slow", 1))
+	return &backends.Tensor{DType: ir.F32, Shape: []int{m, tab.Pairs, 2}, F32: tab.CosSin}
+}
+
