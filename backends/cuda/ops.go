@@ -972,4 +972,3 @@ func opSwiGLU(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	}
 	return out, c.k.SwiGLUClamp(c.st, what(n), out.Ptr, g.Ptr, u.Ptr, rows(g), last(g), float32(n.Attrs.Float("limit", 0)), w)
 }
-

@@ -20,10 +20,10 @@ type Program struct {
 	gpu    *GPU
 	seg    *backends.Segment
 	steps  []opFunc
-	args   [][]int         // argument positions in the segment, -1: from env.Values
+	args   [][]int          // argument positions in the segment, -1: from env.Values
 	index  map[*ir.Node]int // node → position in the segment
-	flag   map[int]int     // node → its error flag (embed, token_map)
-	consts map[int]*Value  // const nodes, uploaded once
+	flag   map[int]int      // node → its error flag (embed, token_map)
+	consts map[int]*Value   // const nodes, uploaded once
 	tables map[int]EngramTables
 	flags  driver.Ptr // int32 per flag, zeroed at each launch
 	owned  []driver.Ptr
@@ -296,6 +296,9 @@ func (a *Arena) hold(b *buffer, bytes int64) error {
 		}
 		b.p = 0
 	}
+	if b.bytes > 0 { // a slot sized too small for the session: a quarter more, so it does not grow every step
+		bytes += bytes / 4
+	}
 	d, err := a.gpu.alloc(bytes, b.what)
 	if err != nil {
 		return err
@@ -472,4 +475,3 @@ func RopeTable(n *ir.Node, m int) *backends.Tensor {
 		a.Float("base", 0), a.Float("factor", 1), a.Float("beta_fast", 32), a.Float("beta_slow", 1))
 	return &backends.Tensor{DType: ir.F32, Shape: []int{m, tab.Pairs, 2}, F32: tab.CosSin}
 }
-

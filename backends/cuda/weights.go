@@ -129,7 +129,7 @@ func layoutOf(w *backends.HostWeight, use string) (*hostWeight, error) {
 	if w.DType == ir.BF16 {
 		numfmt.BF16RoundSlice(v)
 	}
-	if use == "plain" && w.Format == "bf16" {
+	if use == "plain" && w.Format == "bf16" && w.DType == ir.BF16 { // rounded: the bf16 bits are exact
 		return &hostWeight{kind: LayoutBF16, data: bf16Bits(v)}, nil
 	}
 	return &hostWeight{kind: LayoutF32, data: asBytes(v)}, nil
