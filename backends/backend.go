@@ -124,7 +124,7 @@ func Get(name string) (Backend, error) {
 	if b, ok := registry[name]; ok {
 		return b, nil
 	}
-	return nil, fmt.Errorf("backend %q is not registered (have: %v)", name, namesLocked())
+	return nil, fmt.Errorf("backend %q is not available (have: %v)", name, namesLocked())
 }
 
 // Names lists the registered backends, sorted.

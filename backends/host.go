@@ -191,10 +191,9 @@ func (p *hostProgram) Launch(env *Env) (err error) {
 }
 
 // HostWeightTensor lays out a checkpoint tensor for the host kernels:
-//   - a 2-D BF16 matrix keeps its mapped bytes in U8 (the kernels widen on
-//     the fly, bit-identically to converting first); declared F32 it also
-//     gets an F32 copy unless storedOnly (the CPU backends read the bf16
-//     view and widen where they need F32);
+//   - a 2-D BF16 matrix keeps its mapped bytes in U8 (the CPU kernels
+//     widen on the fly, bit-identically to converting first, and widen the
+//     whole matrix where an op needs F32); dense adds an F32 copy;
 //   - other float tensors become F32 (rounded to bf16 when declared bf16);
 //   - fp8 and fp4 keep codes in U8 and e8m0 scales in Scale; an fp8 weight
 //     declared bf16 (attn.wo_a, used as bf16(e4m3·e8m0)) stays as stored,
@@ -203,7 +202,7 @@ func (p *hostProgram) Launch(env *Env) (err error) {
 //   - i64 becomes I64.
 //
 // dense asks for F32 values of every float weight that is not fp8/fp4
-// typed (for backends whose kernels read F32 only).
+// typed (for backends whose kernels read F32 only: gorgonia).
 func HostWeightTensor(w *HostWeight, dense bool) (*Tensor, error) {
 	if len(w.Parts) > 0 {
 		stack := &Tensor{DType: w.DType, Shape: w.Shape}
@@ -227,7 +226,7 @@ func HostWeightTensor(w *HostWeight, dense bool) (*Tensor, error) {
 	case "bf16", "f32":
 		if w.Stored == "BF16" && len(w.Shape) == 2 && len(w.Data) == 2*w.Shape[0]*w.Shape[1] {
 			out := &Tensor{DType: w.DType, Shape: w.Shape, U8: w.Data}
-			if w.DType != ir.BF16 || dense {
+			if dense {
 				out.F32 = make([]float32, len(w.Data)/2)
 				for i := range out.F32 {
 					out.F32[i] = math.Float32frombits(uint32(w.Data[2*i])<<16 | uint32(w.Data[2*i+1])<<24)

@@ -187,3 +187,36 @@ func (r *Runner) free(inputs map[string]map[string]Buffer, moved map[string]map[
 	}
 	return nil
 }
+
+// RunNode runs node n alone on device d (a one-node segment whose
+// arguments are uploaded from args) and returns its value in host memory:
+// for tests and the conformance suite. env gives the sizes and callbacks
+// (nil: none); its Values are replaced.
+func RunNode(d Device, n *ir.Node, env *Env, args ...*Tensor) (*Tensor, error) {
+	if len(args) != len(n.Args) {
+		return nil, fmt.Errorf("%s: %d arguments for %d operands", n.Op, len(args), len(n.Args))
+	}
+	seg := &Segment{Nodes: []*ir.Node{n}, In: n.Args, Out: []*ir.Node{n}}
+	p, err := d.Prepare(seg)
+	if err != nil {
+		return nil, err
+	}
+	if env == nil {
+		env = &Env{}
+	}
+	env.Values = map[*ir.Node]Buffer{}
+	for i, a := range n.Args {
+		b, err := d.Upload(args[i])
+		if err != nil {
+			return nil, err
+		}
+		env.Values[a] = b
+	}
+	if err := p.Launch(env); err != nil {
+		return nil, err
+	}
+	if err := d.Sync(); err != nil {
+		return nil, err
+	}
+	return d.Download(env.Values[n])
+}

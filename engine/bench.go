@@ -245,7 +245,7 @@ func (m *Model) benchPreflight(opt BenchOptions) error {
 		return fmt.Errorf("decode after %d tokens: %v", opt.DecodeContext, err)
 	}
 	if opt.ProbeBytes > 0 {
-		limit, what := memoryLimit(opt.MaxMemory)
+		limit, what := m.memoryLimit(opt.MaxMemory)
 		if limit > 0 && opt.ProbeBytes > limit {
 			return fmt.Errorf("the bandwidth probe buffer of %d bytes (%s) is more than %s of %d bytes (%s): lower -probe-mb",
 				opt.ProbeBytes, FormatBytes(opt.ProbeBytes), what, limit, FormatBytes(limit))
@@ -265,8 +265,9 @@ func (m *Model) benchDecode(opt BenchOptions, rep *BenchReport, p [][]int64) err
 	// Distinct experts chosen per layer, summed over the timed steps.
 	chosen := map[int]int{}
 	counting := false
-	s.observe = func(name string, _ bool, t *backends.Tensor) (*backends.Tensor, error) {
-		if counting && strings.HasSuffix(name, ".gate_indices") {
+	s.Observer = &Observer{
+		Wants: func(name string) bool { return counting && strings.HasSuffix(name, ".gate_indices") },
+		See: func(name string, t *backends.Tensor) {
 			if l, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, "L"), ".gate_indices")); err == nil {
 				seen := map[int64]bool{}
 				for _, e := range t.I64 {
@@ -274,8 +275,7 @@ func (m *Model) benchDecode(opt BenchOptions, rep *BenchReport, p [][]int64) err
 				}
 				chosen[l] += len(seen)
 			}
-		}
-		return t, nil
+		},
 	}
 	lg, err := s.Prefill(p)
 	if err != nil {
@@ -361,7 +361,7 @@ func (m *Model) decodeWeightBytes(env ir.Bindings) weightBytes {
 	wb := weightBytes{expertStored: map[int]int64{}, expertHeld: map[int]int64{}}
 	uses := m.dg.Uses()
 	for _, n := range m.dg.Weights() {
-		t, err := m.w.weight(n)
+		t, err := m.weight(m.Placement.Backend[n], n)
 		if err != nil {
 			continue
 		}
@@ -398,7 +398,13 @@ func (m *Model) decodeWeightBytes(env ir.Bindings) weightBytes {
 	return wb
 }
 
-func heldBytes(t *backends.Tensor) int64 {
+// heldBytes is the memory a bound weight takes; a host tensor's bf16
+// matrix with an F32 copy counts as the bf16 bytes the CPU kernels read.
+func heldBytes(b backends.Buffer) int64 {
+	t, ok := b.(*backends.Tensor)
+	if !ok {
+		return b.Bytes()
+	}
 	f32 := len(t.F32)
 	if f32 > 0 && t.Scale == nil && len(t.U8) == 2*f32 {
 		f32 = 0 // a bf16 matrix with an F32 copy: the CPU kernels read the bf16 bytes

@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"bufio"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 
@@ -27,39 +25,9 @@ type MemoryNeed struct {
 // Total is the sum of the parts (saturating).
 func (n MemoryNeed) Total() int64 { return ir.SatAdd(ir.SatAdd(n.Caches, n.Ropes), n.Activations) }
 
-// hostBytes is the size of one element as the CPU backend holds it: float
-// values of every float dtype live in float32.
-func hostBytes(dt ir.DType) int64 {
-	switch dt {
-	case ir.I64:
-		return 8
-	case ir.I32:
-		return 4
-	case ir.I8, ir.U8, ir.Bool:
-		return 1
-	}
-	if dt.IsFloat() {
-		return 4
-	}
-	if b := dt.Bits(); b >= 8 {
-		return int64(b / 8)
-	}
-	return 1
-}
-
-// typeBytes is the host size of a value of type t under b (saturating). A
-// dimension it cannot evaluate counts as M, the largest run-time size.
-func typeBytes(t ir.Type, b ir.Bindings) int64 {
-	n := hostBytes(t.DType)
-	for _, d := range t.Shape {
-		v, err := b.Dim(d)
-		if err != nil || v < 0 {
-			v = b.M
-		}
-		n = ir.SatMul(n, v)
-	}
-	return n
-}
+// typeBytes is the size of a value of type t under b as the buffers hold
+// it (backends.TypeBytes: floats in f32; saturating).
+func typeBytes(t ir.Type, b ir.Bindings) int64 { return backends.TypeBytes(t, b) }
 
 // SessionMemory estimates the bytes a session of opt needs: the state
 // tensors (B × M sized caches), the RoPE tables and the activation buffers
@@ -205,42 +173,17 @@ func peakLive(g *ir.Graph, b ir.Bindings, own func(*ir.Node) bool) int64 {
 	return peak
 }
 
-// AvailableMemory returns MemAvailable of /proc/meminfo in bytes.
-func AvailableMemory() (int64, error) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || k != "MemAvailable" {
-			continue
-		}
-		fs := strings.Fields(v)
-		if len(fs) == 0 {
-			break
-		}
-		kb, err := strconv.ParseInt(fs[0], 10, 64)
-		if err != nil {
-			break
-		}
-		return ir.SatMul(kb, 1024), nil
-	}
-	return 0, fmt.Errorf("/proc/meminfo: no MemAvailable")
-}
-
 // checkMemory refuses a session whose estimated need exceeds the limit:
-// opt.MaxMemory when positive, else MemAvailable (no check when neither is
-// known, or when opt.MaxMemory is negative).
+// opt.MaxMemory when positive, else the free memory of the primary device
+// (MemAvailable on the host; no check when neither is known, or when
+// opt.MaxMemory is negative).
 func (m *Model) checkMemory(opt Options) error {
 	return m.checkMemoryHint(opt, "lower -max-len or the batch")
 }
 
 // checkMemoryHint is checkMemory ending its message with hint.
 func (m *Model) checkMemoryHint(opt Options, hint string) error {
-	limit, what := memoryLimit(opt.MaxMemory)
+	limit, what := m.memoryLimit(opt.MaxMemory)
 	if limit <= 0 {
 		return nil
 	}
@@ -265,20 +208,28 @@ func sizeText(n int64) string {
 }
 
 // memoryLimit is the limit a session is checked against: maxMemory when
-// positive, else MemAvailable; 0 when there is none (maxMemory negative,
-// or /proc/meminfo unreadable).
-func memoryLimit(maxMemory int64) (int64, string) {
+// positive, else the primary device's free memory (MemAvailable for a
+// host backend); 0 when there is none (maxMemory negative, or the device
+// cannot say).
+func (m *Model) memoryLimit(maxMemory int64) (int64, string) {
 	switch {
 	case maxMemory > 0:
 		return maxMemory, "the -max-memory limit"
 	case maxMemory < 0:
 		return 0, ""
 	}
-	avail, err := AvailableMemory()
+	d := m.Device()
+	if d == nil {
+		return 0, ""
+	}
+	free, _, err := d.Memory()
 	if err != nil {
 		return 0, ""
 	}
-	return avail, "available memory (MemAvailable)"
+	if m.primaryHost {
+		return free, "available memory (MemAvailable)"
+	}
+	return free, "the free memory of " + d.Describe()
 }
 
 // FormatBytes renders n in binary units (e.g. "1.5 GiB").

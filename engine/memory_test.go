@@ -78,7 +78,7 @@ func TestSessionMemory(t *testing.T) {
 	}
 	var real int64
 	for _, st := range s.state {
-		real += int64(4*len(st.F32) + 8*len(st.I64))
+		real += st.Bytes()
 	}
 	if real != b.Caches {
 		t.Errorf("caches: estimated %d bytes, allocated %d", b.Caches, real)
@@ -99,20 +99,36 @@ func TestSessionMemory(t *testing.T) {
 
 type panicProgram struct{ err error }
 
-func (p panicProgram) Run(env *backends.OldEnv) error {
+func (p panicProgram) Launch(env *backends.Env) error {
 	if p.err != nil {
 		return p.err
 	}
 	panic("boom: a bug inside a backend")
 }
 
+// panicDevice is a host device whose programs are prog.
+type panicDevice struct {
+	*backends.HostDevice
+	prog backends.Program
+}
+
+func (d panicDevice) Prepare(*backends.Segment) (backends.Program, error) { return d.prog, nil }
+
 // A panic in a call, or one a backend recovered itself, comes back as an
 // InternalError naming the call.
 func TestInternalErrorNamesTheCall(t *testing.T) {
 	md := openTiny(t)
-	for _, prog := range []backends.OldProgram{panicProgram{}, panicProgram{err: fmt.Errorf("%%12 (matmul): %w", &backends.KernelPanic{Node: "%12 (matmul)", Value: "boom"})}} {
+	for _, prog := range []backends.Program{panicProgram{}, panicProgram{err: fmt.Errorf("%%12 (matmul): %w", &backends.KernelPanic{Node: "%12 (matmul)", Value: "boom"})}} {
 		md2 := *md
-		md2.prefill = prog
+		devs := map[string]backends.Device{}
+		for name := range md.devs {
+			devs[name] = panicDevice{&backends.HostDevice{}, prog}
+		}
+		r, err := backends.NewRunner(md.PrefillPlacement, devs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md2.prefill = r
 		s, err := md2.NewSession(Options{Batch: 1, MaxLen: 8})
 		if err != nil {
 			t.Fatal(err)

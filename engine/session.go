@@ -12,21 +12,31 @@ import (
 	"github.com/ds4go/ds4/models/deepseekv4"
 )
 
-// Model is a compiled module bound to a checkpoint and a backend.
+// Model is a compiled module bound to a checkpoint and a backend: the
+// devices of the backend and its fallbacks, the weights bound on them, and
+// each graph placed and prepared (a Runner).
 type Model struct {
 	Module  *ir.Module
-	prefill backends.OldProgram
-	decode  backends.OldProgram
-	// Placement of the decode graph's ops on backends (what fell back to the CPU).
-	Placement *backends.OldPlacement
-	pg, dg    *ir.Graph
-	w         *binder
-	Vocab     int
+	Dir     string // the checkpoint directory
+	Backend string // the primary backend
+	prefill *backends.Runner
+	decode  *backends.Runner
+	// Placement of the decode graph's nodes on backends (what fell back).
+	Placement *backends.Placement
+	// PrefillPlacement is the prefill graph's.
+	PrefillPlacement *backends.Placement
+	pg, dg           *ir.Graph
+	w                *binder
+	devs             map[string]backends.Device // by backend name
+	host             map[string]bool            // the backends whose buffers are host memory
+	primaryHost      bool                       // the primary's buffers are host memory
+	Vocab            int
 }
 
 // Open binds the module's graphs to the checkpoint in dir and prepares them
-// on the named backend. Every weight is bound and checked up front, so a
-// broken checkpoint is reported before anything runs.
+// on the named backend (and the fallbacks its capabilities name). Every
+// weight is bound and checked up front, so a broken checkpoint is reported
+// before anything runs.
 func Open(m *ir.Module, dir, backend string) (md *Model, err error) {
 	var binding *ir.Node
 	defer func() {
@@ -36,63 +46,134 @@ func Open(m *ir.Module, dir, backend string) (md *Model, err error) {
 				where = fmt.Sprintf("binding weight %q (%%%d)", binding.Attrs.Str("name", ""), binding.ID)
 			}
 			if md != nil {
-				md.w.close()
+				md.Close()
 			}
 			md, err = nil, &InternalError{Where: where, Err: fmt.Errorf("%v", r)}
 		}
 	}()
-	be, err := backends.GetOld(backend)
+	be, err := backends.Get(backend)
 	if err != nil {
 		return nil, err
+	}
+	if err := be.Available(); err != nil {
+		return nil, fmt.Errorf("backend %s: unavailable: %v", backend, err)
 	}
 	pg, dg := m.Graph("prefill"), m.Graph("decode")
 	if pg == nil || dg == nil {
 		return nil, fmt.Errorf("plan has no prefill/decode graphs")
 	}
-	w, err := openCheckpoint(dir)
+	md = &Model{Module: m, Dir: dir, Backend: backend, pg: pg, dg: dg, devs: map[string]backends.Device{}, host: map[string]bool{}, primaryHost: be.Capabilities().Host}
+	if md.PrefillPlacement, err = backends.Schedule(pg, backend); err == nil {
+		md.Placement, err = backends.Schedule(dg, backend)
+	}
+	if err == nil {
+		err = md.checkStates()
+	}
+	if err == nil {
+		err = md.openDevices()
+	}
 	if err != nil {
+		md.Close()
 		return nil, err
 	}
-	w.stored16 = backend == "cpu"
-	md = &Model{Module: m, pg: pg, dg: dg, w: w}
-	prog := newLoadProgress(w, pg, dg) // stderr progress (engine/progress.go)
+	if md.w, err = openCheckpoint(dir); err != nil {
+		md.Close()
+		return nil, err
+	}
+	prog := newLoadProgress(md.w, pg, dg) // stderr progress (engine/progress.go)
 	defer prog.done()
-	for _, g := range []*ir.Graph{pg, dg} {
-		for _, n := range g.Nodes {
+	for _, pl := range []*backends.Placement{md.PrefillPlacement, md.Placement} {
+		for _, n := range pl.Graph.Nodes {
 			if n.Op != "weight" {
 				continue
 			}
 			binding = n
-			t, err := w.weight(n)
-			if err != nil {
-				w.close()
+			if _, err := md.weight(pl.Backend[n], n); err != nil {
+				md.Close()
 				return nil, err
 			}
 			prog.bound(n)
-			if n.Attrs.Str("name", "") == "embed.weight" {
-				md.Vocab = t.Shape[0]
+			if n.Attrs.Str("name", "") == "embed.weight" && len(n.Type.Shape) > 0 {
+				md.Vocab = int(n.Type.Shape[0].N)
 			}
 		}
 	}
-	var fallback backends.OldBackend
-	if backend != "cpu" {
-		if fallback, err = backends.GetOld("cpu"); err != nil {
-			w.close()
-			return nil, err
-		}
-	}
-	if md.prefill, _, err = backends.ScheduleOld(pg, be, fallback); err == nil {
-		md.decode, md.Placement, err = backends.ScheduleOld(dg, be, fallback)
+	binding = nil
+	if md.prefill, err = backends.NewRunner(md.PrefillPlacement, md.devs); err == nil {
+		md.decode, err = backends.NewRunner(md.Placement, md.devs)
 	}
 	if err != nil {
-		w.close()
+		md.Close()
 		return nil, err
 	}
 	return md, nil
 }
 
-// Close releases the mapped checkpoint.
-func (m *Model) Close() { m.w.close() }
+// checkStates refuses placements that keep a state on different backends
+// in the two graphs (a session holds each state once).
+func (m *Model) checkStates() error {
+	where := map[string]string{}
+	for _, n := range m.pg.Nodes {
+		if n.Op == "state" {
+			where[n.Attrs.Str("name", "")] = m.PrefillPlacement.Backend[n]
+		}
+	}
+	for _, n := range m.dg.Nodes {
+		name := n.Attrs.Str("name", "")
+		if be, ok := where[name]; n.Op == "state" && ok && be != m.Placement.Backend[n] {
+			return fmt.Errorf("backend %s: state %q lives on %s in the prefill graph and on %s in the decode graph", m.Backend, name, be, m.Placement.Backend[n])
+		}
+	}
+	return nil
+}
+
+// openDevices opens the device of every backend the placements use.
+func (m *Model) openDevices() error {
+	for _, pl := range []*backends.Placement{m.PrefillPlacement, m.Placement} {
+		for _, seg := range pl.Segments {
+			if _, ok := m.devs[seg.Backend]; ok {
+				continue
+			}
+			be, err := backends.Get(seg.Backend)
+			if err != nil {
+				return err
+			}
+			if err := be.Available(); err != nil {
+				return fmt.Errorf("backend %s (the fallback of %s): unavailable: %v", seg.Backend, m.Backend, err)
+			}
+			d, err := be.Open()
+			if err != nil {
+				return fmt.Errorf("backend %s: %w", seg.Backend, err)
+			}
+			m.devs[seg.Backend] = d
+			m.host[seg.Backend] = be.Capabilities().Host
+		}
+	}
+	return nil
+}
+
+// weight is the buffer of weight node n on backend be's device.
+func (m *Model) weight(be string, n *ir.Node) (backends.Buffer, error) {
+	d, ok := m.devs[be]
+	if !ok {
+		return nil, fmt.Errorf("weight %q: no device for backend %s", n.Attrs.Str("name", ""), be)
+	}
+	return m.w.weight(be, d, n)
+}
+
+// Device is the primary backend's device (for reports: Describe, Memory).
+func (m *Model) Device() backends.Device { return m.devs[m.Backend] }
+
+// Close frees the devices (their buffers) and the mapped checkpoint.
+func (m *Model) Close() {
+	for name, d := range m.devs {
+		d.Close()
+		delete(m.devs, name)
+	}
+	if m.w != nil {
+		m.w.close()
+	}
+}
 
 // InternalError is a bug of the engine or a backend (a recovered panic),
 // not bad input; Where names the weight, call or op.
@@ -116,23 +197,33 @@ type Options struct {
 	MaxMemory int64
 }
 
-// Session is one batch of sequences and their caches.
+// Session is one batch of sequences and their caches, on the devices of
+// the model's placement.
 type Session struct {
 	m      *Model
 	opt    Options
-	state  map[string]*backends.Tensor
-	ropes  map[string]*backends.Tensor
-	Pos    int // tokens processed so far
-	Calls  int // decode calls so far
+	state  map[string]backends.Buffer // each on the device its state node runs on
+	stDev  map[string]string          // the backend of each state
+	ropes  map[string]backends.Buffer // by backend and attributes
+	Pos    int                        // tokens processed so far
+	Calls  int                        // decode calls so far
 	Tracer *Tracer
-	arenas map[backends.OldProgram]*backends.HostArena
+	arenas map[*backends.Runner]map[string]backends.Arena
 	ratios map[string]int // compression ratio of each cache, from its M/r rows
 
 	// OpTimes, when not nil, accumulates each op's kernel wall time.
 	OpTimes map[string]*backends.OpTime
 
-	// observe, when set (and Tracer is nil), sees every probe (engine/bench.go).
-	observe func(name string, force bool, t *backends.Tensor) (*backends.Tensor, error)
+	// Observer, when set (and Tracer is nil), sees the probe values it
+	// wants (a benchmark counting the experts chosen).
+	Observer *Observer
+}
+
+// Observer sees probe values during calls: Wants picks them by name (only
+// those are read back from the device), See receives them.
+type Observer struct {
+	Wants func(name string) bool
+	See   func(name string, t *backends.Tensor)
 }
 
 // NewSession allocates the caches for a batch and a maximum length.
@@ -143,35 +234,62 @@ func (m *Model) NewSession(opt Options) (*Session, error) {
 	if err := m.checkMemory(opt); err != nil {
 		return nil, err
 	}
-	s := &Session{m: m, opt: opt, state: map[string]*backends.Tensor{}, ropes: map[string]*backends.Tensor{}, ratios: map[string]int{}}
+	s := &Session{m: m, opt: opt, state: map[string]backends.Buffer{}, stDev: map[string]string{}, ropes: map[string]backends.Buffer{}, ratios: map[string]int{}}
 	for _, n := range m.pg.Nodes {
 		if n.Op != "state" {
 			continue
 		}
-		shape, err := stateShape(n.Type.Shape, opt)
-		if err != nil {
-			return nil, fmt.Errorf("state %s: %v", n.Attrs.Str("name", ""), err)
+		name := n.Attrs.Str("name", "")
+		if err := s.allocState(n, name); err != nil {
+			s.Close()
+			return nil, err
 		}
-		t := &backends.Tensor{DType: n.Type.DType, Shape: shape}
-		size := t.NumElements()
-		if n.Type.DType == ir.I64 {
-			t.I64 = make([]int64, size)
-		} else {
-			t.F32 = make([]float32, size)
-		}
-		if n.Attrs.Str("kind", "") == "compressor_score" {
-			for i := range t.F32 {
-				t.F32[i] = float32(math.Inf(-1))
-			}
-		}
-		s.state[n.Attrs.Str("name", "")] = t
 		if len(n.Type.Shape) > 1 {
 			if d := n.Type.Shape[1]; strings.HasPrefix(d.Sym, "M/") {
-				s.ratios[n.Attrs.Str("name", "")], _ = strconv.Atoi(d.Sym[2:])
+				s.ratios[name], _ = strconv.Atoi(d.Sym[2:])
 			}
 		}
 	}
 	return s, nil
+}
+
+// allocState makes state n on its device: zeroed, or -inf for a
+// compressor score (made on the host and uploaded).
+func (s *Session) allocState(n *ir.Node, name string) error {
+	shape, err := stateShape(n.Type.Shape, s.opt)
+	if err != nil {
+		return fmt.Errorf("state %s: %v", name, err)
+	}
+	be := s.m.PrefillPlacement.Backend[n]
+	d := s.m.devs[be]
+	var b backends.Buffer
+	if n.Attrs.Str("kind", "") == "compressor_score" && n.Type.DType.IsFloat() {
+		t := &backends.Tensor{DType: n.Type.DType, Shape: shape}
+		t.F32 = make([]float32, t.NumElements())
+		for i := range t.F32 {
+			t.F32[i] = float32(math.Inf(-1))
+		}
+		b, err = d.Upload(t)
+	} else {
+		b, err = d.Alloc(n.Type.DType, shape)
+	}
+	if err != nil {
+		return fmt.Errorf("backend %s: state %s: %w", be, name, err)
+	}
+	s.state[name], s.stDev[name] = b, be
+	return nil
+}
+
+// Close frees the session's buffers on the devices.
+func (s *Session) Close() {
+	for name, b := range s.state {
+		s.m.devs[s.stDev[name]].Free(b)
+	}
+	for key, b := range s.ropes {
+		be, _, _ := strings.Cut(key, "|")
+		s.m.devs[be].Free(b)
+	}
+	s.state, s.ropes, s.arenas = map[string]backends.Buffer{}, map[string]backends.Buffer{}, nil
 }
 
 func stateShape(sh ir.Shape, opt Options) ([]int, error) {
@@ -186,47 +304,90 @@ func stateShape(sh ir.Shape, opt Options) ([]int, error) {
 	return out, nil
 }
 
-// arena returns the session's activation arena for a program.
-func (s *Session) arena(p backends.OldProgram) *backends.HostArena {
+// arenasFor returns the session's activation arenas for a graph's runner,
+// one per device it runs on; the host backends share one (host memory,
+// whose slots the plan assigned over the whole graph).
+func (s *Session) arenasFor(r *backends.Runner) (map[string]backends.Arena, error) {
 	if s.arenas == nil {
-		s.arenas = map[backends.OldProgram]*backends.HostArena{}
+		s.arenas = map[*backends.Runner]map[string]backends.Arena{}
 	}
-	a, ok := s.arenas[p]
-	if !ok {
-		pre, dec := s.opt.callBindings()
-		if p == s.m.decode {
-			a = backends.NewHostArena(slotSizes(s.m.dg, dec))
-		} else {
-			a = backends.NewHostArena(slotSizes(s.m.pg, pre))
+	if a, ok := s.arenas[r]; ok {
+		return a, nil
+	}
+	pre, dec := s.opt.callBindings()
+	bind := pre
+	if r == s.m.decode {
+		bind = dec
+	}
+	sizes := slotSizes(r.Placement().Graph, bind)
+	a := map[string]backends.Arena{}
+	var host backends.Arena
+	for _, seg := range r.Placement().Segments {
+		if _, ok := a[seg.Backend]; ok {
+			continue
 		}
-		s.arenas[p] = a
+		if s.m.host[seg.Backend] && host != nil {
+			a[seg.Backend] = host
+			continue
+		}
+		ar, err := s.m.devs[seg.Backend].NewArena(sizes)
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: the activation arena: %w", seg.Backend, err)
+		}
+		a[seg.Backend] = ar
+		if s.m.host[seg.Backend] {
+			host = ar
+		}
 	}
-	return a
+	s.arenas[r] = a
+	return a, nil
 }
 
 // ArenaBytes is the activation memory the session's arenas hold.
 func (s *Session) ArenaBytes() int64 {
 	var n int64
-	for _, a := range s.arenas {
-		n += a.Bytes()
+	seen := map[backends.Arena]bool{}
+	for _, m := range s.arenas {
+		for _, a := range m {
+			if !seen[a] {
+				seen[a] = true
+				n += a.Bytes()
+			}
+		}
 	}
 	return n
 }
 
-// State returns a persistent state tensor by name (for traces and tests).
-func (s *Session) State(name string) *backends.Tensor { return s.state[name] }
+// State returns a persistent state tensor by name in host memory (for
+// traces and tests; a host backend's own tensor, not a copy), or nil.
+func (s *Session) State(name string) *backends.Tensor {
+	b, ok := s.state[name]
+	if !ok {
+		return nil
+	}
+	t, err := s.m.devs[s.stDev[name]].Download(b)
+	if err != nil {
+		return nil
+	}
+	return t
+}
 
-func (s *Session) rope(n *ir.Node, maxLen int) (*backends.Tensor, error) {
-	key := fmt.Sprint(n.Attrs)
+// rope returns the RoPE table of node n on backend be's device: computed
+// on the host once per session and uploaded.
+func (s *Session) rope(be string, n *ir.Node) (backends.Buffer, error) {
+	key := be + "|" + fmt.Sprint(n.Attrs)
 	if t, ok := s.ropes[key]; ok {
 		return t, nil
 	}
-	a := n.Attrs
+	a, maxLen := n.Attrs, s.opt.MaxLen
 	tab := deepseekv4.FreqsCis(int(a.Int("dim", 0)), maxLen, int(a.Int("original_seq_len", 0)),
 		a.Float("base", 0), a.Float("factor", 1), a.Float("beta_fast", 32), a.Float("beta_slow", 1))
-	t := &backends.Tensor{DType: ir.F32, Shape: []int{maxLen, tab.Pairs, 2}, F32: tab.CosSin}
-	s.ropes[key] = t
-	return t, nil
+	b, err := s.m.devs[be].Upload(&backends.Tensor{DType: ir.F32, Shape: []int{maxLen, tab.Pairs, 2}, F32: tab.CosSin})
+	if err != nil {
+		return nil, fmt.Errorf("backend %s: the RoPE table: %w", be, err)
+	}
+	s.ropes[key] = b
+	return b, nil
 }
 
 // Logits are the f32 logits of one call: [B, S, V].
@@ -244,10 +405,11 @@ func (l *Logits) Last() [][]float32 {
 	return out
 }
 
-func (s *Session) call(prog backends.OldProgram, tokens [][]int64, prefix string) (lg *Logits, err error) {
+func (s *Session) call(r *backends.Runner, tokens [][]int64, prefix string) (lg *Logits, err error) {
+	call := strings.TrimSuffix(prefix, ".")
 	defer func() {
-		if r := recover(); r != nil {
-			lg, err = nil, &InternalError{Where: "the " + strings.TrimSuffix(prefix, ".") + " call", Err: fmt.Errorf("%v", r)}
+		if rec := recover(); rec != nil {
+			lg, err = nil, &InternalError{Where: "the " + call + " call", Err: fmt.Errorf("%v", rec)}
 		}
 	}()
 	B := len(tokens)
@@ -273,27 +435,98 @@ func (s *Session) call(prog backends.OldProgram, tokens [][]int64, prefix string
 		}
 		ids.I64 = append(ids.I64, row...)
 	}
-	env := &backends.OldEnv{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
-		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
-		Weight: s.m.w.weight, State: s.state, Rope: s.rope, Arena: s.arena(prog), OpTimes: s.OpTimes}
-	if s.Tracer != nil {
-		env.Probe = s.Tracer.probe(prefix, B, S)
-	} else if s.observe != nil {
-		env.Probe = s.observe
+	arenas, err := s.arenasFor(r)
+	if err != nil {
+		return nil, err
 	}
-	if err := prog.Run(env); err != nil {
+	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
+		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
+		Weight: s.m.weight, State: s.state, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes}
+	var forced []forcedValue
+	c.Probe = s.probe(prefix, B, S, &forced)
+	outs, err := r.Run(c)
+	for _, f := range forced {
+		f.d.Free(f.b)
+	}
+	if err != nil {
 		var kp *backends.KernelPanic
 		if errors.As(err, &kp) { // a panic the backend recovered
-			return nil, &InternalError{Where: "the " + strings.TrimSuffix(prefix, ".") + " call", Err: err}
+			return nil, &InternalError{Where: "the " + call + " call", Err: err}
 		}
 		return nil, err
 	}
-	lg, err = checkLogits(env.Outputs["logits"], B, S, s.Pos, strings.TrimSuffix(prefix, "."))
+	out, err := s.download(r, outs, "logits")
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the logits: %w", call, err)
+	}
+	lg, err = checkLogits(out, B, S, s.Pos, call)
 	if err != nil {
 		return nil, err
 	}
 	s.Pos += S
 	return lg, nil
+}
+
+// forcedValue is a teacher-forced probe value uploaded for one call.
+type forcedValue struct {
+	d backends.Device
+	b backends.Buffer
+}
+
+// probe is the call's probe callback: nil when nothing reads probes (they
+// stay views); else it reads back only the values the tracer records or
+// replaces, or the observer wants.
+func (s *Session) probe(prefix string, B, S int, forced *[]forcedValue) func(backends.Device, string, bool, backends.Buffer) (backends.Buffer, error) {
+	tr, ob := s.Tracer, s.Observer
+	switch {
+	case tr != nil && (tr.Record || tr.Teacher != nil):
+		see := tr.probe(prefix, B, S)
+		return func(d backends.Device, name string, force bool, v backends.Buffer) (backends.Buffer, error) {
+			if !tr.Record && !force {
+				return v, nil
+			}
+			t, err := d.Download(v)
+			if err != nil {
+				return nil, err
+			}
+			r, err := see(name, force, t)
+			if err != nil || r == t {
+				return v, err
+			}
+			b, err := d.Upload(r)
+			if err == nil {
+				*forced = append(*forced, forcedValue{d, b})
+			}
+			return b, err
+		}
+	case tr == nil && ob != nil:
+		return func(d backends.Device, name string, _ bool, v backends.Buffer) (backends.Buffer, error) {
+			if ob.Wants(name) {
+				t, err := d.Download(v)
+				if err != nil {
+					return nil, err
+				}
+				ob.See(name, t)
+			}
+			return v, nil
+		}
+	}
+	return nil
+}
+
+// download reads a graph output back from the device that made it.
+func (s *Session) download(r *backends.Runner, outs map[string]backends.Buffer, name string) (*backends.Tensor, error) {
+	b, ok := outs[name]
+	if !ok || b == nil {
+		return nil, nil
+	}
+	pl := r.Placement()
+	for _, o := range pl.Graph.Outputs {
+		if o.Name == name {
+			return s.m.devs[pl.Backend[o.Node]].Download(b)
+		}
+	}
+	return nil, nil
 }
 
 // checkLogits checks the logits output of a call named call at position

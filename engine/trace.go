@@ -116,7 +116,10 @@ func (tr *Tracer) caches(prefix string, s *Session) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		t := s.state[n]
+		t := s.State(n)
+		if t == nil {
+			continue
+		}
 		switch {
 		case strings.HasSuffix(n, ".window_kv_cache"):
 			tr.putTensor(prefix+n, t, t.Shape)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
@@ -10,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/ds4go/ds4/backends"
-	"github.com/ds4go/ds4/internal/numfmt"
 	"github.com/ds4go/ds4/internal/safetensors"
 	"github.com/ds4go/ds4/ir"
 )
@@ -18,18 +18,18 @@ import (
 // TokenMapFile holds the Engram compressed-token map next to the checkpoint.
 const TokenMapFile = "engram_token_map.safetensors"
 
-// binder resolves weight nodes to tensors of a checkpoint, once per name.
+// binder reads the weight nodes' tensors from a checkpoint and checks them
+// against the plan (dtype, shape, no NaN scale, no non-finite value); the
+// devices lay them out (Device.BindWeight), once per name and backend.
 type binder struct {
-	dir    string
-	set    *safetensors.Set
-	tmap   *safetensors.File
-	mu     sync.Mutex
-	loaded map[string]*backends.Tensor
-	byNode map[*ir.Node]*backends.Tensor // the same tensors by node (no key to build)
-	// stored16 drops the F32 copy of bf16 matrices declared F32: set when
-	// every op runs on the CPU backend, whose kernels read the bf16 view
-	// (and widen it themselves where they need F32).
-	stored16 bool
+	dir  string
+	set  *safetensors.Set
+	tmap *safetensors.File
+	mu   sync.Mutex
+	// bound holds each backend's buffers, by name|type (the graphs share
+	// them) and by node (no key to build on every call).
+	bound  map[string]map[string]backends.Buffer
+	byNode map[string]map[*ir.Node]backends.Buffer
 }
 
 func openCheckpoint(dir string) (*binder, error) {
@@ -44,7 +44,7 @@ func openCheckpoint(dir string) (*binder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &binder{dir: dir, set: set, loaded: map[string]*backends.Tensor{}}, nil
+	return &binder{dir: dir, set: set, bound: map[string]map[string]backends.Buffer{}, byNode: map[string]map[*ir.Node]backends.Buffer{}}, nil
 }
 
 func (b *binder) close() {
@@ -56,27 +56,34 @@ func (b *binder) close() {
 	}
 }
 
-// weight binds one weight node.
-func (b *binder) weight(n *ir.Node) (*backends.Tensor, error) {
+// weight returns the buffer of a weight node on device d of backend be,
+// binding it on first use.
+func (b *binder) weight(be string, d backends.Device, n *ir.Node) (backends.Buffer, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if t, ok := b.byNode[n]; ok { // every decode step asks again
+	if t, ok := b.byNode[be][n]; ok { // every call asks again
 		return t, nil
 	}
 	name := n.Attrs.Str("name", "")
 	key := name + "|" + n.Type.String()
-	t, ok := b.loaded[key]
+	t, ok := b.bound[be][key]
 	if !ok {
-		var err error
-		if t, err = b.bind(n, name); err != nil {
+		hw, err := b.host(n, name)
+		if err != nil {
 			return nil, err
 		}
-		b.loaded[key] = t
+		if t, err = d.BindWeight(hw); err != nil {
+			return nil, fmt.Errorf("backend %s: binding weight %q: %w", be, name, err)
+		}
+		if b.bound[be] == nil {
+			b.bound[be] = map[string]backends.Buffer{}
+		}
+		b.bound[be][key] = t
 	}
-	if b.byNode == nil {
-		b.byNode = map[*ir.Node]*backends.Tensor{}
+	if b.byNode[be] == nil {
+		b.byNode[be] = map[*ir.Node]backends.Buffer{}
 	}
-	b.byNode[n] = t
+	b.byNode[be][n] = t
 	return t, nil
 }
 
@@ -88,21 +95,27 @@ func dimsOf(t ir.Type) []int {
 	return out
 }
 
-func (b *binder) bind(n *ir.Node, name string) (*backends.Tensor, error) {
+// host reads and checks the checkpoint tensor(s) of a weight node.
+func (b *binder) host(n *ir.Node, name string) (*backends.HostWeight, error) {
 	format := n.Attrs.Str("format", "")
 	shape := dimsOf(n.Type)
 	if e := n.Attrs.Int("experts", 0); e > 0 {
-		stack := &backends.Tensor{DType: n.Type.DType, Shape: shape}
+		stack := &backends.HostWeight{Node: n, Name: name, DType: n.Type.DType, Shape: shape, Format: format}
 		for i := 0; i < int(e); i++ {
 			part, err := b.one(strings.ReplaceAll(name, "{e}", fmt.Sprint(i)), format, n.Type.DType, shape[1:])
 			if err != nil {
 				return nil, err
 			}
+			part.Node = n
 			stack.Parts = append(stack.Parts, part)
 		}
 		return stack, nil
 	}
-	return b.one(name, format, n.Type.DType, shape)
+	w, err := b.one(name, format, n.Type.DType, shape)
+	if err == nil {
+		w.Node = n
+	}
+	return w, err
 }
 
 func (b *binder) get(name string) (*safetensors.Tensor, error) {
@@ -148,10 +161,18 @@ func (b *binder) scales(name string, shape []int) ([]byte, error) {
 	return s.Data, nil
 }
 
-func (b *binder) one(name, format string, dt ir.DType, shape []int) (*backends.Tensor, error) {
+// one reads and checks one checkpoint tensor of format format that the
+// graph uses as dt[shape].
+func (b *binder) one(name, format string, dt ir.DType, shape []int) (*backends.HostWeight, error) {
+	hw := &backends.HostWeight{Name: name, DType: dt, Shape: shape, Format: format}
 	switch format {
 	case "i64":
-		return b.tokenMap(name, shape)
+		t, err := b.tokenMap(name, shape)
+		if err != nil {
+			return nil, err
+		}
+		hw.Stored, hw.Data = t.DType, t.Data
+		return hw, nil
 	case "bf16", "f32":
 		t, err := b.get(name)
 		if err != nil {
@@ -161,22 +182,11 @@ func (b *binder) one(name, format string, dt ir.DType, shape []int) (*backends.T
 		if err := b.check(t, shape, want...); err != nil {
 			return nil, err
 		}
-		if t.DType == "BF16" && len(shape) == 2 && len(t.Data) == 2*shape[0]*shape[1] {
-			return b.bf16Matrix(t, dt, shape)
+		if i := firstNonFinite(t.DType, t.Data); i >= 0 {
+			return nil, fmt.Errorf("%s: tensor %q: non-finite value at element %d", t.File, t.Name, i)
 		}
-		v, err := t.Float32s()
-		if err != nil {
-			return nil, err
-		}
-		for i, x := range v {
-			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-				return nil, fmt.Errorf("%s: tensor %q: non-finite value at element %d", t.File, name, i)
-			}
-		}
-		if dt == ir.BF16 {
-			numfmt.BF16RoundSlice(v)
-		}
-		return &backends.Tensor{DType: dt, Shape: shape, F32: v}, nil
+		hw.Stored, hw.Data = t.DType, t.Data
+		return hw, nil
 	case "fp8", "fp8row":
 		t, err := b.get(name)
 		if err != nil {
@@ -193,24 +203,8 @@ func (b *binder) one(name, format string, dt ir.DType, shape []int) (*backends.T
 		if err != nil {
 			return nil, err
 		}
-		if dt == ir.F8E4M3 {
-			return &backends.Tensor{DType: dt, Shape: shape, U8: t.Data, Scale: sc}, nil
-		}
-		// attn.wo_a, used as bf16(e4m3·e8m0) (the reference's converter
-		// dequantises it at load): kept as stored (codes in U8, scales in
-		// Scale, F32 nil) and dequantised on the fly by its consumer, the CPU
-		// grouped_matmul (backends/cpu/ops.go), bit for bit.
-		if format == "fp8" {
-			return &backends.Tensor{DType: dt, Shape: shape, U8: t.Data, Scale: sc}, nil
-		}
-		v := make([]float32, shape[0]*shape[1])
-		for o := 0; o < shape[0]; o++ {
-			for i := 0; i < shape[1]; i++ {
-				s := numfmt.E8M0ToF32(sc[o*sshape[1]+i/32])
-				v[o*shape[1]+i] = numfmt.BF16Round(numfmt.E4M3ToF32(t.Data[o*shape[1]+i]) * s)
-			}
-		}
-		return &backends.Tensor{DType: dt, Shape: shape, F32: v}, nil
+		hw.Stored, hw.Data, hw.Scale = t.DType, t.Data, sc
+		return hw, nil
 	case "fp4":
 		t, err := b.get(name)
 		if err != nil {
@@ -229,40 +223,39 @@ func (b *binder) one(name, format string, dt ir.DType, shape []int) (*backends.T
 		if err != nil {
 			return nil, err
 		}
-		return &backends.Tensor{DType: dt, Shape: shape, U8: t.Data, Scale: sc}, nil
+		hw.Stored, hw.Data, hw.Scale = t.DType, t.Data, sc
+		return hw, nil
 	}
 	return nil, fmt.Errorf("weight %q: unknown format %q", name, format)
 }
 
-// bf16Matrix binds a matrix stored in BF16 without converting it: U8 holds
-// the mapped little-endian bf16 bytes (2 per value) and the CPU kernels
-// (backends/cpu/ops.go: embed, matmul) widen on the fly, bit-identically to
-// converting first. Declared BF16, it has no F32 copy (the values are
-// exact); declared F32 (head, gate, compressor, Engram weights), it keeps
-// the F32 copy too, for backends and ops that read F32, while the CPU
-// matmul reads the half-size bf16 view; with stored16 (every op on the CPU
-// backend) it has none either: the CPU ops that need F32 widen it
-// (backends/cpu/ops.go widenStored).
-func (b *binder) bf16Matrix(t *safetensors.Tensor, dt ir.DType, shape []int) (*backends.Tensor, error) {
-	raw := t.Data
-	for i := 1; i < len(raw); i += 2 {
-		// exponent bits all ones: Inf or NaN
-		if raw[i]&0x7F == 0x7F && raw[i-1]&0x80 != 0 {
-			return nil, fmt.Errorf("%s: tensor %q: non-finite value at element %d", t.File, t.Name, i/2)
+// firstNonFinite is the index of the first NaN or ±Inf among the values of
+// a BF16, F16 or F32 tensor's little-endian bytes, or -1.
+func firstNonFinite(dtype string, data []byte) int {
+	switch dtype {
+	case "BF16":
+		for i := 1; i < len(data); i += 2 {
+			if data[i]&0x7F == 0x7F && data[i-1]&0x80 != 0 { // exponent bits all ones
+				return i / 2
+			}
+		}
+	case "F16":
+		for i := 1; i < len(data); i += 2 {
+			if data[i]&0x7C == 0x7C {
+				return i / 2
+			}
+		}
+	case "F32":
+		for i := 0; i+4 <= len(data); i += 4 {
+			if f := math.Float32frombits(binary.LittleEndian.Uint32(data[i:])); f-f != 0 {
+				return i / 4
+			}
 		}
 	}
-	out := &backends.Tensor{DType: dt, Shape: shape, U8: raw}
-	if dt != ir.BF16 && !b.stored16 {
-		v := make([]float32, len(raw)/2)
-		for i := range v {
-			v[i] = math.Float32frombits(uint32(raw[2*i])<<16 | uint32(raw[2*i+1])<<24)
-		}
-		out.F32 = v
-	}
-	return out, nil
+	return -1
 }
 
-func (b *binder) tokenMap(name string, shape []int) (*backends.Tensor, error) {
+func (b *binder) tokenMap(name string, shape []int) (*safetensors.Tensor, error) {
 	if b.tmap == nil {
 		path := filepath.Join(b.dir, TokenMapFile)
 		f, err := safetensors.Open(path)
@@ -278,9 +271,5 @@ func (b *binder) tokenMap(name string, shape []int) (*backends.Tensor, error) {
 	if t.DType != "I64" || !slices.Equal(t.Shape, shape) {
 		return nil, fmt.Errorf("%s: tensor %q is %s%v, want I64%v", b.tmap.Path, name, t.DType, t.Shape, shape)
 	}
-	v, err := t.Int64s()
-	if err != nil {
-		return nil, err
-	}
-	return &backends.Tensor{DType: ir.I64, Shape: shape, I64: v}, nil
+	return t, nil
 }

@@ -15,10 +15,10 @@ var (
 	ids2      = goldentest.IDs
 )
 
-// teacherRun is a block-local run of golden on the CPU backend; it returns
-// the trace file.
+// teacherRun is a block-local run of golden on the CPU backend (cpuBackend);
+// it returns the trace file.
 func teacherRun(t testing.TB, m *ir.Module, dir, golden string) string {
 	t.Helper()
-	trace, _ := goldentest.TeacherRun(t, m, dir, golden, "cpu")
+	trace, _ := goldentest.TeacherRun(t, m, dir, golden, cpuBackend)
 	return trace
 }

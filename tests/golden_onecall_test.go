@@ -63,7 +63,7 @@ func goldOneCallForced(t *testing.T, fr *goldFreeRun, ids [][]int64) map[string]
 		t.Fatal(err)
 	}
 	defer tf.Close()
-	model, err := engine.Open(buildTiny(t), tinyDir(), "cpu")
+	model, err := engine.Open(buildTiny(t), tinyDir(), cpuBackend)
 	if err != nil {
 		t.Fatal(err)
 	}

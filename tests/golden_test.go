@@ -11,7 +11,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ds4go/ds4/backends/cpu"
 	"github.com/ds4go/ds4/backends/cpu/fast"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/internal/safetensors"
@@ -337,13 +336,25 @@ func teacherTrace(t *testing.T) map[string]*goldTensor {
 	return teacherT
 }
 
-// goldKernels is one way the CPU backend computes: the reference kernels
-// (fast false) or the fast kernels at one level.
+// goldKernels is one way the CPU computes: the reference kernels (backend
+// cpu-ref) or the fast kernels (backend cpu) at one level.
 type goldKernels struct {
 	name  string
 	fast  bool
 	level fast.Level
 }
+
+// backend is the registered backend of the kernel set.
+func (k goldKernels) backend() string {
+	if k.fast {
+		return "cpu"
+	}
+	return "cpu-ref"
+}
+
+// cpuBackend is the backend the golden helpers open models on: "cpu",
+// or the kernel set's backend inside goldWithKernels.
+var cpuBackend = "cpu"
 
 // goldKernelSets are the reference kernels and every level of the fast ones.
 var goldKernelSets = []goldKernels{
@@ -363,8 +374,8 @@ func goldWithKernels(t *testing.T, k goldKernels, fn func(t *testing.T)) {
 			}
 			defer fast.SetLevel(fast.SetLevel(k.level))
 		}
-		defer func(old bool) { cpu.UseFast = old }(cpu.UseFast)
-		cpu.UseFast = k.fast
+		defer func(old string) { cpuBackend = old }(cpuBackend)
+		cpuBackend = k.backend()
 		fn(t)
 	})
 }
@@ -535,11 +546,13 @@ func goldRunFree(t *testing.T) *goldFreeRun {
 }
 
 // goldRunFreeKernels is goldRunFree with the CPU backend's fast kernels on
-// or off (off: the reference kernels).
+// or off (off: the reference kernels, backend cpu-ref).
 func goldRunFreeKernels(t *testing.T, fast bool) *goldFreeRun {
 	t.Helper()
-	defer func(old bool) { cpu.UseFast = old }(cpu.UseFast)
-	cpu.UseFast = fast
+	backend := "cpu-ref"
+	if fast {
+		backend = "cpu"
+	}
 	gf, err := safetensors.Open(goldenPath())
 	if err != nil {
 		t.Fatal(err)
@@ -548,7 +561,7 @@ func goldRunFreeKernels(t *testing.T, fast bool) *goldFreeRun {
 	prompt := ids2(t, gf, "inputs.input_ids")
 	dec := ids2(t, gf, "inputs.decode_input_ids")
 	fullIDs := ids2(t, gf, "inputs.full_input_ids")
-	model, err := engine.Open(buildTiny(t), tinyDir(), "cpu")
+	model, err := engine.Open(buildTiny(t), tinyDir(), backend)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/synth"
 )
@@ -40,7 +41,8 @@ func unseenEngram(t testing.TB, c *deepseekv4.Config, layers ...int) {
 	}
 }
 
-// unseenModel writes a random checkpoint for c into a temp dir and opens it.
+// unseenModel writes a random checkpoint for c into a temp dir and opens it
+// on cpuBackend.
 func unseenModel(t testing.TB, c *deepseekv4.Config, seed uint64) *engine.Model {
 	t.Helper()
 	dir := t.TempDir()
@@ -51,7 +53,13 @@ func unseenModel(t testing.TB, c *deepseekv4.Config, seed uint64) *engine.Model 
 	if err != nil {
 		t.Fatal(err)
 	}
-	model, err := engine.Open(m, dir, "cpu")
+	return unseenOpen(t, m, dir, cpuBackend)
+}
+
+// unseenOpen opens module m on the checkpoint in dir on a backend.
+func unseenOpen(t testing.TB, m *ir.Module, dir, backend string) *engine.Model {
+	t.Helper()
+	model, err := engine.Open(m, dir, backend)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,7 +185,11 @@ func TestUnseenShapes(t *testing.T) {
 					if k.fast {
 						rel, abs = unseenFastTol.rel, unseenFastTol.abs
 					}
-					unseenConsistency(t, model, c, tc, uint64(7+i), rel, abs)
+					on := model
+					if k.backend() != model.Backend {
+						on = unseenOpen(t, model.Module, model.Dir, k.backend())
+					}
+					unseenConsistency(t, on, c, tc, uint64(7+i), rel, abs)
 				})
 			}
 		})

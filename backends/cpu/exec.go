@@ -12,35 +12,95 @@ import (
 	"github.com/ds4go/ds4/ir"
 )
 
-// Backend is the CPU reference backend: every op of the table, written to
-// be obviously right. Other backends are checked against it.
-type Backend struct{}
+// The CPU runs as two registered backends over one kernel table:
+// "cpu-ref" runs every op with the reference kernels (written to be
+// obviously right; other backends are checked against it), "cpu" runs the
+// ops that have an optimised kernel (backends/cpu/fast) and falls back to
+// cpu-ref, through the capabilities, for the rest. Both are host backends
+// (their buffers are *backends.Tensor), so a value crossing between them
+// is handed over, not copied.
+type Backend struct {
+	name string
+	fast bool
+}
 
-func init() { backends.RegisterOld(Backend{}) }
+func init() {
+	backends.Register(Backend{name: "cpu-ref"})
+	backends.Register(Backend{name: "cpu", fast: true})
+}
 
-// Name implements backends.OldBackend.
-func (Backend) Name() string { return "cpu" }
+// Name implements backends.Backend.
+func (b Backend) Name() string { return b.name }
 
-// Supports implements backends.OldBackend: the CPU backend runs every op.
-func (Backend) Supports(n *ir.Node) bool { _, ok := kernelsByOp[n.Op]; return ok }
+// Available implements backends.Backend: the CPU is always there.
+func (Backend) Available() error { return nil }
 
-// Kernel implements backends.OldBackend.
-func (Backend) Kernel(n *ir.Node) (backends.KernelFunc, error) {
+// fastOps are the ops "cpu" runs: those with an optimised kernel (the
+// products, norms, attention, hyper-connection mixes, quantisation), the
+// elementwise ops whose bf16 rounding is vectorised, and the sources and
+// views that compute nothing (so that the values of a fast op's weights and
+// reshapes do not cross to cpu-ref and back).
+var fastOps = []string{
+	"act_quant", "mean_sq", "matmul", "matmul_fp8", "matmul_fp4", "grouped_matmul", "expert_matmul",
+	"rmsnorm", "hc_pre", "hc_post", "sparse_attn", "index_score", "hc_mix", "swiglu_clamp",
+	"cast", "sigmoid", "silu", "rsqrt", "sqrt", "exp", "relu", "softplus", "clamp", "add_scalar", "mul_scalar",
+	"add", "sub", "mul", "div", "sum", "softmax", "rope",
+	"input", "weight", "const", "state", "rope_table", "reshape", "probe",
+}
+
+// Capabilities implements backends.Backend.
+func (b Backend) Capabilities() backends.Capabilities {
+	ops := map[string][]ir.DType{}
+	if !b.fast {
+		for op := range kernelsByOp {
+			ops[op] = nil
+		}
+		return backends.Capabilities{Ops: ops, Host: true}
+	}
+	for _, op := range fastOps {
+		ops[op] = nil
+	}
+	return backends.Capabilities{Ops: ops, Fallback: "cpu-ref", Host: true}
+}
+
+// Open implements backends.Backend.
+func (b Backend) Open() (backends.Device, error) {
+	desc := "host, reference kernels (pure Go)"
+	if b.fast {
+		desc = "host, " + fast.CurrentLevel().String() + " kernels"
+	}
+	return &backends.HostDevice{Backend: b.name, Desc: desc, Kernel: b.kernel, Bind: BindWeight}, nil
+}
+
+// BindWeight lays out a weight for the CPU kernels: bf16 matrices and fp8
+// wo_a as stored (the kernels widen on the fly, bit-identically), the rest
+// as backends.HostWeightTensor does.
+func BindWeight(w *backends.HostWeight) (*backends.Tensor, error) {
+	return backends.HostWeightTensor(w, false)
+}
+
+// kernel returns the kernel of one node (its state lives as long as the
+// program).
+func (b Backend) kernel(n *ir.Node) (backends.HostKernel, error) {
 	k, ok := kernelsByOp[n.Op]
 	if !ok {
 		return nil, fmt.Errorf("no CPU kernel for op %s", n.Op)
 	}
 	st := &nodeState{}
-	return func(env *backends.OldEnv, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
-		return k(&run{env: env, node: n, state: st}, n, args)
+	fast := b.fast
+	return func(env *backends.Env, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
+		arena, _ := env.Arena.(*backends.HostArena)
+		return k(&run{env: env, arena: arena, node: n, state: st, fast: fast}, n, args)
 	}, nil
 }
 
 // run is what a kernel sees of one call.
 type run struct {
-	env   *backends.OldEnv
-	node  *ir.Node   // the node being computed; its buf attribute names its arena slot
-	state *nodeState // the node's state across calls (nil outside a scheduled program)
+	env   *backends.Env
+	arena *backends.HostArena // nil: fresh memory
+	node  *ir.Node            // the node being computed; its buf attribute names its arena slot
+	state *nodeState          // the node's state across calls (nil outside a program)
+	fast  bool                // the optimised kernels (backend "cpu"), else the reference ones
 }
 
 // nodeState is what a node's kernel keeps between the calls of one
@@ -57,7 +117,7 @@ type kernel func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 // slot when the plan assigned one (attribute buf), else freshly allocated.
 func (r *run) newF(dt ir.DType, shape ...int) *backends.Tensor {
 	t := &backends.Tensor{DType: dt, Shape: shape}
-	t.F32 = r.env.Arena.F32(r.slot(), t.NumElements())
+	t.F32 = r.arena.F32(r.slot(), t.NumElements())
 	return t
 }
 
@@ -65,19 +125,19 @@ func (r *run) newF(dt ir.DType, shape ...int) *backends.Tensor {
 // zeroed first.
 func (r *run) newFFull(dt ir.DType, shape ...int) *backends.Tensor {
 	t := &backends.Tensor{DType: dt, Shape: shape}
-	t.F32 = r.env.Arena.F32Dirty(r.slot(), t.NumElements())
+	t.F32 = r.arena.F32Dirty(r.slot(), t.NumElements())
 	return t
 }
 
 func (r *run) newI64(shape ...int) *backends.Tensor {
 	t := &backends.Tensor{DType: ir.I64, Shape: shape}
-	t.I64 = r.env.Arena.I64(r.slot(), t.NumElements())
+	t.I64 = r.arena.I64(r.slot(), t.NumElements())
 	return t
 }
 
 func (r *run) newI32(shape ...int) *backends.Tensor {
 	t := &backends.Tensor{DType: ir.I32, Shape: shape}
-	t.I32 = r.env.Arena.I32(r.slot(), t.NumElements())
+	t.I32 = r.arena.I32(r.slot(), t.NumElements())
 	return t
 }
 
@@ -92,10 +152,10 @@ func (r *run) slot() int {
 }
 
 // round applies the rounding of dtype dt to x in place.
-func round(dt ir.DType, x []float32) {
+func (r *run) round(dt ir.DType, x []float32) {
 	switch dt {
 	case ir.BF16:
-		if UseFast {
+		if r.fast {
 			fast.BF16RoundSlice(x) // the same bits, in vectors
 		} else {
 			numfmt.BF16RoundSlice(x)
@@ -121,7 +181,7 @@ func unary(fn func(float32) float32) kernel {
 			for i, v := range x.F32[lo:hi] {
 				out.F32[lo+i] = fn(v)
 			}
-			round(x.DType, out.F32[lo:hi])
+			r.round(x.DType, out.F32[lo:hi])
 		})
 		return out, nil
 	}
@@ -140,7 +200,7 @@ func binary(fn func(a, b float32) float32) kernel {
 			for i := lo; i < hi; i++ {
 				out.F32[i] = fn(x.F32[xi(i)], y.F32[yi(i)])
 			}
-			round(x.DType, out.F32[lo:hi])
+			r.round(x.DType, out.F32[lo:hi])
 		})
 		return out, nil
 	}

@@ -3,7 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"os"
 	"sort"
 
 	"github.com/ds4go/ds4/backends"
@@ -19,11 +18,11 @@ var kernelsByOp map[string]kernel
 func init() {
 	kernelsByOp = map[string]kernel{
 		"input":  kInput,
-		"weight": func(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) { return r.env.Weight(n) },
+		"weight": func(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) { return host(r.env.Weight(n)) },
 		"const":  kConst,
 		"state":  kState,
 		"rope_table": func(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) {
-			return r.env.Rope(n, r.env.M)
+			return host(r.env.Rope(n))
 		},
 		"cast":    kCast,
 		"sigmoid": slice(kernels.Sigmoid),
@@ -152,12 +151,20 @@ func widenStored(k kernel) kernel {
 	}
 }
 
+// host is a buffer returned by an Env callback as a host tensor.
+func host(b backends.Buffer, err error) (*backends.Tensor, error) {
+	if err != nil {
+		return nil, err
+	}
+	return backends.HostTensor(b)
+}
+
 // slice wraps an elementwise reference kernel over whole slices.
 func slice(fn func(out, x []float32)) kernel {
 	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 		out := r.newF(a[0].DType, cloneShape(a[0].Shape)...)
 		fn(out.F32, a[0].F32)
-		round(a[0].DType, out.F32)
+		r.round(a[0].DType, out.F32)
 		return out, nil
 	}
 }
@@ -167,7 +174,7 @@ func kInput(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) 
 	if !ok {
 		return nil, fmt.Errorf("input %q not given", n.Attrs.Str("name", ""))
 	}
-	return t, nil
+	return backends.HostTensor(t)
 }
 
 func kConst(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) {
@@ -190,7 +197,7 @@ func kState(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) 
 	if !ok {
 		return nil, fmt.Errorf("state %q not allocated", stateName(n))
 	}
-	return t, nil
+	return backends.HostTensor(t)
 }
 
 func kCast(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
@@ -198,7 +205,7 @@ func kCast(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	out := r.newFFull(to, cloneShape(a[0].Shape)...) // every element is written
 	kernels.ParallelChunks(len(out.F32), 1, func(lo, hi int) {
 		copy(out.F32[lo:hi], a[0].F32[lo:hi])
-		round(to, out.F32[lo:hi])
+		r.round(to, out.F32[lo:hi])
 	})
 	return out, nil
 }
@@ -232,7 +239,7 @@ func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 	out := r.newF(ir.BF16, cloneShape(a[0].Shape)...)
 	copy(out.F32, a[0].F32)
 	block := int(n.Attrs.Int("block", 32))
-	if UseFast {
+	if r.fast {
 		fast.ActQuant(out.F32, block)
 		return out, nil
 	}
@@ -280,12 +287,12 @@ func kMeanSq(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 		return nil, fmt.Errorf("mean_sq supports the last axis only")
 	}
 	out := r.newF(a[0].DType, shape...)
-	if UseFast {
+	if r.fast {
 		fast.MeanSquare(out.F32, a[0].F32, rows(a[0]), last(a[0])) // bit-identical
 	} else {
 		kernels.MeanSquare(out.F32, a[0].F32, rows(a[0]), last(a[0]))
 	}
-	round(a[0].DType, out.F32)
+	r.round(a[0].DType, out.F32)
 	return out, nil
 }
 
@@ -293,7 +300,7 @@ func kSum(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	shape, ax := reducedShape(n, a[0].Shape)
 	out := r.newF(a[0].DType, shape...)
 	kernels.SumAxis(out.F32, a[0].F32, a[0].Shape, ax)
-	round(a[0].DType, out.F32)
+	r.round(a[0].DType, out.F32)
 	return out, nil
 }
 
@@ -303,7 +310,7 @@ func kSoftmax(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	}
 	out := r.newF(a[0].DType, cloneShape(a[0].Shape)...)
 	kernels.Softmax(out.F32, a[0].F32, rows(a[0]), last(a[0]))
-	round(a[0].DType, out.F32)
+	r.round(a[0].DType, out.F32)
 	return out, nil
 }
 
@@ -461,39 +468,33 @@ func kTopkIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	return out, nil
 }
 
-// UseFast routes the matmul ops through the optimised kernels of
-// backends/cpu/fast; false runs the reference kernels. The environment
-// variable DS4_REFKERNELS=1 turns it off, for users checking a run against
-// the reference kernels.
-var UseFast = os.Getenv("DS4_REFKERNELS") == ""
-
 func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, w := a[0], a[1]
 	N, K := w.Shape[0], w.Shape[1]
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = N
 	out := r.newF(x.DType, shape...)
-	if storedBF16(w) && UseFast {
+	if storedBF16(w) && r.fast {
 		// the bf16 view (half the bytes of the F32 copy), bit-identical
 		if x.DType == ir.F32 {
 			fast.MatmulF32W16(out.F32, x.F32, w.U8, rows(x), K, N)
 		} else {
 			fast.MatmulBF16W16(out.F32, x.F32, w.U8, rows(x), K, N)
-			round(x.DType, out.F32)
+			r.round(x.DType, out.F32)
 		}
 		return out, nil
 	}
 	w = widened(w)
-	if x.DType == ir.F32 && UseFast {
+	if x.DType == ir.F32 && r.fast {
 		fast.MatmulF32(out.F32, x.F32, w.F32, rows(x), K, N)
 	} else if x.DType == ir.F32 {
 		kernels.MatmulF32(out.F32, x.F32, w.F32, rows(x), K, N)
-	} else if UseFast {
+	} else if r.fast {
 		fast.MatmulBF16(out.F32, x.F32, w.F32, rows(x), K, N)
-		round(x.DType, out.F32)
+		r.round(x.DType, out.F32)
 	} else {
 		kernels.MatmulBF16(out.F32, x.F32, w.F32, rows(x), K, N)
-		round(x.DType, out.F32)
+		r.round(x.DType, out.F32)
 	}
 	return out, nil
 }
@@ -504,9 +505,9 @@ func kMatmulQ(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = N
 	out := r.newF(ir.BF16, shape...)
-	if UseFast && w.DType == ir.FP4E2M1 {
+	if r.fast && w.DType == ir.FP4E2M1 {
 		fast.MatmulFP4(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
-	} else if UseFast {
+	} else if r.fast {
 		fast.MatmulFP8(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
 	} else if w.DType == ir.FP4E2M1 {
 		kernels.MatmulFP4(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
@@ -522,14 +523,14 @@ func kGrouped(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = w.Shape[0]
 	out := r.newF(ir.BF16, shape...)
-	if UseFast && storedFP8(w) {
+	if r.fast && storedFP8(w) {
 		// wo_a as stored, dequantised on the fly; bit-identical to the
 		// reference on the dequantised matrix
 		fast.GroupedLoRA(out.F32, x.F32, rows(x), G, w.Shape[1], nil, w.U8, w.Scale, w.Shape[0]/G)
 		return out, nil
 	}
 	w = widened(w)
-	if UseFast {
+	if r.fast {
 		fast.GroupedLoRA(out.F32, x.F32, rows(x), G, w.Shape[1], w.F32, nil, nil, w.Shape[0]/G)
 		return out, nil
 	}
@@ -543,7 +544,7 @@ func kExpertMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, 
 	O, K := w.Shape[1], w.Shape[2]
 	out := r.newF(ir.BF16, N, k, O)
 	perSlot := len(x.Shape) == 3
-	if UseFast {
+	if r.fast {
 		err := fast.ExpertMatmul(out.F32, x.F32, N, k, K, O, perSlot, idx.I64, func(e int) (fast.Expert, bool) {
 			if e < 0 || e >= len(w.Parts) {
 				return fast.Expert{}, false
@@ -607,12 +608,12 @@ func kMoECombine(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 func kRMSNorm(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, w := a[0], a[1]
 	out := r.newF(x.DType, cloneShape(x.Shape)...)
-	if UseFast {
+	if r.fast {
 		fast.RMSNorm(out.F32, x.F32, rows(x), last(x), w.F32, float32(n.Attrs.Float("eps", 0))) // bit-identical
 	} else {
 		kernels.RMSNorm(out.F32, x.F32, rows(x), last(x), w.F32, float32(n.Attrs.Float("eps", 0)))
 	}
-	round(x.DType, out.F32)
+	r.round(x.DType, out.F32)
 	return out, nil
 }
 
@@ -634,7 +635,7 @@ func kHCPre(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	hc, D := s[len(s)-2], s[len(s)-1]
 	tokens := h.NumElements() / (hc * D)
 	out := r.newF(ir.BF16, append(cloneShape(s[:len(s)-2]), D)...)
-	if UseFast {
+	if r.fast {
 		fast.HCPre(out.F32, h.F32, perToken(a[1], tokens, hc), tokens, hc, D) // bit-identical
 	} else {
 		kernels.HCPre(out.F32, h.F32, perToken(a[1], tokens, hc), tokens, hc, D)
@@ -648,7 +649,7 @@ func kHCPost(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	hc, D := s[len(s)-2], s[len(s)-1]
 	tokens := res.NumElements() / (hc * D)
 	out := r.newF(ir.BF16, cloneShape(s)...)
-	if UseFast {
+	if r.fast {
 		fast.HCPost(out.F32, y.F32, res.F32, post.F32, comb.F32, tokens, hc, D)
 	} else {
 		kernels.HCPost(out.F32, y.F32, res.F32, post.F32, comb.F32, tokens, hc, D)
@@ -697,7 +698,7 @@ func kRope(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	kernels.ParallelChunks(nrows*W, W, func(lo, hi int) {
 		copy(out.F32[lo:hi], x.F32[lo:hi])
 		kernels.Rotary(out.F32[lo:hi], (hi-lo)/W, W, int(n.Attrs.Int("dim", 0)), tab.F32, ps[lo/W:hi/W], n.Attrs.Bool("inverse", false))
-		round(x.DType, out.F32[lo:hi])
+		r.round(x.DType, out.F32[lo:hi])
 	})
 	return out, nil
 }
@@ -741,7 +742,7 @@ func kSparseAttn(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 		}
 	}
 	out := r.newF(ir.BF16, cloneShape(q.Shape)...)
-	if UseFast {
+	if r.fast {
 		// bit-identical to the reference kernel
 		fast.SparseAttn(out.F32, q.F32, B, M, H, D, kv.F32, N, sink.F32, idx.I32, T, float32(n.Attrs.Float("scale", 1)))
 	} else {
@@ -815,7 +816,7 @@ func kIndexScore(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 	B, S, H, Di := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
 	nc := k.Shape[1]
 	out := r.newF(ir.BF16, B, S, nc)
-	if UseFast {
+	if r.fast {
 		fast.IndexScore(out.F32, q.F32, B, S, H, Di, k.F32, nc, w.F32) // bit-identical
 	} else {
 		kernels.IndexScore(out.F32, q.F32, B, S, H, Di, k.F32, nc, w.F32)
@@ -907,7 +908,7 @@ func kProbe(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	if r.env.Probe == nil {
 		return a[0], nil
 	}
-	return r.env.Probe(n.Attrs.Str("name", ""), n.Attrs.Bool("force", false), a[0])
+	return host(r.env.Probe(n.Attrs.Str("name", ""), n.Attrs.Bool("force", false), a[0]))
 }
 
 func kHCMix(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
@@ -917,7 +918,7 @@ func kHCMix(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	tokens := h.NumElements() / (hc * D)
 	mix := fn.Shape[0]
 	out := r.newF(ir.F32, append(cloneShape(s[:len(s)-2]), mix)...)
-	if UseFast {
+	if r.fast {
 		var panels *fast.HCPanels
 		if r.state != nil {
 			panels = &r.state.hcPanels
@@ -954,7 +955,7 @@ func kSwiGLU(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	}
 	inter := last(g)
 	out := r.newF(ir.BF16, cloneShape(g.Shape)...)
-	if UseFast {
+	if r.fast {
 		fast.SwiGLUClamp(out.F32, g.F32, u.F32, rows(g), inter, float32(n.Attrs.Float("limit", 0)), w)
 	} else {
 		kernels.SwiGLUClamp(out.F32, g.F32, u.F32, rows(g), inter, float32(n.Attrs.Float("limit", 0)), w)

@@ -12,11 +12,18 @@ import (
 	"github.com/ds4go/ds4/ir"
 )
 
-// runOp runs the CPU kernel of op on args (no arena, no plan).
+// runOp runs the fast CPU kernel of op on args (no arena, no plan).
 func runOp(t *testing.T, op string, attrs ir.Attrs, args ...*backends.Tensor) *backends.Tensor {
 	t.Helper()
+	return runOpKernels(t, true, op, attrs, args...)
+}
+
+// runOpKernels is runOp with the fast (backend cpu) or the reference
+// (backend cpu-ref) kernels.
+func runOpKernels(t *testing.T, fast bool, op string, attrs ir.Attrs, args ...*backends.Tensor) *backends.Tensor {
+	t.Helper()
 	n := &ir.Node{Op: op, Attrs: attrs}
-	out, err := kernelsByOp[op](&run{env: &backends.OldEnv{}, node: n}, n, args)
+	out, err := kernelsByOp[op](&run{env: &backends.Env{}, node: n, fast: fast}, n, args)
 	if err != nil {
 		t.Fatalf("%s: %v", op, err)
 	}
@@ -61,10 +68,7 @@ func TestChunkedElementwiseOps(t *testing.T) {
 	aq := randTensor(r, ir.BF16, 7, 32*300)
 	wantQ := append([]float32(nil), aq.F32...)
 	numfmt.ActQuantInplace(wantQ, 32)
-	prev := UseFast
-	UseFast = false
-	gotQ := runOp(t, "act_quant", ir.Attrs{"block": int64(32)}, aq).F32
-	UseFast = prev
+	gotQ := runOpKernels(t, false, "act_quant", ir.Attrs{"block": int64(32)}, aq).F32
 	sameBits(t, "act_quant (reference path)", gotQ, wantQ)
 
 	for _, scale := range []string{"e8m0", "e4m3"} {

@@ -2,6 +2,7 @@ package gorgonia
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 
@@ -14,21 +15,44 @@ import (
 
 // Backend runs the f32 subset of the op table that gorgonia computes with
 // the same math as the CPU reference; the scheduler puts everything else on
-// the CPU backend.
+// its fallback, the cpu backend (Capabilities).
 type Backend struct{}
 
-func init() { backends.RegisterOld(Backend{}) }
+func init() { backends.Register(Backend{}) }
 
-// Name implements backends.OldBackend.
+// Name implements backends.Backend.
 func (Backend) Name() string { return "gorgonia" }
+
+// Available implements backends.Backend: gorgonia is pure Go.
+func (Backend) Available() error { return nil }
+
+// Capabilities implements backends.Backend: the ops of the package
+// documentation, f32 only, and the weights they read (bound as dense f32,
+// so that gorgonia reads them in place); Supports refines the table.
+func (b Backend) Capabilities() backends.Capabilities {
+	f32 := []ir.DType{ir.F32}
+	ops := map[string][]ir.DType{"weight": f32}
+	for _, op := range []string{"sigmoid", "sqrt", "add_scalar", "mul_scalar", "add", "sub", "mul", "div", "matmul"} {
+		ops[op] = f32
+	}
+	return backends.Capabilities{Ops: ops, Accept: b.Supports, Fallback: "cpu", Host: true}
+}
+
+// Open implements backends.Backend: a host device whose kernels are
+// compiled gorgonia graphs.
+func (b Backend) Open() (backends.Device, error) {
+	return &backends.HostDevice{Backend: "gorgonia", Desc: "host, gorgonia v0.9.18 tape machine (gonum)", Kernel: b.Kernel,
+		Bind: func(w *backends.HostWeight) (*backends.Tensor, error) { return backends.HostWeightTensor(w, true) }}, nil
+}
 
 // maxBcastRank is the most axes a broadcasting operand may have in
 // gorgonia v0.9 (BroadcastPattern holds 4 axes per operand), counted after
 // merging neighbouring axes that broadcast alike.
 const maxBcastRank = 4
 
-// Supports implements backends.OldBackend: only f32 nodes with f32 operands of
-// the ops listed in the package documentation.
+// Supports reports whether the backend runs node n: only f32 nodes with f32
+// operands of the ops listed in the package documentation (and the weights
+// they read).
 func (Backend) Supports(n *ir.Node) bool {
 	if n.Type.DType != ir.F32 {
 		return false
@@ -39,6 +63,8 @@ func (Backend) Supports(n *ir.Node) bool {
 		}
 	}
 	switch n.Op {
+	case "weight":
+		return true
 	case "sigmoid", "sqrt":
 		return len(n.Args) == 1
 	case "add_scalar", "mul_scalar":
@@ -64,11 +90,20 @@ func (Backend) Supports(n *ir.Node) bool {
 	return false
 }
 
-// Kernel implements backends.OldBackend. Each node gets its own cache of
-// compiled gorgonia graphs, one per set of run-time operand shapes.
-func (b Backend) Kernel(n *ir.Node) (backends.KernelFunc, error) {
+// Kernel returns the kernel of a supported node. Each node gets its own
+// cache of compiled gorgonia graphs, one per set of run-time operand shapes.
+func (b Backend) Kernel(n *ir.Node) (backends.HostKernel, error) {
 	if !b.Supports(n) {
 		return nil, fmt.Errorf("gorgonia backend does not support %s %s", n.Op, n.Type)
+	}
+	if n.Op == "weight" {
+		return func(env *backends.Env, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) {
+			w, err := env.Weight(n)
+			if err != nil {
+				return nil, err
+			}
+			return backends.HostTensor(w)
+		}, nil
 	}
 	k := &nodeKernel{op: n.Op, value: float32(n.Attrs.Float("value", 0)), plans: map[string]*plan{}}
 	return k.run, nil
@@ -95,8 +130,12 @@ type plan struct {
 	outShape []int // the IR shape of the result
 }
 
-func (k *nodeKernel) run(_ *backends.OldEnv, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
+func (k *nodeKernel) run(_ *backends.Env, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
 	for i, a := range args {
+		if a != nil && a.F32 == nil && len(a.U8) == 2*a.NumElements() && a.Scale == nil {
+			args[i] = widenBF16(a) // a bf16 matrix bound by another backend (its first reader)
+			a = args[i]
+		}
 		if a == nil || len(a.F32) != a.NumElements() {
 			return nil, fmt.Errorf("gorgonia: operand %d is not an f32 tensor", i)
 		}
@@ -345,4 +384,13 @@ func staticBcast(as, bs ir.Shape) (rank int, broadcasts bool, ok bool) {
 		}
 	}
 	return rank, broadcasts, !broadcasts || rank <= maxBcastRank
+}
+
+// widenBF16 is t, a matrix kept as stored bf16 bytes, with F32 values.
+func widenBF16(t *backends.Tensor) *backends.Tensor {
+	w := &backends.Tensor{DType: t.DType, Shape: t.Shape, F32: make([]float32, t.NumElements())}
+	for i := range w.F32 {
+		w.F32[i] = math.Float32frombits(uint32(t.U8[2*i])<<16 | uint32(t.U8[2*i+1])<<24)
+	}
+	return w
 }

@@ -7,7 +7,7 @@
 //
 // # Supported nodes
 //
-// Supports accepts a node only when its output and every operand are f32:
+// Capabilities (refined by Supports) accept a node only when its output and every operand are f32:
 //
 //   - matmul: y = x·wᵀ, x [..., K] flattened to [M, K], w [N, K]; run as
 //     BatchedMatMul([1,M,K], [1,N,K], transB) so the weight is read in place
@@ -35,7 +35,7 @@
 //
 // # Kernels
 //
-// Kernel returns a closure with its own cache: one compiled graph per set of
+// Kernel (one per node, at Prepare) returns a closure with its own cache: one compiled graph per set of
 // run-time operand shapes. A call binds the operands' F32 slices as the
 // graph's inputs (tensor.New(tensor.WithBacking(slice), tensor.WithShape(...)),
 // no copy; gorgonia never writes them), runs the tape machine, and copies the
@@ -49,7 +49,7 @@
 //	import _ "github.com/ds4go/ds4/backends/gorgonia"
 //
 //	model, err := engine.Open(module, dir, "gorgonia") // CPU fallback for the rest
-//	fmt.Println(model.Placement.ByBackend["gorgonia"])
+//	fmt.Println(model.Placement.ByBackend()["gorgonia"])
 //
 // or on the command line, exec -backend gorgonia. A kernel can also be run on
 // its own; here y = x·wᵀ for x [1, 2, 3] and w [2, 3] (see Example):
@@ -58,13 +58,12 @@
 //	w := ir.T(ir.F32, 2, 3)
 //	n := &ir.Node{Op: "matmul", Type: ir.T(ir.F32, "B", 2, 2),
 //		Args: []*ir.Node{{Op: "input", Type: x}, {Op: "weight", Type: w}}}
-//	be, _ := backends.GetOld("gorgonia")
-//	fmt.Println(be.Supports(n))         // true
-//	k, _ := be.Kernel(n)
-//	y, _ := k(&backends.OldEnv{}, n, []*backends.Tensor{
-//		{DType: ir.F32, Shape: []int{1, 2, 3}, F32: []float32{1, 2, 3, 4, 5, 6}},
-//		{DType: ir.F32, Shape: []int{2, 3}, F32: []float32{1, 0, 0, 1, 1, 1}},
-//	})
+//	be, _ := backends.Get("gorgonia")
+//	fmt.Println(be.Capabilities().Supports(n)) // true
+//	dev, _ := be.Open()
+//	y, _ := backends.RunNode(dev, n, nil,
+//		&backends.Tensor{DType: ir.F32, Shape: []int{1, 2, 3}, F32: []float32{1, 2, 3, 4, 5, 6}},
+//		&backends.Tensor{DType: ir.F32, Shape: []int{2, 3}, F32: []float32{1, 0, 0, 1, 1, 1}})
 //	fmt.Println(y.Shape, y.F32)          // [1 2 2] [1 6 4 15]
 //
 // On the tiny checkpoint's decode graph (no passes) 1557 of 3392 nodes run on

@@ -33,6 +33,21 @@ func randTensor(r *rand.Rand, lo, hi float32, shape ...int) *backends.Tensor {
 	return t
 }
 
+// openDevice opens a registered backend's device for the test.
+func openDevice(t *testing.T, name string) backends.Device {
+	t.Helper()
+	b, err := backends.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := b.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
 // runBoth runs n on the gorgonia and the CPU backend and checks that the
 // operands were left alone.
 func runBoth(t *testing.T, n *ir.Node, args ...*backends.Tensor) (got, want *backends.Tensor) {
@@ -40,31 +55,27 @@ func runBoth(t *testing.T, n *ir.Node, args ...*backends.Tensor) (got, want *bac
 	if !(Backend{}).Supports(n) {
 		t.Fatalf("%s %s: not supported", n.Op, n.Type)
 	}
-	cpu, err := backends.GetOld("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := cpu.Kernel(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kg, err := Backend{}.Kernel(n)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cpu, gor := openDevice(t, "cpu-ref"), openDevice(t, "gorgonia")
 	saved := make([][]float32, len(args))
 	for i, a := range args {
 		saved[i] = slices.Clone(a.F32)
 	}
-	env := &backends.OldEnv{}
-	if want, err = kc(env, n, args); err != nil {
+	var err error
+	if want, err = backends.RunNode(cpu, n, nil, args...); err != nil {
 		t.Fatal(err)
 	}
 	// Twice: the second call reuses the cached graph with new bindings.
+	kg, err := Backend{}.Kernel(n)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
-		if got, err = kg(env, n, args); err != nil {
+		if got, err = kg(&backends.Env{}, n, args); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if once, err := backends.RunNode(gor, n, nil, args...); err != nil || !slices.Equal(once.F32, got.F32) {
+		t.Fatalf("%s: through the device: %v", n.Op, err)
 	}
 	for i, a := range args {
 		if !slices.Equal(saved[i], a.F32) {
@@ -259,7 +270,7 @@ func TestSupportsDeclines(t *testing.T) {
 		node("topk_idx", ty(ir.I64, "B", 2), nil, ty(f, "B", 8)),
 		node("state", ty(f, "B", "M", 4), ir.Attrs{"name": "kv"}),
 		node("cache_write", ty(f, "B", "M", 4), nil, ty(f, "B", "M", 4), ty(f, "B", 1, 4)),
-		node("weight", ty(f, 4, 4), ir.Attrs{"name": "w"}),
+		node("weight", ty(bf, 4, 4), ir.Attrs{"name": "w"}),
 		node("input", ty(ir.I64, "B", "S"), ir.Attrs{"name": "tokens"}),
 	}
 	for _, n := range declined {
@@ -272,6 +283,7 @@ func TestSupportsDeclines(t *testing.T) {
 		}
 	}
 	accepted := []*ir.Node{
+		node("weight", ty(f, 4, 4), ir.Attrs{"name": "w"}), // bound as dense f32 for the products
 		node("matmul", ty(f, "B", 1, 64), nil, ty(f, "B", 1, 128), ty(f, 64, 128)),
 		node("add", ty(f, "B", 1, 16), nil, ty(f, "B", 1, 16), ty(f, 16)),
 		node("div", ty(f, "B", 1, 4, 4), nil, ty(f, "B", 1, 4, 4), ty(f, "B", 1, 1, 4)),
@@ -292,12 +304,12 @@ func TestSupportsDeclines(t *testing.T) {
 func f16() ir.DType { return ir.F16 }
 
 func TestRegistered(t *testing.T) {
-	b, err := backends.GetOld("gorgonia")
+	b, err := backends.Get("gorgonia")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Name() != "gorgonia" {
-		t.Fatalf("name %q", b.Name())
+	if b.Name() != "gorgonia" || b.Available() != nil || b.Capabilities().Fallback != "cpu" {
+		t.Fatalf("name %q, available %v, fallback %q", b.Name(), b.Available(), b.Capabilities().Fallback)
 	}
 }
 

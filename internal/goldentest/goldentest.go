@@ -104,7 +104,7 @@ func TeacherRun(tb testing.TB, m *ir.Module, dir, golden, backend string) (strin
 	}
 	var placed map[string]map[string]int
 	if model.Placement != nil {
-		placed = model.Placement.ByBackend
+		placed = model.Placement.ByBackend()
 	}
 	return out, placed
 }
