@@ -1,0 +1,134 @@
+package backendtest
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/ds4go/ds4/backends"
+	_ "github.com/ds4go/ds4/backends/cpu"
+	"github.com/ds4go/ds4/ir"
+)
+
+// TestEveryOpHasACase fails when an op of the IR table has no case, or a
+// case names an op the table does not have.
+func TestEveryOpHasACase(t *testing.T) {
+	count := map[string]int{}
+	names := map[string]bool{}
+	for _, c := range Cases() {
+		if names[c.Name] {
+			t.Errorf("case %s appears twice", c.Name)
+		}
+		names[c.Name] = true
+		if ir.Ops[c.Op] == nil {
+			t.Errorf("case %s: op %q is not in ir.Ops", c.Name, c.Op)
+		}
+		if c.Tol.Why == "" {
+			t.Errorf("case %s: the tolerance gives no reason", c.Name)
+		}
+		count[c.Op]++
+	}
+	var missing, per []string
+	for op := range ir.Ops {
+		if count[op] == 0 {
+			missing = append(missing, op)
+		}
+		per = append(per, op+"×"+itoa(count[op]))
+	}
+	sort.Strings(missing)
+	sort.Strings(per)
+	if len(missing) > 0 {
+		t.Errorf("ops without a conformance case: %s", strings.Join(missing, ", "))
+	}
+	t.Logf("%d cases over %d ops: %s", len(Cases()), len(ir.Ops), strings.Join(per, " "))
+}
+
+// TestReleasedWidths checks the widths the cases use against the released
+// config.
+func TestReleasedWidths(t *testing.T) {
+	raw, err := os.ReadFile("../../models/deepseekv4/testdata/configs/deepseek-v41-flash.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"dim": R.Dim, "n_heads": R.Heads, "head_dim": R.HeadDim, "rope_head_dim": R.RopeDim, "q_lora_rank": R.QLora,
+		"o_groups": R.OGroups, "o_lora_rank": R.OLora, "n_routed_experts": R.Experts, "n_activated_experts": R.Active,
+		"moe_inter_dim": R.Inter, "index_n_heads": R.IdxHeads, "index_head_dim": R.IdxDim, "index_topk": R.IdxTopK,
+		"window_size": R.Window, "hc_mult": R.HC, "hc_sinkhorn_iters": R.SinkhornIters, "engram_n_heads": R.EngHeads,
+		"engram_head_dim": R.EngDim, "engram_max_ngram_size": R.EngNgram, "engram_compressed_vocab_size": R.EngCompressedVocab,
+		"candidate_block_size": R.CandBlock, "candidate_topk_blocks": R.CandTopK, "vocab_size": R.Vocab,
+		"original_seq_len": R.OriginalSeqLen, "norm_eps": R.NormEps, "hc_eps": R.HCEps, "swiglu_limit": R.SwiGLULimit,
+		"route_scale": R.RouteScale, "rope_theta": R.RopeTheta, "compress_rope_theta": R.CompressRopeTheta,
+		"rope_factor": R.RopeFactor, "beta_fast": R.BetaFast, "beta_slow": R.BetaSlow,
+	}
+	for k, v := range want {
+		got, ok := c[k].(float64)
+		if !ok || got != reflect.ValueOf(v).Convert(reflect.TypeOf(0.0)).Float() {
+			t.Errorf("%s: config has %v, the suite uses %v", k, c[k], v)
+		}
+	}
+}
+
+// TestCasesOnReference runs every case once on the reference backend and
+// checks that it tests something: the op under test runs there, and no
+// float output is constant (all zero, say, because the inputs selected
+// nothing) unless the case is about moving values.
+func TestCasesOnReference(t *testing.T) {
+	seed := Seed(t)
+	for _, c := range Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			in := Build(t, c, seed)
+			if n := in.node(c.Op); n == nil {
+				t.Fatalf("the graph has no %s node", c.Op)
+			}
+			res, err := Exec(Reference, in)
+			if err != nil {
+				t.Fatalf("%v (seed %d)", err, seed)
+			}
+			for name, o := range res.Outputs {
+				if constant(o) {
+					t.Errorf("output %s is constant: the case tests nothing (seed %d)", name, seed)
+				}
+			}
+		})
+	}
+}
+
+// constant reports whether every value of t is the same.
+func constant(t *backends.Tensor) bool {
+	switch {
+	case t.F32 != nil:
+		for _, v := range t.F32 {
+			if math.Float32bits(v) != math.Float32bits(t.F32[0]) {
+				return false
+			}
+		}
+	case t.I64 != nil:
+		for _, v := range t.I64 {
+			if v != t.I64[0] {
+				return false
+			}
+		}
+	case t.I32 != nil:
+		for _, v := range t.I32 {
+			if v != t.I32[0] {
+				return false
+			}
+		}
+	default:
+		for _, v := range t.U8 {
+			if v != t.U8[0] {
+				return false
+			}
+		}
+	}
+	return t.NumElements() > 1
+}

@@ -1,0 +1,339 @@
+package backendtest
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/ir"
+	"github.com/ds4go/ds4/models/deepseekv4"
+)
+
+// Reference is the backend every other one is compared with.
+const Reference = "cpu-ref"
+
+// SeedEnv names the environment variable that fixes the seed (to repeat a
+// failure); without it every run draws fresh inputs.
+const SeedEnv = "DS4_BACKENDTEST_SEED"
+
+// Run runs every case whose op the named backend claims in its
+// Capabilities on that backend and on the reference, and compares the
+// outputs (and the state after the call) with the case's tolerance. A case
+// whose node the backend's capabilities refuse (a dtype, Accept) is
+// skipped and reported: that node falls back. Run skips when the backend
+// is not available here (no GPU), saying why.
+func Run(t *testing.T, name string) {
+	b, err := backends.Get(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Available(); err != nil {
+		t.Skipf("backend %s is not available here: %v", name, err)
+	}
+	caps := b.Capabilities()
+	seed := Seed(t)
+	var ran, fellBack, unclaimed []string
+	start := time.Now()
+	for _, c := range Cases() {
+		if _, ok := caps.Ops[c.Op]; !ok {
+			unclaimed = append(unclaimed, c.Name)
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			in := Build(t, c, seed)
+			n := in.node(c.Op)
+			if !caps.Supports(n) {
+				fellBack = append(fellBack, c.Name)
+				t.Skipf("falls back: %s refuses %%%d %s %s", name, n.ID, n.Op, n.Type)
+			}
+			if where := runCase(t, name, c, in, seed); where != name {
+				fellBack = append(fellBack, c.Name)
+				t.Skipf("falls back: the schedule placed %s on %s", c.Op, where)
+			}
+			ran = append(ran, c.Name)
+		})
+	}
+	t.Logf("backend %s: %d cases run, %d fall back (%s), %d not claimed (%s); %.1fs, seed %d",
+		name, len(ran), len(fellBack), strings.Join(fellBack, " "), len(unclaimed), opsOf(unclaimed), time.Since(start).Seconds(), seed)
+}
+
+// opsOf lists the distinct ops of case names.
+func opsOf(names []string) string {
+	var ops []string
+	for _, n := range names {
+		op, _, _ := strings.Cut(n, "/")
+		if !slices.Contains(ops, op) {
+			ops = append(ops, op)
+		}
+	}
+	return strings.Join(ops, " ")
+}
+
+// runCase runs one instance on backend and on the reference and compares
+// them; it returns the backend the case's op was placed on.
+func runCase(t *testing.T, backend string, c Case, in *Instance, seed uint64) string {
+	t.Helper()
+	repeat := fmt.Sprintf("(seed %d: %s=%d go test -run '%s')", seed, SeedEnv, seed, t.Name())
+	got, err := Exec(backend, in)
+	if err != nil {
+		t.Fatalf("%s: %v %s", backend, err, repeat)
+	}
+	if where := got.Placement.Backend[in.node(c.Op)]; where != backend {
+		return where
+	}
+	want, err := Exec(Reference, in)
+	if err != nil {
+		t.Fatalf("%s: %v %s", Reference, err, repeat)
+	}
+	check := func(what string, g, w *backends.Tensor) {
+		d, err := Compare(g, w, c.Tol)
+		if err != nil {
+			t.Errorf("%s: %v %s\n(tolerance: %s)", what, err, repeat, c.Tol.Why)
+			return
+		}
+		t.Logf("%s: %v; tolerance %s", what, d, c.Tol)
+	}
+	for _, o := range in.Graph.Outputs {
+		check("output "+o.Name, got.Outputs[o.Name], want.Outputs[o.Name])
+	}
+	for _, name := range sortedKeys(want.State) {
+		check("state "+name, got.State[name], want.State[name])
+	}
+	return backend
+}
+
+// Build makes the case's instance under the run's seed; a builder's
+// panic (a wrong graph: a bug of the case) fails the test.
+func Build(t testing.TB, c Case, seed uint64) (in *Instance) {
+	t.Helper()
+	func() {
+		defer func() {
+			if e := recover(); e != nil {
+				t.Fatalf("building case %s: %v", c.Name, e)
+			}
+		}()
+		in = c.Build(CaseRand(seed, c.Name))
+	}()
+	return in
+}
+
+// Seed is the run's seed: SeedEnv when set, else a fresh one; logged.
+func Seed(t testing.TB) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv(SeedEnv); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", SeedEnv, s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (%s=%d repeats this run)", seed, SeedEnv, seed)
+	return seed
+}
+
+// CaseRand is the generator of one case under the run's seed: each case
+// draws the same inputs whatever else runs.
+func CaseRand(seed uint64, name string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return rand.New(rand.NewPCG(seed, h.Sum64()))
+}
+
+// Result is what one call of an instance produced, in host memory.
+type Result struct {
+	Outputs   map[string]*backends.Tensor // by output name
+	State     map[string]*backends.Tensor // every state after the call
+	Placement *backends.Placement
+}
+
+// Exec runs one call of the instance on backend (its fallbacks taking what
+// it does not claim) through the contract: schedule, open the devices,
+// bind the weights, upload the state and inputs, prepare the segments,
+// launch, sync, download. The instance is not modified.
+func Exec(backend string, in *Instance) (res *Result, err error) {
+	defer func() {
+		if e := recover(); e != nil {
+			err = fmt.Errorf("panic: %v", e)
+		}
+	}()
+	pl, err := backends.Schedule(in.Graph, backend)
+	if err != nil {
+		return nil, err
+	}
+	devs := map[string]backends.Device{}
+	defer func() {
+		for be, d := range devs {
+			if cerr := d.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("closing %s: %w", be, cerr)
+			}
+		}
+	}()
+	for _, n := range in.Graph.Nodes {
+		be := pl.Backend[n]
+		if devs[be] != nil {
+			continue
+		}
+		b, err := backends.Get(be)
+		if err != nil {
+			return nil, err
+		}
+		if devs[be], err = b.Open(); err != nil {
+			return nil, fmt.Errorf("opening %s: %w", be, err)
+		}
+	}
+	call, err := in.call(pl, devs)
+	if err != nil {
+		return nil, err
+	}
+	inputs := map[string]*backends.Tensor{}
+	for k, v := range call.Inputs {
+		inputs[k] = clone(v)
+	}
+	run, err := backends.NewRunner(pl, devs)
+	if err != nil {
+		return nil, err
+	}
+	outs, err := run.Run(call)
+	if err != nil {
+		return nil, err
+	}
+	res = &Result{Outputs: map[string]*backends.Tensor{}, State: map[string]*backends.Tensor{}, Placement: pl}
+	for _, o := range in.Graph.Outputs {
+		if res.Outputs[o.Name], err = download(devs[pl.Backend[o.Node]], outs[o.Name]); err != nil {
+			return nil, fmt.Errorf("output %s: %w", o.Name, err)
+		}
+	}
+	for _, n := range in.Graph.Nodes {
+		if n.Op == "state" {
+			name := n.Attrs.Str("name", "")
+			if res.State[name], err = download(devs[pl.Backend[n]], call.State[name]); err != nil {
+				return nil, fmt.Errorf("state %s: %w", name, err)
+			}
+		}
+	}
+	for k, v := range call.Inputs {
+		if !sameTensor(v, inputs[k]) {
+			return nil, fmt.Errorf("input %s was modified by the call", k)
+		}
+	}
+	return res, nil
+}
+
+// call makes the instance's call on the placed devices: fresh copies of
+// its inputs and state (a call updates state in place), weights bound on
+// first use, RoPE tables computed as the runtime computes them.
+func (in *Instance) call(pl *backends.Placement, devs map[string]backends.Device) (*backends.Call, error) {
+	c := &backends.Call{B: in.B, S: in.S, M: in.M, StartPos: in.P, Inputs: map[string]*backends.Tensor{}, State: map[string]backends.Buffer{}}
+	for k, v := range in.Inputs {
+		c.Inputs[k] = clone(v)
+	}
+	if _, ok := c.Inputs["start_pos"]; !ok {
+		c.Inputs["start_pos"] = scalar(int64(in.P))
+	}
+	for _, n := range in.Graph.Nodes {
+		if n.Op != "state" {
+			continue
+		}
+		name := n.Attrs.Str("name", "")
+		buf, err := devs[pl.Backend[n]].Upload(clone(in.State[name]))
+		if err != nil {
+			return nil, fmt.Errorf("uploading state %s: %w", name, err)
+		}
+		c.State[name] = buf
+	}
+	bound := map[string]backends.Buffer{}
+	c.Weight = func(be string, n *ir.Node) (backends.Buffer, error) {
+		name := n.Attrs.Str("name", "")
+		if b, ok := bound[be+"\x00"+name]; ok {
+			return b, nil
+		}
+		w, ok := in.Weights[name]
+		if !ok {
+			return nil, fmt.Errorf("weight %q not in the case", name)
+		}
+		b, err := devs[be].BindWeight(w)
+		if err != nil {
+			return nil, fmt.Errorf("binding %s on %s: %w", name, be, err)
+		}
+		bound[be+"\x00"+name] = b
+		return b, nil
+	}
+	c.Rope = func(be string, n *ir.Node) (backends.Buffer, error) {
+		return devs[be].Upload(RopeTable(n.Attrs, in.M))
+	}
+	return c, nil
+}
+
+// RopeTable is the RoPE table [m, dim/2, 2] of a rope_table node's
+// attributes, computed as the runtime computes it (precompute_freqs_cis).
+func RopeTable(a ir.Attrs, m int) *backends.Tensor {
+	tab := deepseekv4.FreqsCis(int(a.Int("dim", 0)), m, int(a.Int("original_seq_len", 0)),
+		a.Float("base", 0), a.Float("factor", 1), a.Float("beta_fast", 32), a.Float("beta_slow", 1))
+	return &backends.Tensor{DType: ir.F32, Shape: []int{m, tab.Pairs, 2}, F32: tab.CosSin}
+}
+
+// download reads a buffer back and puts float values in F32 (a host
+// device may return a bf16 matrix as its stored bytes).
+func download(d backends.Device, b backends.Buffer) (*backends.Tensor, error) {
+	if b == nil {
+		return nil, fmt.Errorf("no buffer")
+	}
+	t, err := d.Download(b)
+	if err != nil {
+		return nil, err
+	}
+	t = clone(t)
+	if t.DType.IsFloat() && t.F32 == nil && t.Scale == nil && len(t.U8) == 2*t.NumElements() {
+		t.F32 = make([]float32, t.NumElements())
+		for k := range t.F32 {
+			t.F32[k] = math.Float32frombits(uint32(t.U8[2*k])<<16 | uint32(t.U8[2*k+1])<<24)
+		}
+		t.U8 = nil
+	}
+	return t, nil
+}
+
+func clone(t *backends.Tensor) *backends.Tensor {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.Shape = slices.Clone(t.Shape)
+	c.F32, c.I64, c.I32, c.U8, c.Scale = slices.Clone(t.F32), slices.Clone(t.I64), slices.Clone(t.I32), slices.Clone(t.U8), slices.Clone(t.Scale)
+	c.Parts = nil
+	for _, p := range t.Parts {
+		c.Parts = append(c.Parts, clone(p))
+	}
+	return &c
+}
+
+// sameTensor compares values bit for bit.
+func sameTensor(a, b *backends.Tensor) bool {
+	if a.DType != b.DType || !slices.Equal(a.Shape, b.Shape) || len(a.F32) != len(b.F32) {
+		return false
+	}
+	for k := range a.F32 {
+		if math.Float32bits(a.F32[k]) != math.Float32bits(b.F32[k]) {
+			return false
+		}
+	}
+	return slices.Equal(a.I64, b.I64) && slices.Equal(a.I32, b.I32) && slices.Equal(a.U8, b.U8)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
