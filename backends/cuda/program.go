@@ -258,6 +258,15 @@ func (a *Arena) Bytes() int64 {
 	return n
 }
 
+// Close frees the arena's buffers now (a session that ends before its
+// model); the device's Close frees them otherwise.
+func (a *Arena) Close() error {
+	if err := a.gpu.st.Sync("freeing an arena"); err != nil {
+		return err
+	}
+	return a.free()
+}
+
 func (a *Arena) free() error {
 	var err error
 	put := func(b *buffer) {
