@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/internal/safetensors"
 )
 
@@ -472,7 +473,12 @@ var errsCases = []errsCase{
 	}},
 
 	// ---- exec: run options ----
-	{name: "backend-cuda", cmd: "exec", want: `backend "cuda" is not available`, setup: errsExecGood("-prompt-ids", "1,2", "-backend", "cuda")},
+	{name: "backend-cuda", cmd: "exec", want: "backend cuda: unavailable: ", setup: func(t *testing.T, fx *errsFixture, in string) []string {
+		if driver.Probe() == nil {
+			t.Skip("a usable GPU is here: -backend cuda runs")
+		}
+		return errsExecGood("-prompt-ids", "1,2", "-backend", "cuda")(t, fx, in)
+	}},
 	{name: "backend-unknown", cmd: "exec", want: `backend "nope" is not available`, setup: errsExecGood("-prompt-ids", "1,2", "-backend", "nope")},
 	{name: "token-id-too-large", cmd: "exec", want: "token id 512 (row 0, position 1) out of range [0,512)", setup: errsExecGood("-prompt-ids", "1,512")},
 	{name: "token-id-negative", cmd: "exec", want: "token id -1 (row 1, position 0) out of range [0,512)", setup: errsExecGood("-prompt-ids", "1,2;-1,3")},

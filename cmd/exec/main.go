@@ -13,6 +13,7 @@ import (
 	"time"
 
 	_ "github.com/ds4go/ds4/backends/cpu"
+	_ "github.com/ds4go/ds4/backends/cuda"
 	_ "github.com/ds4go/ds4/backends/gorgonia"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/internal/cli"
