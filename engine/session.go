@@ -289,6 +289,13 @@ func (s *Session) Close() {
 		be, _, _ := strings.Cut(key, "|")
 		s.m.devs[be].Free(b)
 	}
+	for _, m := range s.arenas {
+		for _, a := range m {
+			if c, ok := a.(interface{ Close() error }); ok { // a device arena (GPU memory)
+				c.Close()
+			}
+		}
+	}
 	s.state, s.ropes, s.arenas = map[string]backends.Buffer{}, map[string]backends.Buffer{}, nil
 }
 
