@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -176,11 +175,11 @@ func (g *GPU) Download(b backends.Buffer) (*backends.Tensor, error) {
 	if !ok {
 		return nil, fmt.Errorf("cuda: downloading a %T, not a GPU buffer", b)
 	}
-	if v.W != nil {
-		return nil, errors.New("cuda: weights are not read back")
-	}
 	t := &backends.Tensor{DType: v.DType, Shape: append([]int(nil), v.Shape...)}
 	name := fmt.Sprintf("%s%v", v.DType, v.Shape)
+	if v.W != nil {
+		return g.downloadWeight(v, t, name)
+	}
 	var err error
 	switch {
 	case v.DType == ir.I64:
@@ -195,6 +194,47 @@ func (g *GPU) Download(b backends.Buffer) (*backends.Tensor, error) {
 	default:
 		t.F32 = make([]float32, v.Numel())
 		err = Download(g.st, t.F32, v.Ptr, name)
+	}
+	return t, err
+}
+
+// downloadWeight reads a weight back in the host layouts
+// (backends.HostWeightTensor's): fp32 values for float matrices, codes and
+// scales for fp8/fp4, one part per expert.
+func (g *GPU) downloadWeight(v *Value, t *backends.Tensor, name string) (*backends.Tensor, error) {
+	bytes := func(p driver.Ptr, n int) ([]byte, error) {
+		b := make([]byte, n)
+		return b, g.st.Download(b, p, name)
+	}
+	var err error
+	switch v.W.Kind {
+	case LayoutF32:
+		t.F32 = make([]float32, v.Numel())
+		err = Download(g.st, t.F32, v.Ptr, name)
+	case LayoutBF16:
+		var raw []byte
+		if raw, err = bytes(v.Ptr, 2*v.Numel()); err == nil {
+			t.F32 = widenBF16(raw)
+		}
+	case LayoutI64:
+		t.I64 = make([]int64, v.Numel())
+		err = Download(g.st, t.I64, v.Ptr, name)
+	case LayoutQuant, LayoutStoredFP8:
+		if t.U8, err = bytes(v.Ptr, len(v.W.src.Data)); err == nil {
+			t.Scale, err = bytes(v.W.Scale, len(v.W.src.Scale))
+		}
+	case LayoutRouted:
+		r := v.W.Routed
+		for e := range r.Experts {
+			p := &backends.Tensor{DType: v.DType, Shape: append([]int(nil), v.Shape[1:]...)}
+			if p.U8, err = bytes(r.W+driver.Ptr(e*r.WStride), r.WStride); err != nil {
+				break
+			}
+			if p.Scale, err = bytes(r.Scale+driver.Ptr(e*r.ScaleStride), r.ScaleStride); err != nil {
+				break
+			}
+			t.Parts = append(t.Parts, p)
+		}
 	}
 	return t, err
 }

@@ -379,10 +379,38 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 		}
 		vals[i] = v
 	}
+	inputs := map[driver.Ptr]bool{}
+	for _, b := range env.Inputs {
+		if v, ok := b.(*Value); ok {
+			inputs[v.Ptr] = true
+		}
+	}
 	for _, n := range p.seg.Out {
-		env.Values[n] = vals[p.index[n]]
+		v := vals[p.index[n]]
+		if inputs[v.Ptr] { // an input (or a view of one) handed on: the caller frees its inputs after the call
+			if v, err = c.ownCopy(p.index[n], v); err != nil {
+				return err
+			}
+		}
+		env.Values[n] = v
 	}
 	return nil
+}
+
+// ownCopy copies v into node i's own buffer.
+func (c *call) ownCopy(i int, v *Value) (*Value, error) {
+	n := c.p.seg.Nodes[i]
+	b := c.a.own[n]
+	if b == nil {
+		b = &buffer{what: what(n) + " (output)"}
+		c.a.own[n] = b
+	}
+	if err := c.a.hold(b, v.Bytes()); err != nil {
+		return nil, err
+	}
+	out := *v
+	out.Ptr = b.p
+	return &out, c.st.Copy(out.Ptr, v.Ptr, int(v.Bytes()), what(n))
 }
 
 // asValue checks that a buffer handed in is one of this backend's.

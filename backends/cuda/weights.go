@@ -251,3 +251,12 @@ func (g *GPU) uploadWeight(w *backends.HostWeight, hw *hostWeight) (*Value, erro
 	v.Ptr = p
 	return v, nil
 }
+
+// widenBF16 decodes little-endian bf16 bits.
+func widenBF16(b []byte) []float32 {
+	out := make([]float32, len(b)/2)
+	for i := range out {
+		out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+	}
+	return out
+}
