@@ -75,8 +75,9 @@ type Env struct {
 	Rope  func(n *ir.Node) (Buffer, error)
 	Arena Arena // the session's activation buffers for this graph, from NewArena (may be nil)
 
-	// Values holds the values crossing the segment boundary: seg.In on
-	// entry, seg.Out after Launch.
+	// Values holds the values crossing segment boundaries on this device:
+	// at least seg.In on entry; Launch adds seg.Out. (The Runner keeps one
+	// Env per device for a call, so it may hold other segments' values.)
 	Values map[*ir.Node]Buffer
 
 	// Probe, when not nil, sees the value of every probe node of the

@@ -59,127 +59,113 @@ type Call struct {
 }
 
 // Run launches every segment, waits for the devices and returns the
-// graph's outputs by name, each on the device that made it.
+// graph's outputs by name, each on the device that made it. A runner runs
+// one call at a time.
 func (r *Runner) Run(c *Call) (map[string]Buffer, error) {
-	vals := map[*ir.Node]Buffer{}             // the boundary values, on their own device
-	moved := map[string]map[*ir.Node]Buffer{} // values already moved to a backend this call
-	used := map[string]bool{}
-	inputs := map[string]map[string]Buffer{}
+	envs := map[string]*Env{}      // one per backend: its Values hold what is on its device
+	moved := map[string][]Buffer{} // buffers the call uploaded, to free at the end
 	for i, seg := range r.pl.Segments {
-		d := r.devs[seg.Backend]
-		used[seg.Backend] = true
-		env, err := r.env(c, d, seg, inputs)
+		env, err := r.env(c, seg, envs, moved)
 		if err != nil {
 			return nil, err
 		}
 		for _, a := range seg.In {
-			v, err := r.move(a, vals[a], seg.Backend, moved)
-			if err != nil {
+			if _, ok := env.Values[a]; ok {
+				continue
+			}
+			if err := r.move(a, seg.Backend, envs, moved); err != nil {
 				return nil, err
 			}
-			env.Values[a] = v
 		}
 		if err := r.progs[i].Launch(env); err != nil {
 			return nil, err
 		}
 		for _, n := range seg.Out {
-			v, ok := env.Values[n]
-			if !ok {
+			if _, ok := env.Values[n]; !ok {
 				return nil, &KernelPanic{Node: fmt.Sprintf("%%%d (%s)", n.ID, n.Op), Value: fmt.Sprintf("backend %s did not return the value of segment %d's output", seg.Backend, seg.Index)}
 			}
-			vals[n] = v
 		}
 	}
-	for be := range used {
+	for be := range envs {
 		if err := r.devs[be].Sync(); err != nil {
 			return nil, fmt.Errorf("backend %s: %w", be, err)
 		}
 	}
-	if err := r.free(inputs, moved); err != nil {
+	if err := r.free(moved); err != nil {
 		return nil, err
 	}
 	out := map[string]Buffer{}
 	for _, o := range r.pl.Graph.Outputs {
-		out[o.Name] = vals[o.Node]
+		out[o.Name] = envs[r.pl.Backend[o.Node]].Values[o.Node]
 	}
 	return out, nil
 }
 
-// env builds the launch environment of one segment on device d.
-func (r *Runner) env(c *Call, d Device, seg *Segment, inputs map[string]map[string]Buffer) (*Env, error) {
+// env returns the launch environment of backend seg.Backend for this call
+// (made on first use), with the graph inputs seg reads uploaded.
+func (r *Runner) env(c *Call, seg *Segment, envs map[string]*Env, moved map[string][]Buffer) (*Env, error) {
 	be := seg.Backend
-	env := &Env{B: c.B, S: c.S, M: c.M, StartPos: c.StartPos, State: c.State, Arena: c.Arenas[be],
-		Values: map[*ir.Node]Buffer{}, OpTimes: c.OpTimes}
-	if inputs[be] == nil {
-		inputs[be] = map[string]Buffer{}
+	env, ok := envs[be]
+	if !ok {
+		env = &Env{B: c.B, S: c.S, M: c.M, StartPos: c.StartPos, State: c.State, Arena: c.Arenas[be],
+			Inputs: map[string]Buffer{}, Values: map[*ir.Node]Buffer{}, OpTimes: c.OpTimes}
+		if c.Weight != nil {
+			env.Weight = func(n *ir.Node) (Buffer, error) { return c.Weight(be, n) }
+		}
+		if c.Rope != nil {
+			env.Rope = func(n *ir.Node) (Buffer, error) { return c.Rope(be, n) }
+		}
+		if c.Probe != nil {
+			d := r.devs[be]
+			env.Probe = func(name string, force bool, v Buffer) (Buffer, error) { return c.Probe(d, name, force, v) }
+		}
+		envs[be] = env
 	}
 	for _, n := range seg.Nodes {
 		if n.Op != "input" {
 			continue
 		}
 		name := n.Attrs.Str("name", "")
-		if _, ok := inputs[be][name]; ok {
+		if _, ok := env.Inputs[name]; ok {
 			continue
 		}
 		t, ok := c.Inputs[name]
 		if !ok {
 			return nil, fmt.Errorf("input %q not given", name)
 		}
-		b, err := d.Upload(t)
+		b, err := r.devs[be].Upload(t)
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: uploading input %q: %w", be, name, err)
 		}
-		inputs[be][name] = b
-	}
-	env.Inputs = inputs[be]
-	if c.Weight != nil {
-		env.Weight = func(n *ir.Node) (Buffer, error) { return c.Weight(be, n) }
-	}
-	if c.Rope != nil {
-		env.Rope = func(n *ir.Node) (Buffer, error) { return c.Rope(be, n) }
-	}
-	if c.Probe != nil {
-		env.Probe = func(name string, force bool, v Buffer) (Buffer, error) { return c.Probe(d, name, force, v) }
+		env.Inputs[name] = b
+		moved[be] = append(moved[be], b)
 	}
 	return env, nil
 }
 
-// move brings value v of node a to backend to's device.
-func (r *Runner) move(a *ir.Node, v Buffer, to string, moved map[string]map[*ir.Node]Buffer) (Buffer, error) {
+// move brings the value of node a from its backend's device to backend
+// to's (a hand-over between host devices: Download and Upload return the
+// tensor itself).
+func (r *Runner) move(a *ir.Node, to string, envs map[string]*Env, moved map[string][]Buffer) error {
 	from := r.pl.Backend[a]
-	if from == to {
-		return v, nil
-	}
-	if m, ok := moved[to][a]; ok {
-		return m, nil
-	}
 	src, dst := r.devs[from], r.devs[to]
-	t, err := src.Download(v)
+	t, err := src.Download(envs[from].Values[a])
 	if err != nil {
-		return nil, fmt.Errorf("backend %s: reading %%%d (%s) for %s: %w", from, a.ID, a.Op, to, err)
+		return fmt.Errorf("backend %s: reading %%%d (%s) for %s: %w", from, a.ID, a.Op, to, err)
 	}
 	out, err := dst.Upload(t)
 	if err != nil {
-		return nil, fmt.Errorf("backend %s: receiving %%%d (%s) from %s: %w", to, a.ID, a.Op, from, err)
+		return fmt.Errorf("backend %s: receiving %%%d (%s) from %s: %w", to, a.ID, a.Op, from, err)
 	}
-	if moved[to] == nil {
-		moved[to] = map[*ir.Node]Buffer{}
-	}
-	moved[to][a] = out
-	return out, nil
+	envs[to].Values[a] = out
+	moved[to] = append(moved[to], out)
+	return nil
 }
 
 // free releases the buffers the call uploaded (inputs, moved values).
-func (r *Runner) free(inputs map[string]map[string]Buffer, moved map[string]map[*ir.Node]Buffer) error {
-	for be, m := range inputs {
-		for _, b := range m {
-			if err := r.devs[be].Free(b); err != nil {
-				return fmt.Errorf("backend %s: %w", be, err)
-			}
-		}
-	}
-	for be, m := range moved {
-		for _, b := range m {
+func (r *Runner) free(moved map[string][]Buffer) error {
+	for be, bs := range moved {
+		for _, b := range bs {
 			if err := r.devs[be].Free(b); err != nil {
 				return fmt.Errorf("backend %s: %w", be, err)
 			}
