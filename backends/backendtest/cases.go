@@ -194,8 +194,9 @@ func elementwise() {
 
 func reductions() {
 	unaryCase("mean_sq/hc_flat", "mean_sq", ir.Attrs{"axis": i(-1)}, reorder32, f32(1, 1, 2, R.HC*R.Dim))
-	unaryCase("sum/sinkhorn_cols", "sum", ir.Attrs{"axis": i(-2)}, reorder32, pos32(0, 1, 1, 2, R.HC, R.HC))
-	unaryCase("sum/gate_weights", "sum", ir.Attrs{"axis": i(-1)}, reorder32, pos32(0, 1, 3, R.Active))
+	// sum's doc fixes the order (sequential); mean_sq's and softmax's do not
+	unaryCase("sum/sinkhorn_cols", "sum", ir.Attrs{"axis": i(-2)}, exact(whyOrder+" (sequential)"), pos32(0, 1, 1, 2, R.HC, R.HC))
+	unaryCase("sum/gate_weights", "sum", ir.Attrs{"axis": i(-1)}, exact(whyOrder+" (sequential)"), pos32(0, 1, 3, R.Active))
 	soft := Tol{Kind: RelAbs, Rel: 1e-5, Why: "exp in fp32 (≤ 1 ulp apart) and a sum of ≤ 384 terms that a backend may reorder: ≤ 1e-5 relative"}
 	unaryCase("softmax/comb", "softmax", ir.Attrs{"axis": i(-1)}, soft, f32(2, 1, 2, R.HC, R.HC))
 	unaryCase("softmax/gate", "softmax", ir.Attrs{"axis": i(-1)}, soft, f32(2, 3, R.Experts))

@@ -16,6 +16,7 @@ import (
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/passes"
 )
 
 // Reference is the backend every other one is compared with.
@@ -111,8 +112,10 @@ func runCase(t *testing.T, backend string, c Case, in *Instance, seed uint64) st
 	return backend
 }
 
-// Build makes the case's instance under the run's seed; a builder's
-// panic (a wrong graph: a bug of the case) fails the test.
+// Build makes the case's instance under the run's seed and assigns its
+// buffer slots as the compiler does (passes.AssignBuffers), so that the
+// values a case's graph keeps between its ops live in the arena. A
+// builder's panic (a wrong graph: a bug of the case) fails the test.
 func Build(t testing.TB, c Case, seed uint64) (in *Instance) {
 	t.Helper()
 	func() {
@@ -123,6 +126,9 @@ func Build(t testing.TB, c Case, seed uint64) (in *Instance) {
 		}()
 		in = c.Build(CaseRand(seed, c.Name))
 	}()
+	if err := passes.AssignBuffers(in.Graph); err != nil {
+		t.Fatalf("case %s: assigning buffers: %v", c.Name, err)
+	}
 	return in
 }
 
@@ -155,10 +161,14 @@ type Result struct {
 	Placement *backends.Placement
 }
 
-// Exec runs one call of the instance on backend (its fallbacks taking what
-// it does not claim) through the contract: schedule, open the devices,
-// bind the weights, upload the state and inputs, prepare the segments,
-// launch, sync, download. The instance is not modified.
+// Exec runs the instance on backend (its fallbacks taking what it does
+// not claim) through the contract as the engine does: schedule, open the
+// devices, make the arenas, prepare the segments, bind the weights, upload
+// the state and inputs, launch, sync, download. It makes two calls on the
+// same programs and arenas: the first with scrambled float inputs (so that
+// a kernel that reads what an earlier call left in a buffer, or caches
+// across calls, shows), the second with the instance's, whose outputs and
+// state it returns. The instance is not modified.
 func Exec(backend string, in *Instance) (res *Result, err error) {
 	defer func() {
 		if e := recover(); e != nil {
@@ -177,6 +187,8 @@ func Exec(backend string, in *Instance) (res *Result, err error) {
 			}
 		}
 	}()
+	arenas := map[string]backends.Arena{}
+	sizes := slotSizes(in.Graph, in.Bindings())
 	for _, n := range in.Graph.Nodes {
 		be := pl.Backend[n]
 		if devs[be] != nil {
@@ -189,24 +201,45 @@ func Exec(backend string, in *Instance) (res *Result, err error) {
 		if devs[be], err = b.Open(); err != nil {
 			return nil, fmt.Errorf("opening %s: %w", be, err)
 		}
-	}
-	call, err := in.call(pl, devs)
-	if err != nil {
-		return nil, err
-	}
-	inputs := map[string]*backends.Tensor{}
-	for k, v := range call.Inputs {
-		inputs[k] = clone(v)
+		if arenas[be], err = devs[be].NewArena(sizes); err != nil {
+			return nil, fmt.Errorf("%s: arena: %w", be, err)
+		}
 	}
 	run, err := backends.NewRunner(pl, devs)
 	if err != nil {
 		return nil, err
 	}
-	outs, err := run.Run(call)
-	if err != nil {
-		return nil, err
+	bound := map[string]backends.Buffer{}
+	for _, inputs := range []map[string]*backends.Tensor{scrambled(in.Inputs), in.Inputs} {
+		call, err := in.call(pl, devs, inputs, bound)
+		if err != nil {
+			return nil, err
+		}
+		call.Arenas = arenas
+		sent := map[string]*backends.Tensor{}
+		for k, v := range call.Inputs {
+			sent[k] = clone(v)
+		}
+		outs, err := run.Run(call)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range call.Inputs {
+			if !sameTensor(v, sent[k]) {
+				return nil, fmt.Errorf("input %s was modified by the call", k)
+			}
+		}
+		if res, err = results(in, pl, devs, outs, call); err != nil {
+			return nil, err
+		}
 	}
-	res = &Result{Outputs: map[string]*backends.Tensor{}, State: map[string]*backends.Tensor{}, Placement: pl}
+	return res, nil
+}
+
+// results downloads a call's outputs and state.
+func results(in *Instance, pl *backends.Placement, devs map[string]backends.Device, outs map[string]backends.Buffer, call *backends.Call) (*Result, error) {
+	var err error
+	res := &Result{Outputs: map[string]*backends.Tensor{}, State: map[string]*backends.Tensor{}, Placement: pl}
 	for _, o := range in.Graph.Outputs {
 		if res.Outputs[o.Name], err = download(devs[pl.Backend[o.Node]], outs[o.Name]); err != nil {
 			return nil, fmt.Errorf("output %s: %w", o.Name, err)
@@ -220,20 +253,59 @@ func Exec(backend string, in *Instance) (res *Result, err error) {
 			}
 		}
 	}
-	for k, v := range call.Inputs {
-		if !sameTensor(v, inputs[k]) {
-			return nil, fmt.Errorf("input %s was modified by the call", k)
-		}
-	}
 	return res, nil
 }
 
-// call makes the instance's call on the placed devices: fresh copies of
-// its inputs and state (a call updates state in place), weights bound on
-// first use, RoPE tables computed as the runtime computes them.
-func (in *Instance) call(pl *backends.Placement, devs map[string]backends.Device) (*backends.Call, error) {
+// scrambled returns the inputs with every float value v replaced by
+// -2v+0.5 (rounded to its dtype); integer inputs (ids, positions, masks)
+// are kept, so that the call stays valid.
+func scrambled(inputs map[string]*backends.Tensor) map[string]*backends.Tensor {
+	out := map[string]*backends.Tensor{}
+	for k, v := range inputs {
+		c := clone(v)
+		for i, x := range c.F32 {
+			c.F32[i] = -2*x + 0.5
+		}
+		roundTo(c.DType, c.F32)
+		out[k] = c
+	}
+	return out
+}
+
+// slotSizes is the most elements each buffer slot of g holds under b, by
+// storage kind (floats in f32, i64, and the rest in i32), as the engine
+// sizes a session's arena.
+func slotSizes(g *ir.Graph, b ir.Bindings) []backends.SlotSize {
+	var sizes []backends.SlotSize
+	for _, n := range g.Nodes {
+		k, ok := n.Attrs["buf"].(int64)
+		if !ok || k < 0 {
+			continue
+		}
+		for int64(len(sizes)) <= k {
+			sizes = append(sizes, backends.SlotSize{})
+		}
+		e := int(backends.TypeBytes(n.Type, b) / backends.ElemBytes(n.Type.DType))
+		s := &sizes[k]
+		switch {
+		case n.Type.DType.IsFloat():
+			s.F32 = max(s.F32, e)
+		case n.Type.DType == ir.I64:
+			s.I64 = max(s.I64, e)
+		default:
+			s.I32 = max(s.I32, e)
+		}
+	}
+	return sizes
+}
+
+// call makes one call of the instance on the placed devices: copies of
+// inputs and of the instance's state (a call updates state in place),
+// weights bound on first use (once per device, kept in bound across
+// calls).
+func (in *Instance) call(pl *backends.Placement, devs map[string]backends.Device, inputs map[string]*backends.Tensor, bound map[string]backends.Buffer) (*backends.Call, error) {
 	c := &backends.Call{B: in.B, S: in.S, M: in.M, StartPos: in.P, Inputs: map[string]*backends.Tensor{}, State: map[string]backends.Buffer{}}
-	for k, v := range in.Inputs {
+	for k, v := range inputs {
 		c.Inputs[k] = clone(v)
 	}
 	if _, ok := c.Inputs["start_pos"]; !ok {
@@ -250,7 +322,6 @@ func (in *Instance) call(pl *backends.Placement, devs map[string]backends.Device
 		}
 		c.State[name] = buf
 	}
-	bound := map[string]backends.Buffer{}
 	c.Weight = func(be string, n *ir.Node) (backends.Buffer, error) {
 		name := n.Attrs.Str("name", "")
 		if b, ok := bound[be+"\x00"+name]; ok {
