@@ -59,15 +59,15 @@ func TestReleasedWidths(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{
-		"dim": R.Dim, "n_heads": R.Heads, "head_dim": R.HeadDim, "rope_head_dim": R.RopeDim, "q_lora_rank": R.QLora,
-		"o_groups": R.OGroups, "o_lora_rank": R.OLora, "n_routed_experts": R.Experts, "n_activated_experts": R.Active,
-		"moe_inter_dim": R.Inter, "index_n_heads": R.IdxHeads, "index_head_dim": R.IdxDim, "index_topk": R.IdxTopK,
-		"window_size": R.Window, "hc_mult": R.HC, "hc_sinkhorn_iters": R.SinkhornIters, "engram_n_heads": R.EngHeads,
-		"engram_head_dim": R.EngDim, "engram_max_ngram_size": R.EngNgram, "engram_compressed_vocab_size": R.EngCompressedVocab,
-		"candidate_block_size": R.CandBlock, "candidate_topk_blocks": R.CandTopK, "vocab_size": R.Vocab,
-		"original_seq_len": R.OriginalSeqLen, "norm_eps": R.NormEps, "hc_eps": R.HCEps, "swiglu_limit": R.SwiGLULimit,
-		"route_scale": R.RouteScale, "rope_theta": R.RopeTheta, "compress_rope_theta": R.CompressRopeTheta,
-		"rope_factor": R.RopeFactor, "beta_fast": R.BetaFast, "beta_slow": R.BetaSlow,
+		"dim": rel.Dim, "n_heads": rel.Heads, "head_dim": rel.HeadDim, "rope_head_dim": rel.RopeDim, "q_lora_rank": rel.QLora,
+		"o_groups": rel.OGroups, "o_lora_rank": rel.OLora, "n_routed_experts": rel.Experts, "n_activated_experts": rel.Active,
+		"moe_inter_dim": rel.Inter, "index_n_heads": rel.IdxHeads, "index_head_dim": rel.IdxDim, "index_topk": rel.IdxTopK,
+		"window_size": rel.Window, "hc_mult": rel.HC, "hc_sinkhorn_iters": rel.SinkhornIters, "engram_n_heads": rel.EngHeads,
+		"engram_head_dim": rel.EngDim, "engram_max_ngram_size": rel.EngNgram, "engram_compressed_vocab_size": rel.EngCompressedVocab,
+		"candidate_block_size": rel.CandBlock, "candidate_topk_blocks": rel.CandTopK, "vocab_size": rel.Vocab,
+		"original_seq_len": rel.OriginalSeqLen, "norm_eps": rel.NormEps, "hc_eps": rel.HCEps, "swiglu_limit": rel.SwiGLULimit,
+		"route_scale": rel.RouteScale, "rope_theta": rel.RopeTheta, "compress_rope_theta": rel.CompressRopeTheta,
+		"rope_factor": rel.RopeFactor, "beta_fast": rel.BetaFast, "beta_slow": rel.BetaSlow,
 	}
 	for k, v := range want {
 		got, ok := c[k].(float64)

@@ -3,6 +3,7 @@ package backendtest
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 
 	"github.com/ds4go/ds4/backends"
@@ -31,7 +32,8 @@ func add(name string, tol Tol, build func(r *rand.Rand) *Instance) {
 	cases = append(cases, Case{Name: name, Op: op, Tol: tol, Build: build})
 }
 
-var R = Released
+// rel is short for Released in the table.
+var rel = Released
 
 func init() {
 	sources()
@@ -50,42 +52,42 @@ func init() {
 func sources() {
 	add("input/tokens_and_activation", exact(whyMove), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "input", 2, 3, 8, 0)
-		return b.out(b.tokens(int64(R.Vocab)), b.input(floats(r, ir.BF16, 1, 2, 3, R.Dim), "B", "S", R.Dim))
+		return b.out(b.tokens(int64(rel.Vocab)), b.input(floats(r, ir.BF16, 1, 2, 3, rel.Dim), "B", "S", rel.Dim))
 	})
 	add("weight/bf16_matrix", exact(whyMove), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "weight", 1, 1, 8, 0)
-		return b.out(b.weight("w", floatWeight(floats(r, ir.BF16, 0.05, 32, R.Dim), "bf16", ir.BF16, "BF16")))
+		return b.out(b.weight("w", floatWeight(floats(r, ir.BF16, 0.05, 32, rel.Dim), "bf16", ir.BF16, "BF16")))
 	})
 	add("weight/f32_from_bf16", exact(whyMove), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "weight", 1, 1, 8, 0)
-		return b.out(b.weight("head", floatWeight(floats(r, ir.BF16, 0.05, 32, R.Dim), "bf16", ir.F32, "BF16")))
+		return b.out(b.weight("head", floatWeight(floats(r, ir.BF16, 0.05, 32, rel.Dim), "bf16", ir.F32, "BF16")))
 	})
 	add("weight/f32_vector", exact(whyMove), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "weight", 1, 1, 8, 0)
-		return b.out(b.weight("bias", floatWeight(floats(r, ir.F32, 0.1, R.Experts), "f32", ir.F32, "F32")))
+		return b.out(b.weight("bias", floatWeight(floats(r, ir.F32, 0.1, rel.Experts), "f32", ir.F32, "F32")))
 	})
 	add("const/f32_and_i64", exact(whyMove), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "const", 1, 1, 8, 0)
-		f := b.g.Source("const", ir.T(ir.F32, R.HC), ir.Attrs{"floats": []float64{1, 0, 0, 0}})
+		f := b.g.Source("const", ir.T(ir.F32, rel.HC), ir.Attrs{"floats": []float64{1, 0, 0, 0}})
 		n := b.g.Source("const", ir.T(ir.I64, 1), ir.Attrs{"ints": []int64{2}})
 		return b.out(f, n)
 	})
 	add("state/read", exact(whyMove), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "state", 1, 1, 8, 0)
-		return b.out(b.state("ring", "window", floats(r, ir.BF16, 1, 1, R.Window, R.HeadDim), "B", R.Window, R.HeadDim))
+		return b.out(b.state("ring", "window", floats(r, ir.BF16, 1, 1, rel.Window, rel.HeadDim), "B", rel.Window, rel.HeadDim))
 	})
 	for _, v := range []struct {
 		name      string
 		base, fac float64
 		orig, m   int
 	}{
-		{"rope_table/plain", R.RopeTheta, 1, 0, 16},
-		{"rope_table/yarn", R.CompressRopeTheta, R.RopeFactor, R.OriginalSeqLen, 16},
+		{"rope_table/plain", rel.RopeTheta, 1, 0, 16},
+		{"rope_table/yarn", rel.CompressRopeTheta, rel.RopeFactor, rel.OriginalSeqLen, 16},
 	} {
 		add(v.name, exact("the table's values are computed once by the runtime (Call.Rope) and handed to the backend: it must pass them through"), func(r *rand.Rand) *Instance {
 			b := newBuilder(r, "rope_table", 1, 1, v.m, 0)
-			return b.out(b.g.Source("rope_table", ir.T(ir.F32, "M", R.RopeDim/2, 2), ir.Attrs{"dim": i(R.RopeDim), "base": v.base,
-				"factor": v.fac, "original_seq_len": i(v.orig), "beta_fast": R.BetaFast, "beta_slow": R.BetaSlow}))
+			return b.out(b.g.Source("rope_table", ir.T(ir.F32, "M", rel.RopeDim/2, 2), ir.Attrs{"dim": i(rel.RopeDim), "base": v.base,
+				"factor": v.fac, "original_seq_len": i(v.orig), "beta_fast": rel.BetaFast, "beta_slow": rel.BetaSlow}))
 		})
 	}
 }
@@ -146,31 +148,31 @@ var (
 
 func elementwise() {
 	ex := exact(whyElem)
-	tok := []int{1, 2, R.Dim}
+	tok := []int{1, 2, rel.Dim}
 	unaryCase("cast/f32_to_bf16", "cast", ir.Attrs{"to": "bf16"}, exact("rounding to nearest even, NaN kept: one right answer (ties and specials included)"),
 		func(r *rand.Rand) *backends.Tensor { return withTies(floats(r, ir.F32, 3, tok...)) })
 	unaryCase("cast/f32_to_f16", "cast", ir.Attrs{"to": "f16"}, exact("rounding to nearest even: one right answer"), f32(3, tok...))
 	unaryCase("cast/bf16_to_f32", "cast", ir.Attrs{"to": "f32"}, exact("widening is exact"), bf16(3, tok...))
-	unaryCase("sigmoid/f32_mix", "sigmoid", nil, libm32, f32(4, 1, 2, 3*R.HC))
+	unaryCase("sigmoid/f32_mix", "sigmoid", nil, libm32, f32(4, 1, 2, 3*rel.HC))
 	unaryCase("sigmoid/bf16", "sigmoid", nil, libm16, bf16(4, tok...))
-	unaryCase("silu/f32", "silu", nil, libm32, f32(3, 2, R.Active, R.Inter))
+	unaryCase("silu/f32", "silu", nil, libm32, f32(3, 2, rel.Active, rel.Inter))
 	unaryCase("rsqrt/f32", "rsqrt", nil, ex, pos32(1e-3, 10, 1, 2, 1))
-	unaryCase("sqrt/f32_gate", "sqrt", nil, ex, pos32(0, 5, 3, R.Experts))
-	unaryCase("softplus/f32_gate", "softplus", nil, libm32, f32(12, 3, R.Experts)) // both branches (x > 20)
+	unaryCase("sqrt/f32_gate", "sqrt", nil, ex, pos32(0, 5, 3, rel.Experts))
+	unaryCase("softplus/f32_gate", "softplus", nil, libm32, f32(12, 3, rel.Experts)) // both branches (x > 20)
 	unaryCase("exp/f32", "exp", nil, libm32, f32(3, 2, 64))
 	unaryCase("relu/bf16", "relu", nil, ex, bf16(1, tok...))
-	unaryCase("clamp/hi", "clamp", ir.Attrs{"hi": R.SwiGLULimit}, ex, f32(8, 2, R.Active, R.Inter))
-	unaryCase("clamp/lo_hi", "clamp", ir.Attrs{"lo": -R.SwiGLULimit, "hi": R.SwiGLULimit}, ex, f32(8, 2, R.Active, R.Inter))
-	unaryCase("add_scalar/eps", "add_scalar", ir.Attrs{"value": R.HCEps}, ex, pos32(0, 1, 1, 2, R.HC))
-	unaryCase("mul_scalar/route_scale", "mul_scalar", ir.Attrs{"value": R.RouteScale}, ex, f32(0.3, 3, R.Active))
-	unaryCase("mul_scalar/bf16_index_weights", "mul_scalar", ir.Attrs{"value": math.Pow(float64(R.IdxDim), -0.5) * math.Pow(float64(R.IdxHeads), -0.5)}, ex, bf16(1, 1, 2, R.IdxHeads))
-	binaryCase("add/f32_moe", "add", ex, f32(1, 3, R.Dim), f32(1, 3, R.Dim))
-	binaryCase("add/broadcast_base", "add", ex, f32(1, 1, 2, R.HC), f32(1, R.HC))
-	binaryCase("add/bf16_broadcast", "add", ex, bf16(1, tok...), bf16(1, R.Dim))
-	binaryCase("sub/broadcast", "sub", ex, f32(1, 1, 2, R.HC, R.HC), f32(1, 1, 2, R.HC, 1))
-	binaryCase("mul/scale_slice", "mul", ex, f32(1, 1, 2, R.HC), f32(1, 1))
-	binaryCase("mul/bf16", "mul", ex, bf16(1, 2, R.Dim), bf16(1, R.Dim))
-	binaryCase("div/sinkhorn_norm", "div", ex, pos32(0, 1, 1, 2, R.HC, R.HC), pos32(0.5, 4, 1, 2, 1, R.HC))
+	unaryCase("clamp/hi", "clamp", ir.Attrs{"hi": rel.SwiGLULimit}, ex, f32(8, 2, rel.Active, rel.Inter))
+	unaryCase("clamp/lo_hi", "clamp", ir.Attrs{"lo": -rel.SwiGLULimit, "hi": rel.SwiGLULimit}, ex, f32(8, 2, rel.Active, rel.Inter))
+	unaryCase("add_scalar/eps", "add_scalar", ir.Attrs{"value": rel.HCEps}, ex, pos32(0, 1, 1, 2, rel.HC))
+	unaryCase("mul_scalar/route_scale", "mul_scalar", ir.Attrs{"value": rel.RouteScale}, ex, f32(0.3, 3, rel.Active))
+	unaryCase("mul_scalar/bf16_index_weights", "mul_scalar", ir.Attrs{"value": math.Pow(float64(rel.IdxDim), -0.5) * math.Pow(float64(rel.IdxHeads), -0.5)}, ex, bf16(1, 1, 2, rel.IdxHeads))
+	binaryCase("add/f32_moe", "add", ex, f32(1, 3, rel.Dim), f32(1, 3, rel.Dim))
+	binaryCase("add/broadcast_base", "add", ex, f32(1, 1, 2, rel.HC), f32(1, rel.HC))
+	binaryCase("add/bf16_broadcast", "add", ex, bf16(1, tok...), bf16(1, rel.Dim))
+	binaryCase("sub/broadcast", "sub", ex, f32(1, 1, 2, rel.HC, rel.HC), f32(1, 1, 2, rel.HC, 1))
+	binaryCase("mul/scale_slice", "mul", ex, f32(1, 1, 2, rel.HC), f32(1, 1))
+	binaryCase("mul/bf16", "mul", ex, bf16(1, 2, rel.Dim), bf16(1, rel.Dim))
+	binaryCase("div/sinkhorn_norm", "div", ex, pos32(0, 1, 1, 2, rel.HC, rel.HC), pos32(0.5, 4, 1, 2, 1, rel.HC))
 	add("mask_fill/candidates", exact(whySelect), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "mask_fill", 1, 2, 8, 0)
 		return b.out(b.add("mask_fill", nil, b.input(floats(r, ir.BF16, 1, 1, 2, 256)), b.input(mask(r, 0.3, 1, 2, 256))))
@@ -186,44 +188,44 @@ func elementwise() {
 			return t
 		}
 	}
-	unaryCase("act_quant/dim", "act_quant", ir.Attrs{"block": i(32)}, exact(whyQuant), quantIn(2, 1, 2, R.Dim))
-	unaryCase("act_quant/head_dim", "act_quant", ir.Attrs{"block": i(32)}, exact(whyQuant), quantIn(2, 1, 3, R.HeadDim))
-	unaryCase("fp4_quant/e8m0_indexer_q", "fp4_quant", ir.Attrs{"block": i(32), "scale": "e8m0"}, exact(whyQuant), quantIn(1, 1, 2, R.IdxHeads, R.IdxDim))
-	unaryCase("fp4_quant/e4m3_latent", "fp4_quant", ir.Attrs{"block": i(16), "scale": "e4m3"}, exact(whyQuant), quantIn(1, 1, 2, R.HeadDim))
+	unaryCase("act_quant/dim", "act_quant", ir.Attrs{"block": i(32)}, exact(whyQuant), quantIn(2, 1, 2, rel.Dim))
+	unaryCase("act_quant/head_dim", "act_quant", ir.Attrs{"block": i(32)}, exact(whyQuant), quantIn(2, 1, 3, rel.HeadDim))
+	unaryCase("fp4_quant/e8m0_indexer_q", "fp4_quant", ir.Attrs{"block": i(32), "scale": "e8m0"}, exact(whyQuant), quantIn(1, 1, 2, rel.IdxHeads, rel.IdxDim))
+	unaryCase("fp4_quant/e4m3_latent", "fp4_quant", ir.Attrs{"block": i(16), "scale": "e4m3"}, exact(whyQuant), quantIn(1, 1, 2, rel.HeadDim))
 }
 
 func reductions() {
-	unaryCase("mean_sq/hc_flat", "mean_sq", ir.Attrs{"axis": i(-1)}, reorder32, f32(1, 1, 2, R.HC*R.Dim))
+	unaryCase("mean_sq/hc_flat", "mean_sq", ir.Attrs{"axis": i(-1)}, reorder32, f32(1, 1, 2, rel.HC*rel.Dim))
 	// sum's doc fixes the order (sequential); mean_sq's and softmax's do not
-	unaryCase("sum/sinkhorn_cols", "sum", ir.Attrs{"axis": i(-2)}, exact(whyOrder+" (sequential)"), pos32(0, 1, 1, 2, R.HC, R.HC))
-	unaryCase("sum/gate_weights", "sum", ir.Attrs{"axis": i(-1)}, exact(whyOrder+" (sequential)"), pos32(0, 1, 3, R.Active))
+	unaryCase("sum/sinkhorn_cols", "sum", ir.Attrs{"axis": i(-2)}, exact(whyOrder+" (sequential)"), pos32(0, 1, 1, 2, rel.HC, rel.HC))
+	unaryCase("sum/gate_weights", "sum", ir.Attrs{"axis": i(-1)}, exact(whyOrder+" (sequential)"), pos32(0, 1, 3, rel.Active))
 	soft := Tol{Kind: RelAbs, Rel: 1e-5, Why: "exp in fp32 (≤ 1 ulp apart) and a sum of ≤ 384 terms that a backend may reorder: ≤ 1e-5 relative"}
-	unaryCase("softmax/comb", "softmax", ir.Attrs{"axis": i(-1)}, soft, f32(2, 1, 2, R.HC, R.HC))
-	unaryCase("softmax/gate", "softmax", ir.Attrs{"axis": i(-1)}, soft, f32(2, 3, R.Experts))
+	unaryCase("softmax/comb", "softmax", ir.Attrs{"axis": i(-1)}, soft, f32(2, 1, 2, rel.HC, rel.HC))
+	unaryCase("softmax/gate", "softmax", ir.Attrs{"axis": i(-1)}, soft, f32(2, 3, rel.Experts))
 }
 
 func shapes() {
 	mv := exact(whyMove)
 	add("reshape/heads_flat", mv, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "reshape", 1, 2, 8, 0)
-		x := b.input(floats(r, ir.BF16, 1, 1, 2, R.Heads, R.HeadDim), "B", "S", R.Heads, R.HeadDim)
-		return b.out(b.add("reshape", ir.Attrs{"shape": ir.Dims("B", "S", R.Heads*R.HeadDim).String()}, x))
+		x := b.input(floats(r, ir.BF16, 1, 1, 2, rel.Heads, rel.HeadDim), "B", "S", rel.Heads, rel.HeadDim)
+		return b.out(b.add("reshape", ir.Attrs{"shape": ir.Dims("B", "S", rel.Heads*rel.HeadDim).String()}, x))
 	})
-	unaryCase("slice/engram_key", "slice", ir.Attrs{"axis": i(-1), "start": i(0), "end": i(R.HC * R.Dim)}, mv, bf16(1, 1, 2, (R.HC+1)*R.Dim))
-	unaryCase("slice/mix_part", "slice", ir.Attrs{"axis": i(-1), "start": i(2 * R.HC), "end": i((2 + R.HC) * R.HC)}, mv, f32(1, 1, 2, (2+R.HC)*R.HC))
+	unaryCase("slice/engram_key", "slice", ir.Attrs{"axis": i(-1), "start": i(0), "end": i(rel.HC * rel.Dim)}, mv, bf16(1, 1, 2, (rel.HC+1)*rel.Dim))
+	unaryCase("slice/mix_part", "slice", ir.Attrs{"axis": i(-1), "start": i(2 * rel.HC), "end": i((2 + rel.HC) * rel.HC)}, mv, f32(1, 1, 2, (2+rel.HC)*rel.HC))
 	add("concat/kv_rows", mv, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "concat", 1, 2, 8, 0)
-		w := b.input(floats(r, ir.BF16, 1, 1, R.Window, R.HeadDim))
-		c := b.input(floats(r, ir.BF16, 1, 1, 5, R.HeadDim))
+		w := b.input(floats(r, ir.BF16, 1, 1, rel.Window, rel.HeadDim))
+		c := b.input(floats(r, ir.BF16, 1, 1, 5, rel.HeadDim))
 		return b.out(b.add("concat", ir.Attrs{"axis": i(1)}, w, c))
 	})
 	add("concat/i32_idx", mv, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "concat", 1, 2, 8, 0)
-		x := b.input(i32s(r, 1, 2, R.Window))
+		x := b.input(i32s(r, 1, 2, rel.Window))
 		y := b.input(i32s(r, 1, 2, 7))
 		return b.out(b.add("concat", ir.Attrs{"axis": i(2)}, x, y))
 	})
-	unaryCase("expand/hc", "expand", ir.Attrs{"axis": i(2), "n": i(R.HC)}, mv, bf16(1, 1, 2, R.Dim))
+	unaryCase("expand/hc", "expand", ir.Attrs{"axis": i(2), "n": i(rel.HC)}, mv, bf16(1, 1, 2, rel.Dim))
 }
 
 // asF32 relabels a tensor of bf16 values as f32 (the model's casts of
@@ -264,24 +266,24 @@ func gathers() {
 	sel := exact(whySelect)
 	add("embed/dim", exact(whyMove), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "embed", 2, 3, 8, 0)
-		tab := b.weight("embed.weight", floatWeight(floats(r, ir.BF16, 1, 1024, R.Dim), "bf16", ir.BF16, "BF16"))
+		tab := b.weight("embed.weight", floatWeight(floats(r, ir.BF16, 1, 1024, rel.Dim), "bf16", ir.BF16, "BF16"))
 		return b.out(b.add("embed", nil, tab, b.tokens(1024)))
 	})
 	add("token_map/engram", sel, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "token_map", 2, 3, 8, 0)
-		m := b.weight("token_map", intWeight(randInts(r, 4096, int64(R.EngCompressedVocab)), 4096))
+		m := b.weight("token_map", intWeight(randInts(r, 4096, int64(rel.EngCompressedVocab)), 4096))
 		return b.out(b.add("token_map", nil, m, b.tokens(4096)))
 	})
 	add("gather/gate_weights", sel, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "gather", 3, 1, 8, 0)
-		s := b.input(floats(r, ir.F32, 1, 3, R.Experts))
-		idx := b.input(ints(distinctRows(r, 3, R.Active, int64(R.Experts)), 3, R.Active))
+		s := b.input(floats(r, ir.F32, 1, 3, rel.Experts))
+		idx := b.input(ints(distinctRows(r, 3, rel.Active, int64(rel.Experts)), 3, rel.Active))
 		return b.out(b.add("gather", nil, s, idx))
 	})
 	add("topk_idx/gate", sel, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "topk_idx", 3, 1, 8, 0)
-		x := &backends.Tensor{DType: ir.F32, Shape: []int{3, R.Experts}, F32: distinctBF16(r, 3*R.Experts)}
-		return b.out(b.add("topk_idx", ir.Attrs{"k": i(R.Active)}, b.input(x)))
+		x := &backends.Tensor{DType: ir.F32, Shape: []int{3, rel.Experts}, F32: distinctBF16(r, 3*rel.Experts)}
+		return b.out(b.add("topk_idx", ir.Attrs{"k": i(rel.Active)}, b.input(x)))
 	})
 	add("topk_idx/ties", exact("selection; the op's doc breaks ties by the lower index"), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "topk_idx", 4, 1, 8, 0)
@@ -296,24 +298,24 @@ func gathers() {
 func products() {
 	add("matmul/bf16_compressor", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "matmul", 1, 2, 8, 0)
-		w := b.weight("wkv", floatWeight(floats(r, ir.BF16, 0.014, R.HeadDim, R.Dim), "bf16", ir.BF16, "BF16"))
-		return b.out(b.add("matmul", nil, b.input(floats(r, ir.BF16, 1, 1, 2, R.Dim), "B", "S", R.Dim), w))
+		w := b.weight("wkv", floatWeight(floats(r, ir.BF16, 0.014, rel.HeadDim, rel.Dim), "bf16", ir.BF16, "BF16"))
+		return b.out(b.add("matmul", nil, b.input(floats(r, ir.BF16, 1, 1, 2, rel.Dim), "B", "S", rel.Dim), w))
 	})
 	add("matmul/f32_gate", reorder32, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "matmul", 3, 1, 8, 0)
-		w := b.weight("gate", floatWeight(floats(r, ir.BF16, 0.014, R.Experts, R.Dim), "bf16", ir.F32, "BF16"))
-		return b.out(b.add("matmul", nil, b.input(asF32(floats(r, ir.BF16, 1, 3, R.Dim))), w))
+		w := b.weight("gate", floatWeight(floats(r, ir.BF16, 0.014, rel.Experts, rel.Dim), "bf16", ir.F32, "BF16"))
+		return b.out(b.add("matmul", nil, b.input(asF32(floats(r, ir.BF16, 1, 3, rel.Dim))), w))
 	})
 	add("matmul/f32_hc_fn", reorder32, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "matmul", 1, 2, 8, 0)
-		mix := (2 + R.HC) * R.HC
-		w := b.weight("fn", floatWeight(floats(r, ir.F32, 0.007, mix, R.HC*R.Dim), "f32", ir.F32, "F32"))
-		return b.out(b.add("matmul", nil, b.input(floats(r, ir.F32, 1, 1, 2, R.HC*R.Dim)), w))
+		mix := (2 + rel.HC) * rel.HC
+		w := b.weight("fn", floatWeight(floats(r, ir.F32, 0.007, mix, rel.HC*rel.Dim), "f32", ir.F32, "F32"))
+		return b.out(b.add("matmul", nil, b.input(floats(r, ir.F32, 1, 1, 2, rel.HC*rel.Dim)), w))
 	})
 	add("matmul_fp8/wq_a", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "matmul_fp8", 1, 2, 8, 0)
-		w := b.weight("wq_a", fp8Weight(r, R.QLora, R.Dim))
-		return b.out(b.add("matmul_fp8", nil, b.input(actQuanted(r, 1, 1, 2, R.Dim), "B", "S", R.Dim), w))
+		w := b.weight("wq_a", fp8Weight(r, rel.QLora, rel.Dim))
+		return b.out(b.add("matmul_fp8", nil, b.input(actQuanted(r, 1, 1, 2, rel.Dim), "B", "S", rel.Dim), w))
 	})
 	add("matmul_fp8/partial_row_block", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "matmul_fp8", 1, 3, 8, 0)
@@ -322,14 +324,14 @@ func products() {
 	})
 	add("matmul_fp8/linear_with_act_quant", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "matmul_fp8", 1, 2, 8, 0)
-		w := b.weight("wkv", fp8Weight(r, R.HeadDim, R.Dim))
-		x := b.add("act_quant", ir.Attrs{"block": i(32)}, b.input(floats(r, ir.BF16, 1, 1, 2, R.Dim), "B", "S", R.Dim))
+		w := b.weight("wkv", fp8Weight(r, rel.HeadDim, rel.Dim))
+		x := b.add("act_quant", ir.Attrs{"block": i(32)}, b.input(floats(r, ir.BF16, 1, 1, 2, rel.Dim), "B", "S", rel.Dim))
 		return b.out(b.add("matmul_fp8", nil, x, w))
 	})
 	add("matmul_fp4/inter", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "matmul_fp4", 1, 2, 8, 0)
-		w := b.weight("w1", fp4Weight(r, R.Inter, R.Dim))
-		return b.out(b.add("matmul_fp4", nil, b.input(actQuanted(r, 1, 1, 2, R.Dim)), w))
+		w := b.weight("w1", fp4Weight(r, rel.Inter, rel.Dim))
+		return b.out(b.add("matmul_fp4", nil, b.input(actQuanted(r, 1, 1, 2, rel.Dim)), w))
 	})
 	// wo_a is fp8 on disk and used as bf16(e4m3·e8m0): the backend's
 	// binding dequantises (or its kernel does). The rank is cut from 1024
@@ -337,76 +339,76 @@ func products() {
 	// width (H·D/G = 4096) is the released one.
 	add("grouped_matmul/wo_a_fp8", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "grouped_matmul", 1, 2, 8, 0)
-		dg, rank := R.Heads*R.HeadDim/R.OGroups, 256
-		hw := fp8Weight(r, R.OGroups*rank, dg)
+		dg, rank := rel.Heads*rel.HeadDim/rel.OGroups, 256
+		hw := fp8Weight(r, rel.OGroups*rank, dg)
 		hw.DType = ir.BF16
 		w := b.weight("wo_a", hw)
-		return b.out(b.add("grouped_matmul", ir.Attrs{"groups": i(R.OGroups)}, b.input(floats(r, ir.BF16, 1, 1, 2, R.Heads*R.HeadDim), "B", "S", R.Heads*R.HeadDim), w))
+		return b.out(b.add("grouped_matmul", ir.Attrs{"groups": i(rel.OGroups)}, b.input(floats(r, ir.BF16, 1, 1, 2, rel.Heads*rel.HeadDim), "B", "S", rel.Heads*rel.HeadDim), w))
 	})
 	add("grouped_matmul/bf16", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "grouped_matmul", 1, 3, 8, 0)
-		w := b.weight("w", floatWeight(floats(r, ir.BF16, 0.1, R.OGroups*16, 64), "bf16", ir.BF16, "BF16"))
-		return b.out(b.add("grouped_matmul", ir.Attrs{"groups": i(R.OGroups)}, b.input(floats(r, ir.BF16, 1, 1, 3, R.OGroups*64)), w))
+		w := b.weight("w", floatWeight(floats(r, ir.BF16, 0.1, rel.OGroups*16, 64), "bf16", ir.BF16, "BF16"))
+		return b.out(b.add("grouped_matmul", ir.Attrs{"groups": i(rel.OGroups)}, b.input(floats(r, ir.BF16, 1, 1, 3, rel.OGroups*64)), w))
 	})
 	// Routed experts at the released widths: six experts (the stack is the
 	// checkpoint's, cut from 384 to the k chosen), one token.
 	add("expert_matmul/fp4_w1", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "expert_matmul", 1, 1, 8, 0)
-		w := b.weight("experts.w1", expertStack(r, ir.FP4E2M1, R.Active, R.Inter, R.Dim))
-		idx := b.input(ints(distinctRows(r, 1, R.Active, int64(R.Active)), 1, R.Active))
-		return b.out(b.add("expert_matmul", nil, b.input(actQuanted(r, 1, 1, R.Dim)), w, idx))
+		w := b.weight("experts.w1", expertStack(r, ir.FP4E2M1, rel.Active, rel.Inter, rel.Dim))
+		idx := b.input(ints(distinctRows(r, 1, rel.Active, int64(rel.Active)), 1, rel.Active))
+		return b.out(b.add("expert_matmul", nil, b.input(actQuanted(r, 1, 1, rel.Dim)), w, idx))
 	})
 	add("expert_matmul/fp4_384_per_slot", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "expert_matmul", 3, 1, 8, 0)
-		w := b.weight("experts.w2", expertStack(r, ir.FP4E2M1, R.Experts, 64, 256))
-		idx := b.input(ints(distinctRows(r, 3, R.Active, int64(R.Experts)), 3, R.Active))
-		return b.out(b.add("expert_matmul", nil, b.input(actQuanted(r, 1, 3, R.Active, 256)), w, idx))
+		w := b.weight("experts.w2", expertStack(r, ir.FP4E2M1, rel.Experts, 64, 256))
+		idx := b.input(ints(distinctRows(r, 3, rel.Active, int64(rel.Experts)), 3, rel.Active))
+		return b.out(b.add("expert_matmul", nil, b.input(actQuanted(r, 1, 3, rel.Active, 256)), w, idx))
 	})
 	add("expert_matmul/fp8", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "expert_matmul", 4, 1, 8, 0)
 		w := b.weight("experts.w3", expertStack(r, ir.F8E4M3, 16, 96, 128))
-		idx := b.input(ints(distinctRows(r, 4, R.Active, 16), 4, R.Active))
+		idx := b.input(ints(distinctRows(r, 4, rel.Active, 16), 4, rel.Active))
 		return b.out(b.add("expert_matmul", nil, b.input(actQuanted(r, 1, 4, 128)), w, idx))
 	})
 	add("moe_combine/dim", exact(whyOrder+" (increasing expert id)"), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "moe_combine", 3, 1, 8, 0)
-		y := b.input(floats(r, ir.BF16, 1, 3, R.Active, R.Dim))
-		idx := b.input(ints(distinctRows(r, 3, R.Active, int64(R.Experts)), 3, R.Active))
+		y := b.input(floats(r, ir.BF16, 1, 3, rel.Active, rel.Dim))
+		idx := b.input(ints(distinctRows(r, 3, rel.Active, int64(rel.Experts)), 3, rel.Active))
 		return b.out(b.add("moe_combine", nil, y, idx))
 	})
 }
 
 func norms() {
-	for _, d := range []int{R.Dim, R.HeadDim} {
-		add("rmsnorm/"+map[int]string{R.Dim: "dim", R.HeadDim: "head_dim"}[d], golden, func(r *rand.Rand) *Instance {
+	for _, d := range []int{rel.Dim, rel.HeadDim} {
+		add("rmsnorm/"+map[int]string{rel.Dim: "dim", rel.HeadDim: "head_dim"}[d], golden, func(r *rand.Rand) *Instance {
 			b := newBuilder(r, "rmsnorm", 1, 2, 8, 0)
 			w := b.weight("norm", floatWeight(uniform(r, ir.BF16, 0.5, 1.5, d), "bf16", ir.BF16, "BF16"))
-			return b.out(b.add("rmsnorm", ir.Attrs{"eps": R.NormEps}, b.input(floats(r, ir.BF16, 2, 1, 2, d), "B", "S", d), w))
+			return b.out(b.add("rmsnorm", ir.Attrs{"eps": rel.NormEps}, b.input(floats(r, ir.BF16, 2, 1, 2, d), "B", "S", d), w))
 		})
 	}
-	stream := func(r *rand.Rand) *backends.Tensor { return floats(r, ir.BF16, 1, 1, 2, R.HC, R.Dim) }
+	stream := func(r *rand.Rand) *backends.Tensor { return floats(r, ir.BF16, 1, 1, 2, rel.HC, rel.Dim) }
 	add("hc_pre/mix", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "hc_pre", 1, 2, 8, 0)
-		return b.out(b.add("hc_pre", nil, b.input(stream(r), "B", "S", R.HC, R.Dim), b.input(uniform(r, ir.F32, 0, 1, 1, 2, R.HC), "B", "S", R.HC)))
+		return b.out(b.add("hc_pre", nil, b.input(stream(r), "B", "S", rel.HC, rel.Dim), b.input(uniform(r, ir.F32, 0, 1, 1, 2, rel.HC), "B", "S", rel.HC)))
 	})
 	add("hc_pre/const_pre", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "hc_pre", 1, 2, 8, 0)
-		pre := b.g.Source("const", ir.T(ir.F32, R.HC), ir.Attrs{"floats": []float64{1, 0, 0, 0}})
+		pre := b.g.Source("const", ir.T(ir.F32, rel.HC), ir.Attrs{"floats": []float64{1, 0, 0, 0}})
 		return b.out(b.add("hc_pre", nil, b.input(stream(r)), pre))
 	})
 	add("hc_post/dim", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "hc_post", 1, 2, 8, 0)
-		y := b.input(floats(r, ir.BF16, 1, 1, 2, R.Dim))
-		post := b.input(uniform(r, ir.F32, 0, 2, 1, 2, R.HC))
-		comb := b.input(uniform(r, ir.F32, 0, 1, 1, 2, R.HC, R.HC))
+		y := b.input(floats(r, ir.BF16, 1, 1, 2, rel.Dim))
+		post := b.input(uniform(r, ir.F32, 0, 2, 1, 2, rel.HC))
+		comb := b.input(uniform(r, ir.F32, 0, 1, 1, 2, rel.HC, rel.HC))
 		return b.out(b.add("hc_post", nil, y, b.input(stream(r)), post, comb))
 	})
 }
 
 // ropeTableInput is a real YaRN table [m, RopeDim/2, 2] as an f32 input.
 func ropeTableInput(m int) *backends.Tensor {
-	return RopeTable(ir.Attrs{"dim": i(R.RopeDim), "base": R.CompressRopeTheta, "factor": R.RopeFactor,
-		"original_seq_len": i(R.OriginalSeqLen), "beta_fast": R.BetaFast, "beta_slow": R.BetaSlow}, m)
+	return RopeTable(ir.Attrs{"dim": i(rel.RopeDim), "base": rel.CompressRopeTheta, "factor": rel.RopeFactor,
+		"original_seq_len": i(rel.OriginalSeqLen), "beta_fast": rel.BetaFast, "beta_slow": rel.BetaSlow}, m)
 }
 
 // attnTol is the golden rule with a floor: the reference sums q·k and P·V
@@ -434,17 +436,17 @@ func attention() {
 		shape   []int
 		inverse bool
 	}{
-		{"q", []int{1, 2, R.Heads, R.HeadDim}, false},
-		{"inverse_out", []int{1, 2, R.Heads, R.HeadDim}, true},
-		{"kv", []int{1, 3, R.HeadDim}, false},
-		{"indexer_q", []int{1, 2, R.IdxHeads, R.IdxDim}, false},
+		{"q", []int{1, 2, rel.Heads, rel.HeadDim}, false},
+		{"inverse_out", []int{1, 2, rel.Heads, rel.HeadDim}, true},
+		{"kv", []int{1, 3, rel.HeadDim}, false},
+		{"indexer_q", []int{1, 2, rel.IdxHeads, rel.IdxDim}, false},
 	} {
 		add("rope/"+v.name, golden, func(r *rand.Rand) *Instance {
 			const m = 64
 			b := newBuilder(r, "rope", 1, v.shape[1], m, 0)
 			x := b.input(floats(r, ir.BF16, 1, v.shape...))
 			pos := b.input(ints(randInts(r, v.shape[1], m), v.shape[1]))
-			a := ir.Attrs{"dim": i(R.RopeDim)}
+			a := ir.Attrs{"dim": i(rel.RopeDim)}
 			if v.inverse {
 				a["inverse"] = true
 			}
@@ -455,24 +457,24 @@ func attention() {
 		name string
 		B, S int
 		P    int
-	}{{"prefill", 2, 5, 0}, {"prefill_beyond_window", 1, R.Window + 3, 0}, {"decode", 2, 1, 200}, {"decode_ring_not_full", 1, 1, 3}} {
+	}{{"prefill", 2, 5, 0}, {"prefill_beyond_window", 1, rel.Window + 3, 0}, {"decode", 2, 1, 200}, {"decode_ring_not_full", 1, 1, 3}} {
 		add("window_idx/"+v.name, sel, func(r *rand.Rand) *Instance {
 			b := newBuilder(r, "window_idx", v.B, v.S, 512, v.P)
 			phase := "prefill"
 			if v.P > 0 {
 				phase = "decode"
 			}
-			return b.out(b.add("window_idx", ir.Attrs{"window": i(R.Window), "phase": phase}, b.tokens(100), b.startPos()))
+			return b.out(b.add("window_idx", ir.Attrs{"window": i(rel.Window), "phase": phase}, b.tokens(100), b.startPos()))
 		})
 	}
 	for _, v := range []struct {
 		name string
 		S, P int
-	}{{"prefill", 3, 0}, {"prefill_wraps", R.Window + 2, 0}, {"decode", 1, 300}} {
+	}{{"prefill", 3, 0}, {"prefill_wraps", rel.Window + 2, 0}, {"decode", 1, 300}} {
 		add("window_update/"+v.name, exact(whyMove), func(r *rand.Rand) *Instance {
 			b := newBuilder(r, "window_update", 1, v.S, 512, v.P)
-			ring := b.state("ring", "window", floats(r, ir.BF16, 1, 1, R.Window, R.HeadDim), "B", R.Window, R.HeadDim)
-			kv := b.input(floats(r, ir.BF16, 1, 1, v.S, R.HeadDim), "B", "S", R.HeadDim)
+			ring := b.state("ring", "window", floats(r, ir.BF16, 1, 1, rel.Window, rel.HeadDim), "B", rel.Window, rel.HeadDim)
+			kv := b.input(floats(r, ir.BF16, 1, 1, v.S, rel.HeadDim), "B", "S", rel.HeadDim)
 			return b.out(b.add("window_update", nil, ring, kv, b.startPos()))
 		})
 	}
@@ -480,13 +482,13 @@ func attention() {
 	// and compressed rows, -1 entries, over more than two blocks of 64.
 	add("sparse_attn/released", attnTol, func(r *rand.Rand) *Instance {
 		const S = 2
-		N := R.Window + 32
+		N := rel.Window + 32
 		b := newBuilder(r, "sparse_attn", 1, S, 512, 0)
-		q := b.input(floats(r, ir.BF16, 1, 1, S, R.Heads, R.HeadDim), "B", "S", R.Heads, R.HeadDim)
-		kv := b.input(floats(r, ir.BF16, 1, 1, N, R.HeadDim))
-		sink := b.weight("sink", floatWeight(floats(r, ir.F32, 1, R.Heads), "f32", ir.F32, "F32"))
+		q := b.input(floats(r, ir.BF16, 1, 1, S, rel.Heads, rel.HeadDim), "B", "S", rel.Heads, rel.HeadDim)
+		kv := b.input(floats(r, ir.BF16, 1, 1, N, rel.HeadDim))
+		sink := b.weight("sink", floatWeight(floats(r, ir.F32, 1, rel.Heads), "f32", ir.F32, "F32"))
 		idx := b.input(attnIdx(r, 1, S, N, N, 0.1), "B", "S", N)
-		return b.out(b.add("sparse_attn", ir.Attrs{"scale": math.Pow(float64(R.HeadDim), -0.5)}, q, kv, sink, idx))
+		return b.out(b.add("sparse_attn", ir.Attrs{"scale": math.Pow(float64(rel.HeadDim), -0.5)}, q, kv, sink, idx))
 	})
 	add("sparse_attn/empty_rows", attnTol, func(r *rand.Rand) *Instance {
 		const B, S, H, D, N, T = 2, 3, 4, 64, 70, 80
@@ -506,8 +508,8 @@ func attention() {
 	}{{"prefill_tail", 4, 6, 0}, {"prefill_whole_groups", 2, 6, 0}, {"decode", 4, 1, 9}} {
 		add("group_state_update/"+v.name, exact(whyMove), func(r *rand.Rand) *Instance {
 			b := newBuilder(r, "group_state_update", 1, v.S, 64, v.P)
-			st := b.state("kv_state", "compressor_kv", floats(r, ir.F32, 1, 1, v.ratio, R.HeadDim), "B", v.ratio, R.HeadDim)
-			x := b.input(floats(r, ir.F32, 1, 1, v.S, R.HeadDim))
+			st := b.state("kv_state", "compressor_kv", floats(r, ir.F32, 1, 1, v.ratio, rel.HeadDim), "B", v.ratio, rel.HeadDim)
+			x := b.input(floats(r, ir.F32, 1, 1, v.S, rel.HeadDim))
 			return b.out(b.add("group_state_update", ir.Attrs{"ratio": i(v.ratio)}, st, x, b.startPos()))
 		})
 	}
@@ -518,17 +520,17 @@ func attention() {
 	}{{"prefill", 6, 0}, {"decode_completes_group", 1, 5}, {"decode_no_group", 1, 4}} {
 		add("compressor_pool/"+v.name, pool, func(r *rand.Rand) *Instance {
 			b := newBuilder(r, "compressor_pool", 1, v.S, 64, v.P)
-			c := b.input(floats(r, ir.F32, 1, 1, v.S, R.HeadDim))
-			z := b.input(floats(r, ir.F32, 2, 1, v.S, R.HeadDim))
-			kvst := b.state("kv_state", "compressor_kv", floats(r, ir.F32, 1, 1, 2, R.HeadDim))
-			scst := b.state("score_state", "compressor_score", floats(r, ir.F32, 2, 1, 2, R.HeadDim))
+			c := b.input(floats(r, ir.F32, 1, 1, v.S, rel.HeadDim))
+			z := b.input(floats(r, ir.F32, 2, 1, v.S, rel.HeadDim))
+			kvst := b.state("kv_state", "compressor_kv", floats(r, ir.F32, 1, 1, 2, rel.HeadDim))
+			scst := b.state("score_state", "compressor_score", floats(r, ir.F32, 2, 1, 2, rel.HeadDim))
 			return b.out(b.add("compressor_pool", ir.Attrs{"ratio": i(2)}, c, z, kvst, scst, b.startPos()))
 		})
 	}
 	add("cache_write/compressed", exact(whyMove), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "cache_write", 1, 4, 32, 6)
-		cache := b.state("ckv", "compress_kv", floats(r, ir.BF16, 1, 1, 16, R.HeadDim), "B", "M/2", R.HeadDim)
-		rows := b.input(floats(r, ir.BF16, 1, 1, 2, R.HeadDim))
+		cache := b.state("ckv", "compress_kv", floats(r, ir.BF16, 1, 1, 16, rel.HeadDim), "B", "M/2", rel.HeadDim)
+		rows := b.input(floats(r, ir.BF16, 1, 1, 2, rel.HeadDim))
 		return b.out(b.add("cache_write", ir.Attrs{"ratio": i(2)}, cache, rows, b.startPos()))
 	})
 	for _, v := range []struct {
@@ -537,7 +539,7 @@ func attention() {
 	}{{"prefill_ratio2", 2, 5, 0}, {"decode_ratio2", 2, 1, 9}, {"decode_ratio1", 1, 1, 20}} {
 		add("cache_read/"+v.name, exact(whyMove), func(r *rand.Rand) *Instance {
 			b := newBuilder(r, "cache_read", 1, v.S, 32, v.P)
-			cache := b.state("ckv", "compress_kv", floats(r, ir.BF16, 1, 1, 32/v.ratio, R.HeadDim), "B", "M/"+itoa(v.ratio), R.HeadDim)
+			cache := b.state("ckv", "compress_kv", floats(r, ir.BF16, 1, 1, 32/v.ratio, rel.HeadDim), "B", "M/"+itoa(v.ratio), rel.HeadDim)
 			return b.out(b.add("cache_read", ir.Attrs{"ratio": i(v.ratio)}, cache, b.tokens(100), b.startPos()))
 		})
 	}
@@ -560,15 +562,15 @@ func attnIdx(r *rand.Rand, b, s, n, t int, frac float64) *backends.Tensor {
 	return x
 }
 
-func itoa(v int) string { return ir.C(int64(v)).String() }
+func itoa(v int) string { return strconv.Itoa(v) }
 
 func indexer() {
 	sel := exact(whySelect)
 	add("index_score/released", golden, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "index_score", 1, 2, 128, 0)
-		q := b.input(floats(r, ir.BF16, 1, 1, 2, R.IdxHeads, R.IdxDim), "B", "S", R.IdxHeads, R.IdxDim)
-		k := b.input(floats(r, ir.BF16, 1, 1, 64, R.IdxDim))
-		w := b.input(floats(r, ir.BF16, 0.03, 1, 2, R.IdxHeads), "B", "S", R.IdxHeads)
+		q := b.input(floats(r, ir.BF16, 1, 1, 2, rel.IdxHeads, rel.IdxDim), "B", "S", rel.IdxHeads, rel.IdxDim)
+		k := b.input(floats(r, ir.BF16, 1, 1, 64, rel.IdxDim))
+		w := b.input(floats(r, ir.BF16, 0.03, 1, 2, rel.IdxHeads), "B", "S", rel.IdxHeads)
 		return b.out(b.add("index_score", nil, q, k, w))
 	})
 	for _, v := range []struct {
@@ -586,7 +588,7 @@ func indexer() {
 		const nc = 20000
 		b := newBuilder(r, "candidate_blocks", 1, 1, nc, nc-1)
 		s := &backends.Tensor{DType: ir.BF16, Shape: []int{1, 1, nc}, F32: distinctBF16(r, nc)}
-		return b.out(b.add("candidate_blocks", ir.Attrs{"ratio": i(1), "topk_blocks": i(R.CandTopK), "block": i(R.CandBlock)}, b.input(s), b.startPos()))
+		return b.out(b.add("candidate_blocks", ir.Attrs{"ratio": i(1), "topk_blocks": i(rel.CandTopK), "block": i(rel.CandBlock)}, b.input(s), b.startPos()))
 	})
 	add("candidate_blocks/prefill", sel, func(r *rand.Rand) *Instance {
 		const S = 6
@@ -603,27 +605,27 @@ func indexer() {
 		const nc = 1000
 		b := newBuilder(r, "index_topk", 1, 1, 2*nc, 2*nc-1)
 		s := &backends.Tensor{DType: ir.BF16, Shape: []int{1, 1, nc}, F32: distinctBF16(r, nc)}
-		win := b.input(floats(r, ir.BF16, 1, 1, R.Window, R.HeadDim), "B", R.Window, R.HeadDim)
-		return b.out(b.add("index_topk", ir.Attrs{"ratio": i(2), "k": i(R.IdxTopK)}, b.input(s), b.startPos(), win))
+		win := b.input(floats(r, ir.BF16, 1, 1, rel.Window, rel.HeadDim), "B", rel.Window, rel.HeadDim)
+		return b.out(b.add("index_topk", ir.Attrs{"ratio": i(2), "k": i(rel.IdxTopK)}, b.input(s), b.startPos(), win))
 	})
 	add("index_topk/prefill", sel, func(r *rand.Rand) *Instance {
 		const S, nc = 5, 2
 		b := newBuilder(r, "index_topk", 1, S, 64, 0)
 		s := &backends.Tensor{DType: ir.BF16, Shape: []int{1, S, nc}, F32: distinctBF16(r, S*nc)}
-		win := b.input(floats(r, ir.BF16, 1, 1, S, R.HeadDim), "B", "S", R.HeadDim)
-		return b.out(b.add("index_topk", ir.Attrs{"ratio": i(2), "k": i(R.IdxTopK)}, b.input(s), b.startPos(), win))
+		win := b.input(floats(r, ir.BF16, 1, 1, S, rel.HeadDim), "B", "S", rel.HeadDim)
+		return b.out(b.add("index_topk", ir.Attrs{"ratio": i(2), "k": i(rel.IdxTopK)}, b.input(s), b.startPos(), win))
 	})
 }
 
 // engramConsts are hash constants of the released layout: multipliers for
 // n-grams up to EngNgram, a prime per head per n, offsets their running sum.
 func engramConsts(r *rand.Rand) (mult, primes, offs []int64) {
-	for range R.EngNgram {
+	for range rel.EngNgram {
 		mult = append(mult, r.Int64N(1<<40)*2+1)
 	}
 	seen := map[int64]bool{}
 	var off int64
-	for len(primes) < (R.EngNgram-1)*R.EngHeads {
+	for len(primes) < (rel.EngNgram-1)*rel.EngHeads {
 		p := 10_000_000 + r.Int64N(7_000_000)
 		if !isPrime(p) || seen[p] {
 			continue
@@ -650,7 +652,7 @@ func isPrime(n int64) bool {
 // history is an Engram history i64[B,M] of compressed ids with a dead
 // token (-1, an image span) here and there.
 func history(r *rand.Rand, b, m int) *backends.Tensor {
-	h := randInts(r, b*m, int64(R.EngCompressedVocab))
+	h := randInts(r, b*m, int64(rel.EngCompressedVocab))
 	for k := range h {
 		if r.IntN(9) == 0 {
 			h[k] = -1
@@ -675,63 +677,63 @@ func engram() {
 			mult, primes, offs := engramConsts(r)
 			h := b.state("hist", "engram_history", history(r, 2, 16), "B", "M")
 			pad := b.g.Source("const", ir.T(ir.I64, 1), ir.Attrs{"ints": []int64{2}})
-			return b.out(b.add("engram_hash", ir.Attrs{"multipliers": mult, "primes": primes, "offsets": offs, "heads": i(R.EngHeads)},
+			return b.out(b.add("engram_hash", ir.Attrs{"multipliers": mult, "primes": primes, "offsets": offs, "heads": i(rel.EngHeads)},
 				h, b.tokens(100), b.startPos(), pad))
 		})
 	}
 	add("engram_lookup/released", exact("e4m3 · e8m0 is exact in fp32, then one bf16 rounding"), func(r *rand.Rand) *Instance {
 		const rows = 1000
 		b := newBuilder(r, "engram_lookup", 1, 2, 16, 0)
-		tab := b.weight("engram.table", fp8RowWeight(r, rows, R.EngDim))
-		cols := (R.EngNgram - 1) * R.EngHeads
+		tab := b.weight("engram.table", fp8RowWeight(r, rows, rel.EngDim))
+		cols := (rel.EngNgram - 1) * rel.EngHeads
 		return b.out(b.add("engram_lookup", nil, tab, b.input(ints(randInts(r, 2*cols, rows), 1, 2, cols))))
 	})
 	add("engram_gate/released", Tol{Kind: BF16ULP, ULP: 1, Frac: 0.01,
 		Why: "the reference sums Σh², Σkey² and the dot in float64; a backend's fp32 sums move the gate by ~1e-7 relative, which may cross one bf16 rounding boundary"},
 		func(r *rand.Rand) *Instance {
 			b := newBuilder(r, "engram_gate", 1, 2, 16, 0)
-			h := b.input(floats(r, ir.BF16, 1, 1, 2, R.HC, R.Dim), "B", "S", R.HC, R.Dim)
-			key := b.input(asF32(floats(r, ir.BF16, 1, 1, 2, R.HC, R.Dim)), "B", "S", R.HC, R.Dim)
-			val := b.input(floats(r, ir.BF16, 1, 1, 2, R.Dim), "B", "S", R.Dim)
-			om := floats(r, ir.F32, 1, R.HC, R.Dim)
+			h := b.input(floats(r, ir.BF16, 1, 1, 2, rel.HC, rel.Dim), "B", "S", rel.HC, rel.Dim)
+			key := b.input(asF32(floats(r, ir.BF16, 1, 1, 2, rel.HC, rel.Dim)), "B", "S", rel.HC, rel.Dim)
+			val := b.input(floats(r, ir.BF16, 1, 1, 2, rel.Dim), "B", "S", rel.Dim)
+			om := floats(r, ir.F32, 1, rel.HC, rel.Dim)
 			for k, v := range om.F32 { // q_weight·k_weight of two bf16 weights
 				om.F32[k] = numfmt.BF16Round(v) * numfmt.BF16Round(float32(r.NormFloat64()))
 			}
-			return b.out(b.add("engram_gate", ir.Attrs{"eps": R.NormEps}, h, key, val, b.input(om)))
+			return b.out(b.add("engram_gate", ir.Attrs{"eps": rel.NormEps}, h, key, val, b.input(om)))
 		})
 }
 
 func fused() {
 	add("probe/view", exact(whyMove), func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "probe", 1, 2, 8, 0)
-		return b.out(b.add("probe", ir.Attrs{"name": "x"}, b.input(floats(r, ir.BF16, 1, 1, 2, R.Dim), "B", "S", R.Dim)))
+		return b.out(b.add("probe", ir.Attrs{"name": "x"}, b.input(floats(r, ir.BF16, 1, 1, 2, rel.Dim), "B", "S", rel.Dim)))
 	})
 	add("hc_mix/released", reorder32, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "hc_mix", 1, 2, 8, 0)
-		mix := (2 + R.HC) * R.HC
-		fn := b.weight("hc_fn", floatWeight(floats(r, ir.F32, 0.007, mix, R.HC*R.Dim), "f32", ir.F32, "F32"))
-		return b.out(b.add("hc_mix", ir.Attrs{"eps": R.NormEps}, b.input(floats(r, ir.BF16, 1, 1, 2, R.HC, R.Dim), "B", "S", R.HC, R.Dim), fn))
+		mix := (2 + rel.HC) * rel.HC
+		fn := b.weight("hc_fn", floatWeight(floats(r, ir.F32, 0.007, mix, rel.HC*rel.Dim), "f32", ir.F32, "F32"))
+		return b.out(b.add("hc_mix", ir.Attrs{"eps": rel.NormEps}, b.input(floats(r, ir.BF16, 1, 1, 2, rel.HC, rel.Dim), "B", "S", rel.HC, rel.Dim), fn))
 	})
 	add("hc_split_sinkhorn/released", Tol{Kind: RelAbs, Rel: 1e-6, Abs: 1e-6, Why: "golden unit-op rule for hc_split_sinkhorn (1e-6 relative / 1e-6 absolute): sigmoid, exp and 20 normalisations in fp32"},
 		func(r *rand.Rand) *Instance {
 			b := newBuilder(r, "hc_split_sinkhorn", 1, 2, 8, 0)
-			mix := (2 + R.HC) * R.HC
+			mix := (2 + rel.HC) * rel.HC
 			scale := b.weight("hc_scale", floatWeight(uniform(r, ir.F32, 0.5, 1.5, 3), "f32", ir.F32, "F32"))
 			base := b.weight("hc_base", floatWeight(floats(r, ir.F32, 0.5, mix), "f32", ir.F32, "F32"))
 			m := b.input(floats(r, ir.F32, 1, 1, 2, mix), "B", "S", mix)
-			return b.out(b.add("hc_split_sinkhorn", ir.Attrs{"hc": i(R.HC), "iters": i(R.SinkhornIters), "eps": R.HCEps}, m, scale, base))
+			return b.out(b.add("hc_split_sinkhorn", ir.Attrs{"hc": i(rel.HC), "iters": i(rel.SinkhornIters), "eps": rel.HCEps}, m, scale, base))
 		})
 	add("swiglu_clamp/routed", libm16, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "swiglu_clamp", 3, 1, 8, 0)
-		g := b.input(asF32(floats(r, ir.BF16, 6, 3, R.Active, R.Inter)))
-		u := b.input(asF32(floats(r, ir.BF16, 6, 3, R.Active, R.Inter)))
-		w := b.input(uniform(r, ir.F32, 0, 1, 3, R.Active, 1))
-		return b.out(b.add("swiglu_clamp", ir.Attrs{"limit": R.SwiGLULimit}, g, u, w))
+		g := b.input(asF32(floats(r, ir.BF16, 6, 3, rel.Active, rel.Inter)))
+		u := b.input(asF32(floats(r, ir.BF16, 6, 3, rel.Active, rel.Inter)))
+		w := b.input(uniform(r, ir.F32, 0, 1, 3, rel.Active, 1))
+		return b.out(b.add("swiglu_clamp", ir.Attrs{"limit": rel.SwiGLULimit}, g, u, w))
 	})
 	add("swiglu_clamp/shared", libm16, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "swiglu_clamp", 1, 2, 8, 0)
-		g := b.input(asF32(floats(r, ir.BF16, 6, 1, 2, R.Inter)))
-		u := b.input(asF32(floats(r, ir.BF16, 6, 1, 2, R.Inter)))
-		return b.out(b.add("swiglu_clamp", ir.Attrs{"limit": R.SwiGLULimit}, g, u))
+		g := b.input(asF32(floats(r, ir.BF16, 6, 1, 2, rel.Inter)))
+		u := b.input(asF32(floats(r, ir.BF16, 6, 1, 2, rel.Inter)))
+		return b.out(b.add("swiglu_clamp", ir.Attrs{"limit": rel.SwiGLULimit}, g, u))
 	})
 }
