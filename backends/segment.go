@@ -281,3 +281,52 @@ func ElemBytes(dt ir.DType) int64 {
 	}
 	return 1
 }
+
+// Report describes the placement for people (exec/compile -placement):
+// the ops on each backend, the segments, and the values crossing between
+// backends with their bytes under b.
+func (pl *Placement) Report(b ir.Bindings) string {
+	var sb strings.Builder
+	copied := 0
+	for _, t := range pl.Transfers {
+		if !t.HandOver {
+			copied++
+		}
+	}
+	fmt.Fprintf(&sb, "graph %s on %s (chain %s): %d nodes in %d segments; %d values cross between backends (%d copied, %d handed over between host backends), %d bytes copied per call at B=%d S=%d M=%d\n",
+		pl.Graph.Name, pl.Primary, strings.Join(pl.Chain, " → "), len(pl.Graph.Nodes), len(pl.Segments), len(pl.Transfers), copied, len(pl.Transfers)-copied, pl.CrossingBytes(b), b.B, b.S, b.M)
+	by := pl.ByBackend()
+	for _, be := range pl.Chain {
+		ops := by[be]
+		if len(ops) == 0 {
+			continue
+		}
+		names := make([]string, 0, len(ops))
+		total := 0
+		for op, n := range ops {
+			names = append(names, fmt.Sprintf("%s×%d", op, n))
+			total += n
+		}
+		sort.Strings(names)
+		fmt.Fprintf(&sb, "  %s: %d nodes: %s\n", be, total, strings.Join(names, ", "))
+	}
+	for _, seg := range pl.Segments {
+		first, last := seg.Nodes[0], seg.Nodes[len(seg.Nodes)-1]
+		fmt.Fprintf(&sb, "  segment %d on %s: %%%d..%%%d (%d nodes), %d values in, %d out", seg.Index, seg.Backend, first.ID, last.ID, len(seg.Nodes), len(seg.In), len(seg.Out))
+		var bytes int64
+		n := 0
+		for _, t := range pl.Transfers {
+			if t.ToSeg == seg.Index {
+				n++
+				if !t.HandOver {
+					bytes = ir.SatAdd(bytes, t.Bytes(b))
+				}
+			}
+		}
+		if n > 0 {
+			fmt.Fprintf(&sb, "; %d from other backends (%d bytes copied)", n, bytes)
+		}
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}

@@ -120,7 +120,7 @@ func init() {
 		{name: "config-sinkhorn-bound", cmd: "compile", want: "c.json: hc_sinkhorn_iters: is 1000000000000, want <= 100 (5x the release's 20", setup: flagsConfig("hc_sinkhorn_iters", "1000000000000")},
 		{name: "config-layers-bound", cmd: "compile", want: "c.json: n_layers: is 100000, want <= 256", setup: flagsConfig("n_layers", "100000")},
 		{name: "config-vocab-bound", cmd: "compile", want: "c.json: vocab_size: is 9223372036854775807, want <= 4194304", setup: flagsConfig("vocab_size", "9223372036854775807")},
-		{name: "compile-nothing-to-do", cmd: "compile", want: "nothing to do: give -o FILE (or -explain, -explain-json, -stats, -time-passes, -dump-after)", setup: flagsCompile()},
+		{name: "compile-nothing-to-do", cmd: "compile", want: "nothing to do: give -o FILE (or -explain, -explain-json, -stats, -time-passes, -dump-after, -placement)", setup: flagsCompile()},
 		{name: "compile-dump-dir-alone", cmd: "compile", want: "-dump-dir only makes sense with -dump-after", setup: flagsCompile("-o", "out.plan", "-dump-dir", "dumps")},
 		{name: "compile-dump-after-unknown", cmd: "compile", want: "-dump-after nope: not a stage of this run (one of: all, build, ", setup: flagsCompile("-dump-after", "nope", "-dump-dir", "dumps")},
 		{name: "compile-stats-batch-alone", cmd: "compile", want: "-stats-batch only makes sense with -stats", setup: flagsCompile("-o", "out.plan", "-stats-batch", "2")},

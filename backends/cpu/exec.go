@@ -41,14 +41,14 @@ func (Backend) Available() error { return nil }
 // and plain data movement that have one host implementation (so that the
 // values between two fast ops do not cross to cpu-ref and back: every
 // crossing costs a launch). The model's stateful and selection ops (caches,
-// compressor, indexer, Engram, Sinkhorn) run on cpu-ref.
+// compressor, indexer, Engram) run on cpu-ref.
 var fastOps = []string{
 	"act_quant", "mean_sq", "matmul", "matmul_fp8", "matmul_fp4", "grouped_matmul", "expert_matmul",
 	"rmsnorm", "hc_pre", "hc_post", "sparse_attn", "index_score", "hc_mix", "swiglu_clamp",
 	"cast", "sigmoid", "silu", "rsqrt", "sqrt", "exp", "relu", "softplus", "clamp", "add_scalar", "mul_scalar",
 	"add", "sub", "mul", "div", "sum", "softmax", "rope",
 	"input", "weight", "const", "state", "rope_table", "reshape", "probe",
-	"slice", "concat", "expand", "gather", "embed", "positions", "mask_fill", "topk_idx", "moe_combine",
+	"slice", "concat", "expand", "gather", "embed", "positions", "mask_fill", "topk_idx", "moe_combine", "hc_split_sinkhorn",
 }
 
 // Capabilities implements backends.Backend.

@@ -5,12 +5,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/internal/cli"
 	"github.com/ds4go/ds4/passes"
 )
 
 // usage is the synopsis of -h: every flag appears in it (TestUsageNamesEveryFlag).
-const usage = `compile (-model DIR | -config FILE) [-o FILE [-max-batch N] [-backend NAME]] [-explain | -explain-json]
+const usage = `compile (-model DIR | -config FILE) [-o FILE [-max-batch N]] [-backend NAME] [-placement] [-explain | -explain-json]
                [-dump-after all|build|PASS -dump-dir DIR] [-passes LIST] [-time-passes]
                [-stats [-stats-batch N] [-stats-tokens N]]`
 
@@ -33,7 +34,8 @@ func (o *options) check(set map[string]bool) error {
 	for _, err := range []error{
 		cli.Needs(set, "dump-after", "dump-dir"),
 		cli.Needs(set, "stats", "stats-batch", "stats-tokens"),
-		cli.Needs(set, "o", "max-batch", "backend"),
+		cli.Needs(set, "o", "max-batch"),
+		o.checkBackend(set),
 		// The release runs batches of up to 4 and 1 048 576 positions:
 		// these bounds are far above, and keep the planner's sizes small.
 		cli.IntRange("stats-batch", int64(o.statsBatch), 1, 1<<16, "16384x the default max_batch_size 4"),
@@ -44,8 +46,8 @@ func (o *options) check(set map[string]bool) error {
 			return err
 		}
 	}
-	if o.out == "" && !o.explain && !o.explainJSON && !o.stats && !o.timePasses && o.dumpAfter == "" {
-		return fmt.Errorf("nothing to do: give -o FILE (or -explain, -explain-json, -stats, -time-passes, -dump-after)")
+	if o.out == "" && !o.explain && !o.explainJSON && !o.stats && !o.timePasses && o.dumpAfter == "" && !o.placement {
+		return fmt.Errorf("nothing to do: give -o FILE (or -explain, -explain-json, -stats, -time-passes, -dump-after, -placement)")
 	}
 	return nil
 }
@@ -65,6 +67,19 @@ func (o *options) checkPasses() error {
 	}
 	if o.dumpAfter != "" && !slices.Contains(stages, o.dumpAfter) {
 		return fmt.Errorf("-dump-after %s: not a stage of this run (one of: %s)", o.dumpAfter, strings.Join(stages, ", "))
+	}
+	return nil
+}
+
+// checkBackend: -backend is recorded in the plan (-o) or places the graphs
+// (-placement), and names a registered backend (it need not be available
+// on this machine: a plan may be compiled here for a GPU elsewhere).
+func (o *options) checkBackend(set map[string]bool) error {
+	if set["backend"] && !set["o"] && !set["placement"] {
+		return fmt.Errorf("-backend only makes sense with -o or -placement")
+	}
+	if _, err := backends.Get(o.backend); err != nil {
+		return fmt.Errorf("-backend: %v", err)
 	}
 	return nil
 }

@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ds4go/ds4/backends"
+	_ "github.com/ds4go/ds4/backends/cpu"
+	_ "github.com/ds4go/ds4/backends/cuda"
+	_ "github.com/ds4go/ds4/backends/gorgonia"
 	"github.com/ds4go/ds4/internal/cli"
 	"github.com/ds4go/ds4/internal/fileio"
 	"github.com/ds4go/ds4/ir"
@@ -24,6 +28,7 @@ type options struct {
 	backend                 string
 	passes                  string
 	timePasses, stats       bool
+	placement               bool
 	statsBatch, statsTokens int
 	maxBatch                int
 	dumps                   *fileio.Dir // where -dump-after files go, committed at the end
@@ -45,6 +50,7 @@ func run(args []string) (err error) {
 	fs.BoolVar(&o.stats, "stats", false, "print optimisation statistics as JSON (docs/stats.md)")
 	fs.IntVar(&o.statsBatch, "stats-batch", 1, "batch for -stats memory planning")
 	fs.IntVar(&o.statsTokens, "stats-tokens", 1024, "prefill tokens for -stats memory planning")
+	fs.BoolVar(&o.placement, "placement", false, "print which backend (-backend and its fallbacks) runs each op of the optimised graphs, the segments and the bytes crossing per call")
 	fs.IntVar(&o.maxBatch, "max-batch", 0, "largest batch exec may run with the plan (recorded as max_batch; 0 = unlimited)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -108,6 +114,11 @@ func run(args []string) (err error) {
 	if err != nil {
 		return err
 	}
+	if o.placement {
+		if err := printPlacement(m, o.backend); err != nil {
+			return err
+		}
+	}
 	if o.out == "" {
 		return nil
 	}
@@ -157,4 +168,22 @@ func dump(o options, stage string, m *ir.Module) error {
 		return nil
 	}
 	return o.dumps.WriteFile(strings.ReplaceAll(stage, "/", "_")+".ir", []byte(ir.Format(m)))
+}
+
+// printPlacement prints where each op of m's graphs runs on backend be
+// (backends.Schedule: by capability, with the fallbacks), with the bytes
+// crossing per call at batch 1, 4096 positions.
+func printPlacement(m *ir.Module, be string) error {
+	for _, g := range m.Graphs {
+		pl, err := backends.Schedule(g, be)
+		if err != nil {
+			return fmt.Errorf("-placement: %v", err)
+		}
+		b := ir.Bindings{B: 1, S: 4096, M: 4096}
+		if g.Name == "decode" {
+			b = ir.Bindings{B: 1, S: 1, M: 4096, P: 4095}
+		}
+		fmt.Print(pl.Report(b))
+	}
+	return nil
 }

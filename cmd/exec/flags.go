@@ -30,6 +30,7 @@ func (o *options) check(set map[string]bool) error {
 		cli.Needs(set, "bench", "json", "bench-prefill", "bench-context", "bench-decode", "bench-repeats", "probe-mb", "op-times"),
 		cli.Excludes(set, "bench", "it times random prompts", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "max-len", "temperature", "seed"),
 		cli.Excludes(set, "trace-in", "the prompt comes from the trace", "prompt-ids"),
+		cli.Excludes(set, "placement", "it prints the placement and runs nothing", "bench", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "temperature", "seed", "max-memory", "model", "cpuprofile"),
 		cli.IntRange("max-new-tokens", int64(o.maxNew), 0, maxTokens, maxTokensWhy),
 		cli.IntRange("max-len", int64(o.maxLen), 0, maxTokens, maxTokensWhy),
 		checkTemperature(o.temperature),

@@ -4,10 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +16,6 @@ import (
 	"github.com/ds4go/ds4/internal/cli"
 	"github.com/ds4go/ds4/internal/fileio"
 	"github.com/ds4go/ds4/internal/safetensors"
-	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/plan"
 )
 
@@ -40,6 +36,7 @@ type options struct {
 	temperature                                           float64
 	seed                                                  uint64
 	maxMemory                                             int64
+	listBackends, placement                               bool
 	bench                                                 benchOptions // cmd/exec/bench.go
 }
 
@@ -47,7 +44,9 @@ type options struct {
 const usage = `exec -plan FILE [-model DIR] (-prompt-ids "1,2,3;4,5,6" | -trace-in FILE) [-max-new-tokens N] [-max-len N]
             [-temperature T [-seed S]] [-dump FILE] [-trace-out FILE] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
        exec -plan FILE [-model DIR] -bench [-json] [-bench-prefill LIST] [-bench-context N] [-bench-decode N]
-            [-bench-repeats N] [-probe-mb N] [-op-times] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]`
+            [-bench-repeats N] [-probe-mb N] [-op-times] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
+       exec -plan FILE -placement [-backend NAME] [-max-len N]
+       exec -list-backends`
 
 // newFlags registers every flag of exec into o.
 func newFlags(o *options) *flag.FlagSet {
@@ -62,7 +61,7 @@ func newFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.dump, "dump", "", "write logits and ids to this safetensors file")
 	fs.StringVar(&o.traceOut, "trace-out", "", "write every block's tensors under the golden naming (docs/trace-format.md)")
 	fs.StringVar(&o.traceIn, "trace-in", "", "teacher-force from a trace/golden file: its prompt, decode tokens, block inputs and pre mixes")
-	fs.StringVar(&o.backend, "backend", "cpu", "backend to run on")
+	fs.StringVar(&o.backend, "backend", "", "backend to run on (default: the one the plan records, from compile -backend)")
 	fs.Func("max-memory", "refuse a session needing more than `BYTES` bytes (e.g. 512M, 8G; default: MemAvailable)", func(v string) (err error) {
 		o.maxMemory, err = engine.ParseBytes(v)
 		if err == nil && o.maxMemory == 0 {
@@ -70,6 +69,8 @@ func newFlags(o *options) *flag.FlagSet {
 		}
 		return err
 	})
+	fs.BoolVar(&o.listBackends, "list-backends", false, "print every registered backend and, for those that cannot run here, why")
+	fs.BoolVar(&o.placement, "placement", false, "print which backend runs each op of the plan's graphs, the segments and the bytes crossing per call, and run nothing")
 	o.bench.register(fs)
 	return fs
 }
@@ -81,12 +82,18 @@ func run(args []string) error {
 		return err
 	}
 	set := cli.Visited(fs)
+	if o.listBackends {
+		return listBackends(set)
+	}
 	if err := o.check(set); err != nil {
 		return err
 	}
 	p, err := plan.Read(o.plan)
 	if err != nil {
 		return err
+	}
+	if o.placement {
+		return printPlacement(p, engine.PlanBackend(p, o.backend), o.maxLen)
 	}
 	md := modelDir{path: o.model}
 	if md.path == "" {
@@ -96,13 +103,10 @@ func run(args []string) error {
 	if dir == "" {
 		return fmt.Errorf("plan %s was compiled shape-only: give -model DIR", o.plan)
 	}
-	cfg, err := checkFingerprint(p, dir)
-	if err != nil {
+	if _, err := engine.CheckPlan(p, dir); err != nil {
 		return md.wrap(err)
 	}
-	if err := checkTokenMap(cfg, dir); err != nil {
-		return md.wrap(err)
-	}
+	o.backend = engine.PlanBackend(p, o.backend)
 	stopProfile, err := o.bench.startProfile()
 	if err != nil {
 		return err
@@ -179,42 +183,22 @@ func run(args []string) error {
 		sess.Tracer = engine.NewTracer(o.traceOut != "", teacher)
 	}
 	var dumps []safetensors.WriteTensor
-	rng := rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15))
-
-	t0 := time.Now()
-	lg, err := sess.Prefill(prompt)
+	keep := func(call string, lg *engine.Logits) {
+		if call == "prefill" {
+			dumps = append(dumps, safetensors.WriteTensor{Name: "prefill.logits_full", DType: "F32", Shape: []int{lg.B, lg.S, lg.V}, Data: safetensors.F32Bytes(lg.Data)})
+			return
+		}
+		flat := make([]float32, 0, lg.B*lg.V)
+		for _, r := range lg.Last() {
+			flat = append(flat, r...)
+		}
+		dumps = append(dumps, safetensors.WriteTensor{Name: call + ".logits", DType: "F32", Shape: []int{lg.B, lg.V}, Data: safetensors.F32Bytes(flat)})
+	}
+	res, err := sess.Generate(prompt, engine.GenerateOptions{MaxNew: o.maxNew, Temperature: o.temperature, Seed: o.seed, Forced: forced, Logits: keep})
 	if err != nil {
 		return err
 	}
-	prefillDur := time.Since(t0)
-	dumps = append(dumps, safetensors.WriteTensor{Name: "prefill.logits_full", DType: "F32", Shape: []int{lg.B, lg.S, lg.V}, Data: safetensors.F32Bytes(lg.Data)})
-	gen := make([][]int64, len(prompt))
-	next := sample(lg.Last(), o.temperature, rng)
-	t1 := time.Now()
-	for i := 0; i < o.maxNew; i++ {
-		for b := range gen {
-			gen[b] = append(gen[b], next[b])
-		}
-		if i == o.maxNew-1 {
-			break
-		}
-		feed := next
-		if forced != nil {
-			feed = column(forced, i)
-		}
-		lg, err = sess.Decode(feed)
-		if err != nil {
-			return err
-		}
-		last := lg.Last()
-		flat := make([]float32, 0, lg.B*lg.V)
-		for _, r := range last {
-			flat = append(flat, r...)
-		}
-		dumps = append(dumps, safetensors.WriteTensor{Name: fmt.Sprintf("decode%02d.logits", i), DType: "F32", Shape: []int{lg.B, lg.V}, Data: safetensors.F32Bytes(flat)})
-		next = sample(last, o.temperature, rng)
-	}
-	decodeDur := time.Since(t1)
+	gen := res.IDs
 
 	for b := range gen {
 		fmt.Printf("row %d: %s\n", b, joinIDs(gen[b]))
@@ -239,7 +223,7 @@ func run(args []string) error {
 			return fmt.Errorf("-trace-out %v", err)
 		}
 	}
-	printTimes(len(prompt), S, max(o.maxNew-1, 0), prefillDur, decodeDur)
+	printTimes(len(prompt), S, res.DecodeSteps, res.Prefill, res.Decode)
 	return nil
 }
 
@@ -281,46 +265,6 @@ func (d modelDir) wrap(err error) error {
 	return fmt.Errorf("model directory %s recorded in plan %s (compiled there; give -model DIR if it moved): %w", d.path, d.plan, err)
 }
 
-// checkFingerprint refuses to run a plan against a checkpoint of another
-// model; it returns the checkpoint's config.
-func checkFingerprint(p *plan.Plan, dir string) (*deepseekv4.Config, error) {
-	cfg, err := deepseekv4.LoadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		return nil, err
-	}
-	if fp := cfg.Fingerprint(); fp != p.ConfigFingerprint {
-		return nil, fmt.Errorf("plan was compiled for config %s but %s has config %s: recompile the plan", p.ConfigFingerprint, dir, fp)
-	}
-	return cfg, nil
-}
-
-// checkTokenMap refuses an Engram token map that disagrees with the config
-// (Config.CheckTokenMap). A map that is missing or cannot be read is left
-// to engine.Open, which binds it and reports that.
-func checkTokenMap(cfg *deepseekv4.Config, dir string) error {
-	if len(cfg.EngramLayerIDs) == 0 {
-		return nil
-	}
-	path := filepath.Join(dir, engine.TokenMapFile)
-	f, err := safetensors.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	t, ok := f.Get("token_map")
-	if !ok {
-		return nil
-	}
-	v, err := t.Int64s()
-	if err != nil || len(t.Shape) != 1 {
-		return nil
-	}
-	if err := cfg.CheckTokenMap(v, f.Metadata); err != nil {
-		return fmt.Errorf("%s: tensor \"token_map\": %v", path, err)
-	}
-	return nil
-}
-
 // ParsePrompt parses "1,2,3;4,5,6" into equal-length rows.
 func ParsePrompt(s string) ([][]int64, error) {
 	var rows [][]int64
@@ -349,47 +293,10 @@ func ParsePrompt(s string) ([][]int64, error) {
 // refuses an empty, 1-D or non-integer tensor, naming it).
 func idsOf(f *safetensors.File, name string) ([][]int64, error) { return engine.TraceIDs(f, name) }
 
-func column(m [][]int64, i int) []int64 {
-	out := make([]int64, len(m))
-	for b := range m {
-		out[b] = m[b][i]
-	}
-	return out
-}
-
 func joinIDs(v []int64) string {
 	s := make([]string, len(v))
 	for i, x := range v {
 		s[i] = strconv.FormatInt(x, 10)
 	}
 	return strings.Join(s, ",")
-}
-
-// sample picks one id per row: argmax at temperature 0, else the reference's
-// Gumbel-max form argmax(softmax(l/T) / Exp(1)).
-func sample(rows [][]float32, temp float64, rng *rand.Rand) []int64 {
-	out := make([]int64, len(rows))
-	for b, l := range rows {
-		best, bi := math.Inf(-1), 0
-		if temp == 0 {
-			for i, v := range l {
-				if float64(v) > best {
-					best, bi = float64(v), i
-				}
-			}
-		} else {
-			mx := math.Inf(-1)
-			for _, v := range l {
-				mx = max(mx, float64(v)/temp)
-			}
-			for i, v := range l {
-				p := math.Exp(float64(v)/temp-mx) / rng.ExpFloat64()
-				if p > best {
-					best, bi = p, i
-				}
-			}
-		}
-		out[b] = int64(bi)
-	}
-	return out
 }
