@@ -47,11 +47,11 @@ func TestEveryGraphOpHasALauncher(t *testing.T) {
 func lifecycleGraph(n, k int) (*ir.Graph, *backends.HostWeight) {
 	g := ir.NewGraph("lifecycle")
 	x := g.Source("input", ir.T(ir.F32, "B", "S", k), ir.Attrs{"name": "x"})
-	w := &backends.HostWeight{Name: "w", DType: ir.BF16, Shape: []int{n, k}, Format: "bf16", Stored: "BF16", Data: make([]byte, 2*n*k)}
+	w := &backends.HostWeight{Name: "w", DType: ir.F32, Shape: []int{n, k}, Format: "bf16", Stored: "BF16", Data: make([]byte, 2*n*k)}
 	for i := range n * k {
 		binary.LittleEndian.PutUint16(w.Data[2*i:], 0x3f80) // 1.0
 	}
-	w.Node = g.Source("weight", ir.T(ir.BF16, n, k), ir.Attrs{"name": "w", "format": "bf16"})
+	w.Node = g.Source("weight", ir.T(ir.F32, n, k), ir.Attrs{"name": "w", "format": "bf16"})
 	g.SetOutput("y", g.Add("matmul", ir.Attrs{"buf": int64(0)}, x, w.Node))
 	return g, w
 }
@@ -60,13 +60,13 @@ func lifecycleGraph(n, k int) (*ir.Graph, *backends.HostWeight) {
 // makes an arena, runs a call and closes it, many times: the free memory
 // must come back each time (nothing leaks per model or session).
 func TestOpenCloseFreesMemoryOnGPU(t *testing.T) {
-	gpu(t) // skips without a GPU; holds the context the measurements share
 	const n, k, cycles = 4096, 4096, 12
 	g, w := lifecycleGraph(n, k)
 	pl, err := backends.Schedule(g, "cuda")
 	if err != nil {
 		t.Fatal(err)
 	}
+	gpu(t) // skips without a GPU; holds the context the measurements share
 	x := &backends.Tensor{DType: ir.F32, Shape: []int{1, 2, k}, F32: make([]float32, 2*k)}
 	for i := range x.F32 {
 		x.F32[i] = float32(i%7) - 3

@@ -936,28 +936,22 @@ func opEngramGate(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 
 // opProbe is a view unless a trace asks for the value: then the callback
 // reads it (Download waits for the queued work) and may hand back a
-// teacher-forced replacement, copied into the node's own buffer.
-func opProbe(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
+// teacher-forced replacement it uploaded (of the value's dtype; its shape
+// may be wider: a per-token mix for a constant one), used as is for the
+// rest of the call.
+func opProbe(c *call, _ int, n *ir.Node, a []*Value) (*Value, error) {
 	if c.env.Probe == nil {
 		return a[0], nil
 	}
-	force := n.Attrs.Bool("force", false)
-	b, err := c.env.Probe(n.Attrs.Str("name", ""), force, a[0])
+	b, err := c.env.Probe(n.Attrs.Str("name", ""), n.Attrs.Bool("force", false), a[0])
 	if err != nil {
 		return nil, err
 	}
 	v, err := asValue(b, n)
-	if err != nil || v == a[0] {
-		return v, err
+	if err == nil && v.DType != a[0].DType {
+		return nil, fmt.Errorf("probe %q replaced by a %s value, want %s", n.Attrs.Str("name", ""), v.DType, a[0].DType)
 	}
-	if v.DType != a[0].DType || numel(v.Shape) != a[0].Numel() {
-		return nil, fmt.Errorf("probe %q replaced by %s%v, want %s%v", n.Attrs.Str("name", ""), v.DType, v.Shape, a[0].DType, a[0].Shape)
-	}
-	out, err := c.out(i, v.DType, clone(a[0].Shape))
-	if err != nil {
-		return nil, err
-	}
-	return out, c.st.Copy(out.Ptr, v.Ptr, int(v.Bytes()), what(n))
+	return v, err
 }
 
 func opSwiGLU(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {

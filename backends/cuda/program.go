@@ -39,12 +39,7 @@ var viewOps = map[string]bool{
 }
 
 // ownsBuffer reports whether node n writes a buffer of its own.
-func ownsBuffer(n *ir.Node) bool {
-	if n.Op == "probe" {
-		return n.Attrs.Bool("force", false)
-	}
-	return !viewOps[n.Op]
-}
+func ownsBuffer(n *ir.Node) bool { return n.Op != "probe" && !viewOps[n.Op] }
 
 // Supports reports whether the GPU backend runs node n: its op, its dtypes
 // and the attributes its kernels take. f16 values are not supported (no
