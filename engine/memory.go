@@ -178,12 +178,14 @@ func peakLive(g *ir.Graph, b ir.Bindings, own func(*ir.Node) bool) int64 {
 // (MemAvailable on the host; no check when neither is known, or when
 // opt.MaxMemory is negative).
 func (m *Model) checkMemory(opt Options) error {
-	return m.checkMemoryHint(opt, "lower -max-len or the batch")
+	return m.CheckMemory(opt, "lower -max-len or the batch")
 }
 
-// checkMemoryHint is checkMemory ending its message with hint.
-func (m *Model) checkMemoryHint(opt Options, hint string) error {
-	limit, what := m.memoryLimit(opt.MaxMemory)
+// CheckMemory refuses, before anything is allocated, a session of opt
+// whose estimated need exceeds the limit (checkMemory), ending the
+// message with hint (what to lower).
+func (m *Model) CheckMemory(opt Options, hint string) error {
+	limit, what := m.MemoryLimit(opt.MaxMemory)
 	if limit <= 0 {
 		return nil
 	}
@@ -207,11 +209,12 @@ func sizeText(n int64) string {
 	return FormatBytes(n)
 }
 
-// memoryLimit is the limit a session is checked against: maxMemory when
+// MemoryLimit is the limit a session is checked against, and its name in
+// messages: maxMemory when
 // positive, else the primary device's free memory (MemAvailable for a
 // host backend); 0 when there is none (maxMemory negative, or the device
 // cannot say).
-func (m *Model) memoryLimit(maxMemory int64) (int64, string) {
+func (m *Model) MemoryLimit(maxMemory int64) (int64, string) {
 	switch {
 	case maxMemory > 0:
 		return maxMemory, "the -max-memory limit"

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -272,4 +273,72 @@ func (b *binder) tokenMap(name string, shape []int) (*safetensors.Tensor, error)
 		return nil, fmt.Errorf("%s: tensor %q is %s%v, want I64%v", b.tmap.Path, name, t.DType, t.Shape, shape)
 	}
 	return t, nil
+}
+
+// storedBytes returns the checkpoint bytes of a weight node: its codes or
+// values, its scales, and every expert of an expert stack.
+func (b *binder) storedBytes(n *ir.Node) int64 {
+	name, format := n.Attrs.Str("name", ""), n.Attrs.Str("format", "")
+	one := func(name string) int64 {
+		if format == "i64" {
+			if b.tmap == nil {
+				return 0
+			}
+			if t, ok := b.tmap.Get(name); ok {
+				return int64(len(t.Data))
+			}
+			return 0
+		}
+		var s int64
+		if t, ok := b.set.Get(name); ok {
+			s += int64(len(t.Data))
+		}
+		if format == "fp8" || format == "fp8row" || format == "fp4" {
+			if t, ok := b.set.Get(scaleName(name)); ok {
+				s += int64(len(t.Data))
+			}
+		}
+		return s
+	}
+	if e := n.Attrs.Int("experts", 0); e > 0 {
+		var s int64
+		for i := range int(e) {
+			s += one(strings.ReplaceAll(name, "{e}", strconv.Itoa(i)))
+		}
+		return s
+	}
+	return one(name)
+}
+
+// checkpointBytes is the size of the checkpoint's mapped files (the
+// safetensors shards and the Engram token map).
+func (b *binder) checkpointBytes() int64 {
+	var n int64
+	paths := []string{filepath.Join(b.dir, TokenMapFile)}
+	for _, f := range b.set.Files() {
+		paths = append(paths, f.Path)
+	}
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
+}
+
+// CheckpointBytes is the size of the checkpoint's files (for reports).
+func (m *Model) CheckpointBytes() int64 { return m.w.checkpointBytes() }
+
+// WeightBytes is a weight node's size as the checkpoint stores it and as
+// its device holds it (Buffer.Bytes of what BindWeight made), for reports.
+func (m *Model) WeightBytes(n *ir.Node) (stored, held int64, err error) {
+	be := m.Placement.Backend[n]
+	if be == "" {
+		be = m.PrefillPlacement.Backend[n]
+	}
+	b, err := m.weight(be, n)
+	if err != nil {
+		return 0, 0, err
+	}
+	return m.w.storedBytes(n), b.Bytes(), nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/engine/bench"
 	"github.com/ds4go/ds4/internal/cli"
 	"github.com/ds4go/ds4/internal/fileio"
 )
@@ -57,7 +58,7 @@ func (b *benchOptions) startProfile() (func(), error) {
 }
 
 // check parses -bench-prefill and refuses values out of range (the memory
-// the sessions and the probe need is checked by engine.Bench before it
+// the sessions and the probe need is checked by bench.Run before it
 // allocates anything).
 func (b *benchOptions) check() error {
 	b.lens = nil
@@ -76,7 +77,7 @@ func (b *benchOptions) check() error {
 		cli.IntRange("bench-decode", int64(b.steps), 1, maxTokens, maxTokensWhy),
 		cli.IntRange("bench-repeats", int64(b.reps), 1, maxRepeats, "the best of a few repeats is reported"),
 		// 2^30 MiB = 1 PiB: the shift to bytes stays far from overflow;
-		// engine.Bench refuses a probe larger than the memory available.
+		// bench.Run refuses a probe larger than the memory available.
 		cli.IntRange("probe-mb", b.probeMB, 0, 1<<30, "1 PiB"),
 	} {
 		if err != nil {
@@ -86,9 +87,9 @@ func (b *benchOptions) check() error {
 	return nil
 }
 
-// runBench runs engine.Bench on an opened model and prints the report.
+// runBench runs bench.Run on an opened model and prints the report.
 func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64) error {
-	opt := engine.BenchOptions{PrefillTokens: b.lens, Batch: batch, DecodeContext: b.context, DecodeSteps: b.steps,
+	opt := bench.Options{PrefillTokens: b.lens, Batch: batch, DecodeContext: b.context, DecodeSteps: b.steps,
 		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory, OpTimes: b.opTimes}
 	if b.probeMB == 0 {
 		opt.ProbeBytes = -1
@@ -99,7 +100,7 @@ func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64) 
 	if !b.json {
 		opt.Log = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 	}
-	rep, err := model.Bench(opt)
+	rep, err := bench.Run(model, opt)
 	if err != nil {
 		return err
 	}

@@ -112,7 +112,7 @@ func putBuf(p *[]float32) { bufPool.Put(p) }
 
 // Dot returns Σ a[i]·b[i] over len(a) elements with the vector kernel of the
 // current level (summation order unspecified). It is exported for streaming
-// probes such as the memory-bandwidth probe of engine.Bench.
+// probes such as the memory-bandwidth probe of engine/bench.
 func Dot(a, b []float32) float32 {
 	check("Dot", len(b), len(a))
 	return current().dot(a, b)

@@ -1,17 +1,42 @@
-package engine
+package bench
 
 import (
-	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	_ "github.com/ds4go/ds4/backends/cpu"
+	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/models/deepseekv4"
 )
+
+// openTiny opens the tiny checkpoint on the CPU backend (closed when the
+// test ends).
+func openTiny(t *testing.T) *engine.Model {
+	t.Helper()
+	dir := filepath.Join("..", "..", "testdata", "tiny")
+	c, err := deepseekv4.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := deepseekv4.BuildModule(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := engine.Open(m, dir, "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(md.Close)
+	return md
+}
 
 // TestBenchTiny runs the benchmark on the tiny checkpoint and checks that
 // the JSON report has its figures, all positive (no timing assertions).
 func TestBenchTiny(t *testing.T) {
 	md := openTiny(t)
-	rep, err := md.Bench(BenchOptions{PrefillTokens: []int{1, 8}, DecodeContext: 4, DecodeSteps: 2, DecodeWarmup: 1,
+	rep, err := Run(md, Options{PrefillTokens: []int{1, 8}, DecodeContext: 4, DecodeSteps: 2, DecodeWarmup: 1,
 		Repeats: 1, ProbeBytes: 8 << 20, ProbePasses: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -63,12 +88,12 @@ func TestBenchTiny(t *testing.T) {
 func TestBenchOpTimes(t *testing.T) {
 	md := openTiny(t)
 	const steps = 3
-	rep, err := md.Bench(BenchOptions{PrefillTokens: []int{6}, DecodeContext: 4, DecodeSteps: steps, Repeats: 1, ProbeBytes: -1, OpTimes: true})
+	rep, err := Run(md, Options{PrefillTokens: []int{6}, DecodeContext: 4, DecodeSteps: steps, Repeats: 1, ProbeBytes: -1, OpTimes: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	perStep := map[string]int{}
-	for _, n := range md.dg.Nodes {
+	for _, n := range md.Module.Graph("decode").Nodes {
 		perStep[n.Op]++
 	}
 	var total float64
@@ -101,30 +126,6 @@ func TestBenchOpTimes(t *testing.T) {
 	}
 }
 
-// TestLoadProgress checks the progress line goes to ProgressOutput and ends
-// with a newline once something was shown.
-func TestLoadProgress(t *testing.T) {
-	var buf bytes.Buffer
-	ProgressOutput = &buf
-	defer func() { ProgressOutput = nil }()
-	md := openTiny(t)
-	p := newLoadProgress(md.w, md.pg, md.dg)
-	if p.all == 0 || p.total <= 0 || p.mapped <= 0 {
-		t.Fatalf("progress counts %d tensors, %d bytes, %d mapped", p.all, p.total, p.mapped)
-	}
-	for _, n := range md.pg.Nodes {
-		if n.Op == "weight" {
-			p.bound(n)
-		}
-	}
-	p.show(false)
-	p.done()
-	out := buf.String()
-	if !strings.Contains(out, "binding weights:") || !strings.HasSuffix(out, "\n") {
-		t.Errorf("progress output %q", out)
-	}
-}
-
 // TestBenchTextHugePageNote checks the report's hint about a checkpoint
 // mapped with 4 KiB pages: shown when less than half of a sizeable mapping
 // is in 2 MiB pages, not otherwise.
@@ -133,7 +134,7 @@ func TestBenchTextHugePageNote(t *testing.T) {
 		file, huge int64
 		want       bool
 	}{{1 << 30, 0, true}, {1 << 30, 1 << 29, false}, {1 << 30, 1 << 30, false}, {1 << 20, 0, false}} {
-		r := &BenchReport{RSSFile: tc.file, FileHuge: tc.huge}
+		r := &Report{RSSFile: tc.file, FileHuge: tc.huge}
 		if got := strings.Contains(r.Text(), "mapped with 4 KiB pages"); got != tc.want {
 			t.Errorf("file %d, huge %d: note shown %v, want %v", tc.file, tc.huge, got, tc.want)
 		}

@@ -1,20 +1,16 @@
-package engine
+package bench
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ds4go/ds4/backends"
-	"github.com/ds4go/ds4/backends/cpu/fast"
+	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/ir"
 )
 
@@ -23,8 +19,8 @@ import (
 // throughput with the bytes of weights one decoded token reads, a memory
 // bandwidth probe to compare them with, and the resident memory.
 
-// BenchOptions configure Model.Bench. Zero values take the defaults.
-type BenchOptions struct {
+// Options configure Model.Bench. Zero values take the defaults.
+type Options struct {
 	PrefillTokens []int // prompt lengths to time (default 1, 128, 1024)
 	Batch         int   // rows per call (default 1)
 	DecodeContext int   // prompt length before the timed decode steps (default 128)
@@ -40,7 +36,7 @@ type BenchOptions struct {
 	Log func(format string, args ...any)
 }
 
-func (o *BenchOptions) defaults() {
+func (o *Options) defaults() {
 	if o.PrefillTokens == nil {
 		o.PrefillTokens = []int{1, 128, 1024}
 	}
@@ -84,14 +80,14 @@ type PrefillFigure struct {
 	FLOPs       float64 `json:"flops"`
 	WeightFLOPs float64 `json:"weight_flops"` // the part from weight matmuls
 	GFLOPS      float64 `json:"gflops"`       // FLOPs / Seconds / 1e9
-	// OpTimes (with BenchOptions.OpTimes) is the kernel wall time of the
+	// OpTimes (with Options.OpTimes) is the kernel wall time of the
 	// best run by op, longest first (MsPerToken: per prompt token).
 	OpTimes []OpTimeFigure `json:"op_times,omitempty"`
 }
 
-// BenchReport holds the figures of one Bench run (JSON field names are
+// Report holds the figures of one Bench run (JSON field names are
 // stable: cmd/exec -bench -json prints this object).
-type BenchReport struct {
+type Report struct {
 	Backend    string `json:"backend"`
 	Threads    int    `json:"threads"` // GOMAXPROCS
 	KernelISA  string `json:"kernel_isa"`
@@ -123,7 +119,7 @@ type BenchReport struct {
 	// FloorTokensPerS is the bandwidth floor: ProbeBytesPerS / WeightBytesPerDecodeToken.
 	FloorTokensPerS float64 `json:"floor_tokens_per_s"`
 
-	// DecodeOpTimes (with BenchOptions.OpTimes) is the kernel wall time per
+	// DecodeOpTimes (with Options.OpTimes) is the kernel wall time per
 	// decoded token by op, longest first.
 	DecodeOpTimes []OpTimeFigure `json:"decode_op_times,omitempty"`
 
@@ -156,16 +152,16 @@ func opTimeFigures(times map[string]*backends.OpTime, tokens, seconds float64) [
 	return figs
 }
 
-// Bench measures the model with random prompts (no output is checked).
+// Run measures the model with random prompts (no output is checked).
 // Before it allocates anything it checks the memory of every session it
-// will open and of the bandwidth probe (benchPreflight).
-func (m *Model) Bench(opt BenchOptions) (*BenchReport, error) {
+// will open and of the bandwidth probe (preflight).
+func Run(m *engine.Model, opt Options) (*Report, error) {
 	opt.defaults()
-	if err := m.benchPreflight(opt); err != nil {
+	if err := preflight(m, opt); err != nil {
 		return nil, err
 	}
-	rep := &BenchReport{Backend: m.Placement.Primary, Threads: runtime.GOMAXPROCS(0), KernelISA: fast.CurrentLevel().String(),
-		Checkpoint: m.w.checkpointBytes(), DecodeContext: opt.DecodeContext, DecodeSteps: opt.DecodeSteps}
+	rep := &Report{Backend: m.Placement.Primary, Threads: runtime.GOMAXPROCS(0), KernelISA: m.Device().Describe(),
+		Checkpoint: m.CheckpointBytes(), DecodeContext: opt.DecodeContext, DecodeSteps: opt.DecodeSteps}
 	rng := rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x5851f42d4c957f2d))
 	prompt := func(S int) [][]int64 {
 		rows := make([][]int64, opt.Batch)
@@ -184,9 +180,9 @@ func (m *Model) Bench(opt BenchOptions) (*BenchReport, error) {
 		}
 		fig := PrefillFigure{Tokens: S, Batch: opt.Batch}
 		env := ir.Bindings{B: int64(opt.Batch), S: int64(S), M: int64(S), P: 0}
-		fig.FLOPs, fig.WeightFLOPs = graphFLOPs(m.pg, env)
+		fig.FLOPs, fig.WeightFLOPs = graphFLOPs(m.Module.Graph("prefill"), env)
 		for r := 0; r < opt.Repeats; r++ {
-			s, err := m.NewSession(Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, MaxMemory: opt.MaxMemory})
+			s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, MaxMemory: opt.MaxMemory})
 			if err != nil {
 				return nil, err
 			}
@@ -210,11 +206,11 @@ func (m *Model) Bench(opt BenchOptions) (*BenchReport, error) {
 		runtime.GC()
 	}
 
-	if err := m.benchDecode(opt, rep, prompt(opt.DecodeContext)); err != nil {
+	if err := decode(m, opt, rep, prompt(opt.DecodeContext)); err != nil {
 		return nil, err
 	}
 	opt.Log("decode after %d tokens: %d steps %.3f s  %.2f tokens/s  %s weights/token (%s as held)", opt.DecodeContext,
-		opt.DecodeSteps, rep.DecodeSeconds, rep.DecodeTokensPerS, FormatBytes(int64(rep.WeightBytesPerDecodeToken)), FormatBytes(int64(rep.HeldBytesPerDecodeToken)))
+		opt.DecodeSteps, rep.DecodeSeconds, rep.DecodeTokensPerS, engine.FormatBytes(int64(rep.WeightBytesPerDecodeToken)), engine.FormatBytes(int64(rep.HeldBytesPerDecodeToken)))
 
 	if opt.ProbeBytes > 0 {
 		rep.ProbeBytes = opt.ProbeBytes
@@ -226,46 +222,46 @@ func (m *Model) Bench(opt BenchOptions) (*BenchReport, error) {
 	return rep, nil
 }
 
-// benchPreflight refuses, before anything is allocated, a benchmark whose
+// preflight refuses, before anything is allocated, a benchmark whose
 // sessions or probe buffer do not fit: each prefill length's session, the
 // decode session (context + warm-up + steps), and the probe against the
 // same limit as the sessions (-max-memory, else MemAvailable). The probe
 // runs after the sessions are dropped, so each is checked on its own.
-func (m *Model) benchPreflight(opt BenchOptions) error {
+func preflight(m *engine.Model, opt Options) error {
 	for _, S := range opt.PrefillTokens {
 		if S <= 0 {
 			return fmt.Errorf("prefill length %d: must be > 0", S)
 		}
-		if err := m.checkMemoryHint(Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, MaxMemory: opt.MaxMemory}, "lower -bench-prefill"); err != nil {
+		if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, MaxMemory: opt.MaxMemory}, "lower -bench-prefill"); err != nil {
 			return fmt.Errorf("prefill of %d tokens: %v", S, err)
 		}
 	}
 	total := ir.SatAdd(ir.SatAdd(int64(opt.DecodeContext), int64(max(opt.DecodeWarmup, 0))), ir.SatAdd(int64(opt.DecodeSteps), 1))
-	if err := m.checkMemoryHint(Options{Batch: opt.Batch, MaxLen: int(total), PrefillLen: opt.DecodeContext, MaxMemory: opt.MaxMemory}, "lower -bench-context or -bench-decode"); err != nil {
+	if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: int(total), PrefillLen: opt.DecodeContext, MaxMemory: opt.MaxMemory}, "lower -bench-context or -bench-decode"); err != nil {
 		return fmt.Errorf("decode after %d tokens: %v", opt.DecodeContext, err)
 	}
 	if opt.ProbeBytes > 0 {
-		limit, what := m.memoryLimit(opt.MaxMemory)
+		limit, what := m.MemoryLimit(opt.MaxMemory)
 		if limit > 0 && opt.ProbeBytes > limit {
 			return fmt.Errorf("the bandwidth probe buffer of %d bytes (%s) is more than %s of %d bytes (%s): lower -probe-mb",
-				opt.ProbeBytes, FormatBytes(opt.ProbeBytes), what, limit, FormatBytes(limit))
+				opt.ProbeBytes, engine.FormatBytes(opt.ProbeBytes), what, limit, engine.FormatBytes(limit))
 		}
 	}
 	return nil
 }
 
-// benchDecode times opt.DecodeSteps greedy decode steps after a prompt and
+// decode times opt.DecodeSteps greedy decode steps after a prompt and
 // counts the weight bytes they read.
-func (m *Model) benchDecode(opt BenchOptions, rep *BenchReport, p [][]int64) error {
+func decode(m *engine.Model, opt Options, rep *Report, p [][]int64) error {
 	total := opt.DecodeContext + opt.DecodeWarmup + opt.DecodeSteps + 1
-	s, err := m.NewSession(Options{Batch: opt.Batch, MaxLen: total, PrefillLen: opt.DecodeContext, MaxMemory: opt.MaxMemory})
+	s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: total, PrefillLen: opt.DecodeContext, MaxMemory: opt.MaxMemory})
 	if err != nil {
 		return err
 	}
 	// Distinct experts chosen per layer, summed over the timed steps.
 	chosen := map[int]int{}
 	counting := false
-	s.Observer = &Observer{
+	s.Observer = &engine.Observer{
 		Wants: func(name string) bool { return counting && strings.HasSuffix(name, ".gate_indices") },
 		See: func(name string, t *backends.Tensor) {
 			if l, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, "L"), ".gate_indices")); err == nil {
@@ -305,10 +301,10 @@ func (m *Model) benchDecode(opt BenchOptions, rep *BenchReport, p [][]int64) err
 	rep.DecodeOpTimes = opTimeFigures(s.OpTimes, tokens, rep.DecodeSeconds)
 	rep.DecodeTokensPerS = tokens / rep.DecodeSeconds
 	pos := int64(opt.DecodeContext + opt.DecodeWarmup + opt.DecodeSteps/2)
-	fl, _ := graphFLOPs(m.dg, ir.Bindings{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
+	fl, _ := graphFLOPs(m.Module.Graph("decode"), ir.Bindings{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
 	rep.DecodeFLOPs = fl / float64(opt.Batch)
 
-	wb := m.decodeWeightBytes(ir.Bindings{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
+	wb := decodeWeightBytes(m, ir.Bindings{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
 	var experts float64
 	for l, n := range chosen {
 		experts += float64(n)
@@ -357,15 +353,14 @@ var rowGatherOps = map[string]bool{"embed": true, "engram_lookup": true, "token_
 // decodeWeightBytes sums the weights the decode graph reads in one step:
 // whole matrices, per-row tables only for the rows looked up, and routed
 // experts per expert (the caller multiplies by the experts chosen).
-func (m *Model) decodeWeightBytes(env ir.Bindings) weightBytes {
+func decodeWeightBytes(m *engine.Model, env ir.Bindings) weightBytes {
 	wb := weightBytes{expertStored: map[int]int64{}, expertHeld: map[int]int64{}}
-	uses := m.dg.Uses()
-	for _, n := range m.dg.Weights() {
-		t, err := m.weight(m.Placement.Backend[n], n)
+	uses := m.Module.Graph("decode").Uses()
+	for _, n := range m.Module.Graph("decode").Weights() {
+		stored, held, err := m.WeightBytes(n)
 		if err != nil {
 			continue
 		}
-		stored, held := m.w.storedBytes(n), heldBytes(t)
 		if e := n.Attrs.Int("experts", 0); e > 0 {
 			l := int(n.Attrs.Int("layer", -1))
 			wb.expertStored[l] += stored / e
@@ -396,75 +391,6 @@ func (m *Model) decodeWeightBytes(env ir.Bindings) weightBytes {
 		wb.held += held * looked / rowsTotal
 	}
 	return wb
-}
-
-// heldBytes is the memory a bound weight takes; a host tensor's bf16
-// matrix with an F32 copy counts as the bf16 bytes the CPU kernels read.
-func heldBytes(b backends.Buffer) int64 {
-	t, ok := b.(*backends.Tensor)
-	if !ok {
-		return b.Bytes()
-	}
-	f32 := len(t.F32)
-	if f32 > 0 && t.Scale == nil && len(t.U8) == 2*f32 {
-		f32 = 0 // a bf16 matrix with an F32 copy: the CPU kernels read the bf16 bytes
-	}
-	n := int64(4*f32 + len(t.U8) + len(t.Scale) + 8*len(t.I64) + 4*len(t.I32))
-	for _, p := range t.Parts {
-		n += heldBytes(p)
-	}
-	return n
-}
-
-// storedBytes returns the checkpoint bytes of a weight node: its codes or
-// values, its scales, and every expert of an expert stack.
-func (b *binder) storedBytes(n *ir.Node) int64 {
-	name, format := n.Attrs.Str("name", ""), n.Attrs.Str("format", "")
-	one := func(name string) int64 {
-		if format == "i64" {
-			if b.tmap == nil {
-				return 0
-			}
-			if t, ok := b.tmap.Get(name); ok {
-				return int64(len(t.Data))
-			}
-			return 0
-		}
-		var s int64
-		if t, ok := b.set.Get(name); ok {
-			s += int64(len(t.Data))
-		}
-		if format == "fp8" || format == "fp8row" || format == "fp4" {
-			if t, ok := b.set.Get(scaleName(name)); ok {
-				s += int64(len(t.Data))
-			}
-		}
-		return s
-	}
-	if e := n.Attrs.Int("experts", 0); e > 0 {
-		var s int64
-		for i := range int(e) {
-			s += one(strings.ReplaceAll(name, "{e}", strconv.Itoa(i)))
-		}
-		return s
-	}
-	return one(name)
-}
-
-// checkpointBytes is the size of the checkpoint's mapped files (the
-// safetensors shards and the Engram token map).
-func (b *binder) checkpointBytes() int64 {
-	var n int64
-	paths := []string{filepath.Join(b.dir, TokenMapFile)}
-	for _, f := range b.set.Files() {
-		paths = append(paths, f.Path)
-	}
-	for _, p := range paths {
-		if st, err := os.Stat(p); err == nil {
-			n += st.Size()
-		}
-	}
-	return n
 }
 
 // shapeOf evaluates a type's dimensions under env (an unknown one counts as M).
@@ -539,111 +465,10 @@ func graphFLOPs(g *ir.Graph, env ir.Bindings) (total, weights float64) {
 	return total, weights
 }
 
-// ProbeBandwidth returns the best of passes streaming reads of a buffer of
-// the given size (≫ the last-level cache) by GOMAXPROCS goroutines, in
-// bytes per second.
-func ProbeBandwidth(bytes int64, passes int) float64 {
-	n := int(bytes / 4)
-	buf := make([]float32, n)
-	p := runtime.GOMAXPROCS(0)
-	chunk := (n + p - 1) / p
-	var wg sync.WaitGroup
-	for i := range p {
-		wg.Add(1)
-		go func() { // touch the pages from the goroutine that reads them
-			defer wg.Done()
-			part := buf[min(i*chunk, n):min((i+1)*chunk, n)]
-			for j := range part {
-				part[j] = float32(j&7) * 0.125
-			}
-		}()
-	}
-	wg.Wait()
-	best := 0.0
-	sums := make([]float32, p)
-	for range max(passes, 1) {
-		t0 := time.Now()
-		for i := range p {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				part := buf[min(i*chunk, n):min((i+1)*chunk, n)]
-				var s float32
-				// a·a over 64 KiB blocks reads every byte once from memory.
-				for j := 0; j < len(part); j += 16384 {
-					blk := part[j:min(j+16384, len(part))]
-					s += fast.Dot(blk, blk)
-				}
-				sums[i] = s
-			}()
-		}
-		wg.Wait()
-		if bw := float64(n*4) / time.Since(t0).Seconds(); bw > best {
-			best = bw
-		}
-	}
-	runtime.KeepAlive(sums)
-	return best
-}
-
-// ReadRSS returns VmRSS, RssAnon, RssFile and VmHWM of this process from
-// /proc/self/status in bytes (zeros where unavailable).
-func ReadRSS() (rss, anon, file, peak int64) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fs := strings.Fields(v)
-		if len(fs) == 0 {
-			continue
-		}
-		kb, err := strconv.ParseInt(fs[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch k {
-		case "VmRSS":
-			rss = kb << 10
-		case "RssAnon":
-			anon = kb << 10
-		case "RssFile":
-			file = kb << 10
-		case "VmHWM":
-			peak = kb << 10
-		}
-	}
-	return
-}
-
-// readFilePmdMapped returns FilePmdMapped of /proc/self/smaps_rollup in
-// bytes (0 where unavailable).
-func readFilePmdMapped() int64 {
-	b, err := os.ReadFile("/proc/self/smaps_rollup")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "FilePmdMapped:"); ok {
-			if fs := strings.Fields(v); len(fs) > 0 {
-				kb, _ := strconv.ParseInt(fs[0], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
-}
-
 // Text renders a report for a terminal.
-func (r *BenchReport) Text() string {
+func (r *Report) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "backend %s, %d threads, kernels %s, checkpoint %s\n", r.Backend, r.Threads, r.KernelISA, FormatBytes(r.Checkpoint))
+	fmt.Fprintf(&b, "backend %s, %d threads, kernels %s, checkpoint %s\n", r.Backend, r.Threads, r.KernelISA, engine.FormatBytes(r.Checkpoint))
 	figs := append([]PrefillFigure(nil), r.Prefill...)
 	sort.SliceStable(figs, func(i, j int) bool { return figs[i].Tokens < figs[j].Tokens })
 	for _, f := range figs {
@@ -652,16 +477,16 @@ func (r *BenchReport) Text() string {
 	}
 	fmt.Fprintf(&b, "decode (after %d tokens, %d steps): %.3f tokens/s\n", r.DecodeContext, r.DecodeSteps, r.DecodeTokensPerS)
 	fmt.Fprintf(&b, "weights per decoded token: %s as stored (%.2f experts, %s of them), %s as held\n",
-		FormatBytes(int64(r.WeightBytesPerDecodeToken)), r.ExpertsPerToken, FormatBytes(int64(r.ExpertBytesPerToken)), FormatBytes(int64(r.HeldBytesPerDecodeToken)))
+		engine.FormatBytes(int64(r.WeightBytesPerDecodeToken)), r.ExpertsPerToken, engine.FormatBytes(int64(r.ExpertBytesPerToken)), engine.FormatBytes(int64(r.HeldBytesPerDecodeToken)))
 	fmt.Fprintf(&b, "decode reads %.2f GB/s of weights", r.DecodeBytesPerS/1e9)
 	if r.ProbeBytesPerS > 0 {
 		fmt.Fprintf(&b, " = %.1f %% of this machine's bandwidth (probe %.2f GB/s over %s; floor %.2f tokens/s)",
-			100*r.BandwidthFraction, r.ProbeBytesPerS/1e9, FormatBytes(r.ProbeBytes), r.FloorTokensPerS)
+			100*r.BandwidthFraction, r.ProbeBytesPerS/1e9, engine.FormatBytes(r.ProbeBytes), r.FloorTokensPerS)
 	}
 	b.WriteString("\n")
 	writeOpTimes(&b, r.DecodeOpTimes, "decoded token")
 	fmt.Fprintf(&b, "resident memory after decode: %s (anonymous %s, mapped file %s of which %s in 2 MiB pages; peak %s)\n",
-		FormatBytes(r.RSS), FormatBytes(r.RSSAnon), FormatBytes(r.RSSFile), FormatBytes(r.FileHuge), FormatBytes(r.PeakRSS))
+		engine.FormatBytes(r.RSS), engine.FormatBytes(r.RSSAnon), engine.FormatBytes(r.RSSFile), engine.FormatBytes(r.FileHuge), engine.FormatBytes(r.PeakRSS))
 	if r.RSSFile > 64<<20 && r.FileHuge < r.RSSFile/2 {
 		// the page cache holds the checkpoint in small folios (written, or
 		// read through 4 KiB pages): decode pays a TLB miss every 4 KiB

@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"bufio"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ds4go/ds4/backends/cpu/fast"
+)
+
+// ProbeBandwidth returns the best of passes streaming reads of a buffer of
+// the given size (≫ the last-level cache) by GOMAXPROCS goroutines, in
+// bytes per second.
+func ProbeBandwidth(bytes int64, passes int) float64 {
+	n := int(bytes / 4)
+	buf := make([]float32, n)
+	p := runtime.GOMAXPROCS(0)
+	chunk := (n + p - 1) / p
+	var wg sync.WaitGroup
+	for i := range p {
+		wg.Add(1)
+		go func() { // touch the pages from the goroutine that reads them
+			defer wg.Done()
+			part := buf[min(i*chunk, n):min((i+1)*chunk, n)]
+			for j := range part {
+				part[j] = float32(j&7) * 0.125
+			}
+		}()
+	}
+	wg.Wait()
+	best := 0.0
+	sums := make([]float32, p)
+	for range max(passes, 1) {
+		t0 := time.Now()
+		for i := range p {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				part := buf[min(i*chunk, n):min((i+1)*chunk, n)]
+				var s float32
+				// a·a over 64 KiB blocks reads every byte once from memory.
+				for j := 0; j < len(part); j += 16384 {
+					blk := part[j:min(j+16384, len(part))]
+					s += fast.Dot(blk, blk)
+				}
+				sums[i] = s
+			}()
+		}
+		wg.Wait()
+		if bw := float64(n*4) / time.Since(t0).Seconds(); bw > best {
+			best = bw
+		}
+	}
+	runtime.KeepAlive(sums)
+	return best
+}
+
+// ReadRSS returns VmRSS, RssAnon, RssFile and VmHWM of this process from
+// /proc/self/status in bytes (zeros where unavailable).
+func ReadRSS() (rss, anon, file, peak int64) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fs := strings.Fields(v)
+		if len(fs) == 0 {
+			continue
+		}
+		kb, err := strconv.ParseInt(fs[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			rss = kb << 10
+		case "RssAnon":
+			anon = kb << 10
+		case "RssFile":
+			file = kb << 10
+		case "VmHWM":
+			peak = kb << 10
+		}
+	}
+	return
+}
+
+// readFilePmdMapped returns FilePmdMapped of /proc/self/smaps_rollup in
+// bytes (0 where unavailable).
+func readFilePmdMapped() int64 {
+	b, err := os.ReadFile("/proc/self/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "FilePmdMapped:"); ok {
+			if fs := strings.Fields(v); len(fs) > 0 {
+				kb, _ := strconv.ParseInt(fs[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
