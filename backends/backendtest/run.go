@@ -56,9 +56,20 @@ func Run(t *testing.T, name string) {
 				fellBack = append(fellBack, c.Name)
 				t.Skipf("falls back: %s refuses %%%d %s %s", name, n.ID, n.Op, n.Type)
 			}
-			if where := runCase(t, name, c, in, seed); where != name {
+			repeat := fmt.Sprintf("(seed %d: %s=%d go test -run '%s')", seed, SeedEnv, seed, t.Name())
+			out, err := Check(name, c, in)
+			if err != nil {
+				t.Fatalf("%v %s", err, repeat)
+			}
+			if out.Placed != name {
 				fellBack = append(fellBack, c.Name)
-				t.Skipf("falls back: the schedule placed %s on %s", c.Op, where)
+				t.Skipf("falls back: the schedule placed %s on %s", c.Op, out.Placed)
+			}
+			for _, l := range out.Measured {
+				t.Log(l)
+			}
+			for _, e := range out.Failed {
+				t.Errorf("%v %s\n(tolerance: %s)", e, repeat, c.Tol.Why)
 			}
 			ran = append(ran, c.Name)
 		})
@@ -79,29 +90,36 @@ func opsOf(names []string) string {
 	return strings.Join(ops, " ")
 }
 
-// runCase runs one instance on backend and on the reference and compares
-// them; it returns the backend the case's op was placed on.
-func runCase(t *testing.T, backend string, c Case, in *Instance, seed uint64) string {
-	t.Helper()
-	repeat := fmt.Sprintf("(seed %d: %s=%d go test -run '%s')", seed, SeedEnv, seed, t.Name())
+// Outcome is one case's comparison of a backend with the reference.
+type Outcome struct {
+	Placed   string   // the backend the case's op ran on (the comparison is made only when it is the one asked for)
+	Measured []string // what each output and state measured, and the tolerance
+	Failed   []error  // the outputs and states beyond the tolerance
+}
+
+// Check runs the instance on backend and, when the case's op was placed
+// there, on the reference, and compares every output and every state after
+// the call with the case's tolerance. An error is a failure to run.
+func Check(backend string, c Case, in *Instance) (*Outcome, error) {
 	got, err := Exec(backend, in)
 	if err != nil {
-		t.Fatalf("%s: %v %s", backend, err, repeat)
+		return nil, fmt.Errorf("%s: %w", backend, err)
 	}
-	if where := got.Placement.Backend[in.node(c.Op)]; where != backend {
-		return where
+	out := &Outcome{Placed: got.Placement.Backend[in.node(c.Op)]}
+	if out.Placed != backend {
+		return out, nil
 	}
 	want, err := Exec(Reference, in)
 	if err != nil {
-		t.Fatalf("%s: %v %s", Reference, err, repeat)
+		return nil, fmt.Errorf("%s: %w", Reference, err)
 	}
 	check := func(what string, g, w *backends.Tensor) {
 		d, err := Compare(g, w, c.Tol)
 		if err != nil {
-			t.Errorf("%s: %v %s\n(tolerance: %s)", what, err, repeat, c.Tol.Why)
+			out.Failed = append(out.Failed, fmt.Errorf("%s: %w", what, err))
 			return
 		}
-		t.Logf("%s: %v; tolerance %s", what, d, c.Tol)
+		out.Measured = append(out.Measured, fmt.Sprintf("%s: %v; tolerance %s", what, d, c.Tol))
 	}
 	for _, o := range in.Graph.Outputs {
 		check("output "+o.Name, got.Outputs[o.Name], want.Outputs[o.Name])
@@ -109,7 +127,7 @@ func runCase(t *testing.T, backend string, c Case, in *Instance, seed uint64) st
 	for _, name := range sortedKeys(want.State) {
 		check("state "+name, got.State[name], want.State[name])
 	}
-	return backend
+	return out, nil
 }
 
 // Build makes the case's instance under the run's seed and assigns its
