@@ -32,15 +32,6 @@ type Program struct {
 // opFunc enqueues node i's kernels.
 type opFunc func(c *call, i int, n *ir.Node, a []*Value) (*Value, error)
 
-// viewOps return an argument's buffer (or a state's) instead of a new one.
-var viewOps = map[string]bool{
-	"reshape": true, "cache_write": true, "window_update": true, "group_state_update": true,
-	"engram_hist_update": true, "weight": true, "state": true, "rope_table": true, "const": true,
-}
-
-// ownsBuffer reports whether node n writes a buffer of its own.
-func ownsBuffer(n *ir.Node) bool { return n.Op != "probe" && !viewOps[n.Op] }
-
 // Supports reports whether the GPU backend runs node n: its op, its dtypes
 // and the attributes its kernels take. f16 values are not supported (no
 // kernel rounds to f16).

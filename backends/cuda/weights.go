@@ -12,7 +12,7 @@ import (
 )
 
 // LayoutKind is how a weight is stored on the GPU. The backend chooses it
-// from the weight's format and the ops that read it (weightUse): the
+// from the weight's format and shape (BindWeight): the
 // products read bf16 matrices as stored (half the bytes of fp32) and fp8/fp4
 // codes with their e8m0 scales (dequantised inside the kernels), the other
 // ops read fp32 values.
@@ -37,32 +37,6 @@ type Layout struct {
 
 	src     *backends.HostWeight // the checkpoint bytes (mapped while the model is open)
 	widened driver.Ptr           // fp32 values of a bf16 or fp8 matrix, made at a first non-product use
-}
-
-// weightUse is what the consumers of weight node n need: "plain" when
-// every consumer is a plain product or the embedding (a bf16 matrix stays
-// bf16), else "values" (fp32).
-func weightUse(g *ir.Graph, n *ir.Node) string {
-	use := "plain"
-	var visit func(v *ir.Node)
-	visit = func(v *ir.Node) {
-		for _, c := range g.Nodes {
-			for _, a := range c.Args {
-				if a != v {
-					continue
-				}
-				switch c.Op {
-				case "reshape", "probe":
-					visit(c)
-				case "matmul", "grouped_matmul", "embed":
-				default:
-					use = "values"
-				}
-			}
-		}
-	}
-	visit(n)
-	return use
 }
 
 // hostWeight is a weight's bytes in the chosen GPU layout, to upload.
