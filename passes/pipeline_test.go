@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ds4go/ds4/internal/goldentest"
 	"github.com/ds4go/ds4/ir"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 	"github.com/ds4go/ds4/passes"
 )
 
-func buildTiny(t *testing.T) *ir.Module { return goldentest.BuildTiny(t) }
+func buildTiny(t *testing.T) *ir.Module { return dstest.BuildTiny(t) }
 
 // TestPipelineTiny runs the whole pipeline on the tiny model, verifying
 // after every pass, and checks that probes keep their names and order.

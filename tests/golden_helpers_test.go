@@ -3,22 +3,23 @@ package tests
 import (
 	"testing"
 
-	"github.com/ds4go/ds4/internal/goldentest"
+	"github.com/ds4go/ds4/engine/enginetest"
 	"github.com/ds4go/ds4/ir"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 )
 
-// Short names for the shared golden-run helpers (internal/goldentest).
+// Short names for the shared golden-run helpers (models/deepseekv4/dstest, engine/enginetest).
 var (
-	repoRoot  = goldentest.RepoRoot
-	tinyDir   = goldentest.TinyDir
-	buildTiny = goldentest.BuildTiny
-	ids2      = goldentest.IDs
+	repoRoot  = dstest.RepoRoot
+	tinyDir   = dstest.TinyDir
+	buildTiny = dstest.BuildTiny
+	ids2      = dstest.IDs
 )
 
 // teacherRun is a block-local run of golden on the CPU backend (cpuBackend);
 // it returns the trace file.
 func teacherRun(t testing.TB, m *ir.Module, dir, golden string) string {
 	t.Helper()
-	trace, _ := goldentest.TeacherRun(t, m, dir, golden, cpuBackend)
+	trace, _ := enginetest.TeacherRun(t, m, dir, golden, cpuBackend)
 	return trace
 }

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ds4go/ds4/internal/goldentest"
+	"github.com/ds4go/ds4/engine/enginetest"
 	"github.com/ds4go/ds4/internal/safetensors"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 )
 
 var (
@@ -75,9 +76,9 @@ func TestGoldenTinyGorgonia(t *testing.T) {
 	if testing.Short() {
 		t.Skip("teacher-forced runs in -short mode")
 	}
-	golden := filepath.Join(goldentest.TinyDir(), "golden.safetensors")
-	m := goldentest.BuildTiny(t)
-	gTrace, placed := goldentest.TeacherRun(t, m, goldentest.TinyDir(), golden, "gorgonia")
+	golden := filepath.Join(dstest.TinyDir(), "golden.safetensors")
+	m := dstest.BuildTiny(t)
+	gTrace, placed := enginetest.TeacherRun(t, m, dstest.TinyDir(), golden, "gorgonia")
 	for _, be := range []string{"gorgonia", "cpu"} {
 		total := 0
 		var ops []string
@@ -91,7 +92,7 @@ func TestGoldenTinyGorgonia(t *testing.T) {
 	if len(placed["gorgonia"]) == 0 {
 		t.Errorf("nothing ran on gorgonia")
 	}
-	cTrace, _ := goldentest.TeacherRun(t, goldentest.BuildTiny(t), goldentest.TinyDir(), golden, "cpu")
+	cTrace, _ := enginetest.TeacherRun(t, dstest.BuildTiny(t), dstest.TinyDir(), golden, "cpu")
 
 	open := func(p string) *safetensors.File {
 		f, err := safetensors.Open(p)
@@ -142,7 +143,7 @@ func TestGoldenTinyGorgonia(t *testing.T) {
 		}
 		cls := class(name)
 		lim, ok := vsCPU[cls]
-		rel, abs := goldentest.RelL2(got, c), maxAbs(got, c)
+		rel, abs := dstest.RelL2(got, c), maxAbs(got, c)
 		if !(rel <= lim.rel) || !(abs <= lim.abs) || (!ok && !slices.Equal(got, c)) {
 			t.Errorf("%s: gorgonia vs cpu backend rel L2 %.3g, max abs %.3g; bounds %.0e / %.0e", name, rel, abs, lim.rel, lim.abs)
 		}
@@ -161,7 +162,7 @@ func TestGoldenTinyGorgonia(t *testing.T) {
 			t.Errorf("%s: golden has no matching tensor", name)
 			continue
 		}
-		rel, abs = goldentest.RelL2(got, want), maxAbs(got, want)
+		rel, abs = dstest.RelL2(got, want), maxAbs(got, want)
 		if !(rel <= glim.rel) || !(abs <= glim.abs) {
 			t.Errorf("%s: rel L2 vs golden %.3g, max abs %.3g; bounds %.0e / %.0e", name, rel, abs, glim.rel, glim.abs)
 		}
