@@ -83,7 +83,7 @@ func TestSuiteFailsBrokenBackends(t *testing.T) {
 		"broken-cast":    "cast/f32_to_bf16",
 		"broken-rmsnorm": "rmsnorm/dim",
 		"broken-matmul":  "matmul/f32_hc_fn",
-		"broken-window":  "window_update/decode",
+		"broken-window":  "window_update/decode_batch2",
 	} {
 		c := caseNamed(t, name)
 		out, err := Check(be, c, Build(t, c, seed))

@@ -396,12 +396,12 @@ func norms() {
 		pre := b.g.Source("const", ir.T(ir.F32, rel.HC), ir.Attrs{"floats": []float64{1, 0, 0, 0}})
 		return b.out(b.add("hc_pre", nil, b.input(stream(r)), pre))
 	})
-	add("hc_post/dim", golden, func(r *rand.Rand) *Instance {
-		b := newBuilder(r, "hc_post", 1, 2, 8, 0)
-		y := b.input(floats(r, ir.BF16, 1, 1, 2, rel.Dim))
-		post := b.input(uniform(r, ir.F32, 0, 2, 1, 2, rel.HC))
-		comb := b.input(uniform(r, ir.F32, 0, 1, 1, 2, rel.HC, rel.HC))
-		return b.out(b.add("hc_post", nil, y, b.input(stream(r)), post, comb))
+	add("hc_post/dim_batch2", golden, func(r *rand.Rand) *Instance {
+		b := newBuilder(r, "hc_post", 2, 2, 8, 0)
+		y := b.input(floats(r, ir.BF16, 1, 2, 2, rel.Dim))
+		post := b.input(uniform(r, ir.F32, 0, 2, 2, 2, rel.HC))
+		comb := b.input(uniform(r, ir.F32, 0, 1, 2, 2, rel.HC, rel.HC))
+		return b.out(b.add("hc_post", nil, y, b.input(floats(r, ir.BF16, 1, 2, 2, rel.HC, rel.Dim)), post, comb))
 	})
 }
 
@@ -438,12 +438,12 @@ func attention() {
 	}{
 		{"q", []int{1, 2, rel.Heads, rel.HeadDim}, false},
 		{"inverse_out", []int{1, 2, rel.Heads, rel.HeadDim}, true},
-		{"kv", []int{1, 3, rel.HeadDim}, false},
+		{"kv_batch2", []int{2, 3, rel.HeadDim}, false},
 		{"indexer_q", []int{1, 2, rel.IdxHeads, rel.IdxDim}, false},
 	} {
 		add("rope/"+v.name, golden, func(r *rand.Rand) *Instance {
 			const m = 64
-			b := newBuilder(r, "rope", 1, v.shape[1], m, 0)
+			b := newBuilder(r, "rope", v.shape[0], v.shape[1], m, 0)
 			x := b.input(floats(r, ir.BF16, 1, v.shape...))
 			pos := b.input(ints(randInts(r, v.shape[1], m), v.shape[1]))
 			a := ir.Attrs{"dim": i(rel.RopeDim)}
@@ -468,13 +468,13 @@ func attention() {
 		})
 	}
 	for _, v := range []struct {
-		name string
-		S, P int
-	}{{"prefill", 3, 0}, {"prefill_wraps", rel.Window + 2, 0}, {"decode", 1, 300}} {
+		name    string
+		B, S, P int
+	}{{"prefill", 1, 3, 0}, {"prefill_wraps", 1, rel.Window + 2, 0}, {"decode_batch2", 2, 1, 300}} {
 		add("window_update/"+v.name, exact(whyMove), func(r *rand.Rand) *Instance {
-			b := newBuilder(r, "window_update", 1, v.S, 512, v.P)
-			ring := b.state("ring", "window", floats(r, ir.BF16, 1, 1, rel.Window, rel.HeadDim), "B", rel.Window, rel.HeadDim)
-			kv := b.input(floats(r, ir.BF16, 1, 1, v.S, rel.HeadDim), "B", "S", rel.HeadDim)
+			b := newBuilder(r, "window_update", v.B, v.S, 512, v.P)
+			ring := b.state("ring", "window", floats(r, ir.BF16, 1, v.B, rel.Window, rel.HeadDim), "B", rel.Window, rel.HeadDim)
+			kv := b.input(floats(r, ir.BF16, 1, v.B, v.S, rel.HeadDim), "B", "S", rel.HeadDim)
 			return b.out(b.add("window_update", nil, ring, kv, b.startPos()))
 		})
 	}
@@ -515,15 +515,15 @@ func attention() {
 	}
 	pool := Tol{Kind: Scaled, Rel: 1e-6, Why: "fp32 softmax weights of ≤ 4 slots: exp may differ by 1 fp32 ulp (torch's own expf does), a few 2^-24 of the output's scale"}
 	for _, v := range []struct {
-		name string
-		S, P int
-	}{{"prefill", 6, 0}, {"decode_completes_group", 1, 5}, {"decode_no_group", 1, 4}} {
+		name    string
+		B, S, P int
+	}{{"prefill_batch2", 2, 6, 0}, {"decode_completes_group", 1, 1, 5}, {"decode_no_group", 1, 1, 4}} {
 		add("compressor_pool/"+v.name, pool, func(r *rand.Rand) *Instance {
-			b := newBuilder(r, "compressor_pool", 1, v.S, 64, v.P)
-			c := b.input(floats(r, ir.F32, 1, 1, v.S, rel.HeadDim))
-			z := b.input(floats(r, ir.F32, 2, 1, v.S, rel.HeadDim))
-			kvst := b.state("kv_state", "compressor_kv", floats(r, ir.F32, 1, 1, 2, rel.HeadDim))
-			scst := b.state("score_state", "compressor_score", floats(r, ir.F32, 2, 1, 2, rel.HeadDim))
+			b := newBuilder(r, "compressor_pool", v.B, v.S, 64, v.P)
+			c := b.input(floats(r, ir.F32, 1, v.B, v.S, rel.HeadDim))
+			z := b.input(floats(r, ir.F32, 2, v.B, v.S, rel.HeadDim))
+			kvst := b.state("kv_state", "compressor_kv", floats(r, ir.F32, 1, v.B, 2, rel.HeadDim))
+			scst := b.state("score_state", "compressor_score", floats(r, ir.F32, 2, v.B, 2, rel.HeadDim))
 			return b.out(b.add("compressor_pool", ir.Attrs{"ratio": i(2)}, c, z, kvst, scst, b.startPos()))
 		})
 	}
@@ -567,10 +567,10 @@ func itoa(v int) string { return strconv.Itoa(v) }
 func indexer() {
 	sel := exact(whySelect)
 	add("index_score/released", golden, func(r *rand.Rand) *Instance {
-		b := newBuilder(r, "index_score", 1, 2, 128, 0)
-		q := b.input(floats(r, ir.BF16, 1, 1, 2, rel.IdxHeads, rel.IdxDim), "B", "S", rel.IdxHeads, rel.IdxDim)
-		k := b.input(floats(r, ir.BF16, 1, 1, 64, rel.IdxDim))
-		w := b.input(floats(r, ir.BF16, 0.03, 1, 2, rel.IdxHeads), "B", "S", rel.IdxHeads)
+		b := newBuilder(r, "index_score", 2, 2, 128, 0)
+		q := b.input(floats(r, ir.BF16, 1, 2, 2, rel.IdxHeads, rel.IdxDim), "B", "S", rel.IdxHeads, rel.IdxDim)
+		k := b.input(floats(r, ir.BF16, 1, 2, 64, rel.IdxDim))
+		w := b.input(floats(r, ir.BF16, 0.03, 2, 2, rel.IdxHeads), "B", "S", rel.IdxHeads)
 		return b.out(b.add("index_score", nil, q, k, w))
 	})
 	for _, v := range []struct {
