@@ -1,10 +1,18 @@
-// Package engine is what cmd/exec and the Go API share: bind a checkpoint to
-// the weights of compiled graphs, allocate the persistent state, run prefill
-// and decode calls on a backend, and record or teacher-force traces. It
-// imports no pass.
+// Package engine is the runtime that cmd/exec and Go programs share: open a
+// plan's graphs on a backend (engine.Open places them by capability and
+// binds the checkpoint's weights through the backends' devices), allocate a
+// session's state, RoPE tables and activation arenas on those devices, run
+// prefill and decode calls, sample (Generate, Sample), check a plan against
+// a checkpoint (CheckPlan), and record or teacher-force traces. It imports
+// no pass and no backend implementation: a program imports the backends it
+// wants for their registration.
+//
+//	import _ "github.com/ds4go/ds4/backends/cpu"
 //
 //	m, _ := engine.Open(module, "/models/tiny", "cpu")
+//	defer m.Close()
 //	s, _ := m.NewSession(engine.Options{Batch: 1, MaxLen: 64})
-//	logits, _ := s.Prefill([][]int64{{1, 2, 3}})
-//	next := engine.Argmax(logits.Last())
+//	defer s.Close()
+//	g, _ := s.Generate([][]int64{{1, 2, 3}}, engine.GenerateOptions{MaxNew: 8})
+//	fmt.Println(g.IDs[0])
 package engine
