@@ -132,3 +132,24 @@ func constant(t *backends.Tensor) bool {
 	}
 	return t.NumElements() > 1
 }
+
+// TestForcedProbeReplaces checks the forced probe case itself: on the
+// reference, the probe's reader sees the forced value (so a backend that
+// ignores Env.Probe fails the case), and the traced value is the unforced one.
+func TestForcedProbeReplaces(t *testing.T) {
+	c := caseNamed(t, "probe/forced")
+	in := Build(t, c, Seed(t))
+	res, err := Exec(Reference, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forced, x := in.Forced["x2"], in.Inputs["x0"]
+	for i, v := range res.Outputs["out"].F32 {
+		if want := forced.F32[i] * 0.5; v != want {
+			t.Fatalf("out[%d] = %g, want the forced value's half %g", i, v, want)
+		}
+		if p, want := res.Probes["x2"].F32[i], x.F32[i]*2; p != want {
+			t.Fatalf("traced x2[%d] = %g, want %g", i, p, want)
+		}
+	}
+}

@@ -27,6 +27,11 @@ type Instance struct {
 	Inputs     map[string]*backends.Tensor     // by input name (start_pos is added from P)
 	Weights    map[string]*backends.HostWeight // by weight name, as the checkpoint stores them
 	State      map[string]*backends.Tensor     // by state name; updated by the call
+	// Trace runs the call as a trace does: every probe value is read
+	// back (Result.Probes), and a forced probe's value is replaced by
+	// Forced[name] (teacher forcing).
+	Trace  bool
+	Forced map[string]*backends.Tensor
 }
 
 // Bindings are the instance's symbol values.

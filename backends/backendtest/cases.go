@@ -708,6 +708,19 @@ func fused() {
 		b := newBuilder(r, "probe", 1, 2, 8, 0)
 		return b.out(b.add("probe", ir.Attrs{"name": "x"}, b.input(floats(r, ir.BF16, 1, 1, 2, rel.Dim), "B", "S", rel.Dim)))
 	})
+	// Traced: the probe's value is read back; forced: replaced (teacher
+	// forcing), and its reader must see the replacement.
+	for _, force := range []bool{false, true} {
+		name := map[bool]string{false: "probe/traced", true: "probe/forced"}[force]
+		add(name, exact(whyMove), func(r *rand.Rand) *Instance {
+			b := newBuilder(r, "probe", 1, 2, 8, 0)
+			b.in.Trace = true
+			b.in.Forced = map[string]*backends.Tensor{"x2": floats(r, ir.BF16, 1, 1, 2, rel.Dim)}
+			x := b.add("mul_scalar", ir.Attrs{"value": 2.0}, b.input(floats(r, ir.BF16, 1, 1, 2, rel.Dim), "B", "S", rel.Dim))
+			p := b.add("probe", ir.Attrs{"name": "x2", "force": force}, x)
+			return b.out(b.add("mul_scalar", ir.Attrs{"value": 0.5}, p))
+		})
+	}
 	add("hc_mix/released", reorder32, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "hc_mix", 1, 2, 8, 0)
 		mix := (2 + rel.HC) * rel.HC

@@ -127,6 +127,9 @@ func Check(backend string, c Case, in *Instance) (*Outcome, error) {
 	for _, name := range sortedKeys(want.State) {
 		check("state "+name, got.State[name], want.State[name])
 	}
+	for _, name := range sortedKeys(want.Probes) {
+		check("probe "+name, got.Probes[name], want.Probes[name])
+	}
 	return out, nil
 }
 
@@ -176,6 +179,7 @@ func CaseRand(seed uint64, name string) *rand.Rand {
 type Result struct {
 	Outputs   map[string]*backends.Tensor // by output name
 	State     map[string]*backends.Tensor // every state after the call
+	Probes    map[string]*backends.Tensor // with Instance.Trace: every probe's value
 	Placement *backends.Placement
 }
 
@@ -241,6 +245,10 @@ func execCalls(backend string, in *Instance, warm bool) (res *Result, err error)
 			return nil, err
 		}
 		call.Arenas = arenas
+		probes := map[string]*backends.Tensor{}
+		if in.Trace {
+			call.Probe = in.probe(probes)
+		}
 		sent := map[string]*backends.Tensor{}
 		for k, v := range call.Inputs {
 			sent[k] = clone(v)
@@ -257,6 +265,7 @@ func execCalls(backend string, in *Instance, warm bool) (res *Result, err error)
 		if res, err = results(in, pl, devs, outs, call); err != nil {
 			return nil, err
 		}
+		res.Probes = probes
 	}
 	return res, nil
 }
@@ -279,6 +288,22 @@ func results(in *Instance, pl *backends.Placement, devs map[string]backends.Devi
 		}
 	}
 	return res, nil
+}
+
+// probe is the trace callback of a call: it reads every probe value back
+// into seen and replaces forced ones by the instance's values.
+func (in *Instance) probe(seen map[string]*backends.Tensor) func(backends.Device, string, bool, backends.Buffer) (backends.Buffer, error) {
+	return func(d backends.Device, name string, force bool, v backends.Buffer) (backends.Buffer, error) {
+		t, err := download(d, v)
+		if err != nil {
+			return nil, fmt.Errorf("probe %s: %w", name, err)
+		}
+		seen[name] = t
+		if f, ok := in.Forced[name]; ok && force {
+			return d.Upload(clone(f))
+		}
+		return v, nil
+	}
 }
 
 // scrambled returns the inputs with every float value v replaced by
