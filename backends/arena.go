@@ -100,3 +100,11 @@ func (a *HostArena) Bytes() int64 {
 	}
 	return n
 }
+
+// Close implements Arena: the slots are dropped for the garbage collector.
+func (a *HostArena) Close() error {
+	if a != nil {
+		a.slots = nil
+	}
+	return nil
+}

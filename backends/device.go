@@ -104,6 +104,9 @@ type Buffer interface {
 type Arena interface {
 	// Bytes is the memory the arena holds now.
 	Bytes() int64
+	// Close frees the arena's memory (after the work using it is done);
+	// the session closes its arenas, Device.Close the remaining ones.
+	Close() error
 }
 
 // HostWeight is a checkpoint tensor as stored, handed to BindWeight.

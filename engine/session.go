@@ -280,7 +280,8 @@ func (s *Session) allocState(n *ir.Node, name string) error {
 	return nil
 }
 
-// Close frees the session's buffers on the devices.
+// Close frees the session's buffers (state, RoPE tables, arenas) on the
+// devices; the session cannot be used afterwards.
 func (s *Session) Close() {
 	for name, b := range s.state {
 		s.m.devs[s.stDev[name]].Free(b)

@@ -179,6 +179,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	defer sess.Close()
 	if o.traceOut != "" || teacher != nil {
 		sess.Tracer = engine.NewTracer(o.traceOut != "", teacher)
 	}

@@ -198,6 +198,7 @@ func Run(m *engine.Model, opt Options) (*Report, error) {
 				fig.Seconds = d
 				fig.OpTimes = opTimeFigures(s.OpTimes, float64(S*opt.Batch), d)
 			}
+			s.Close()
 		}
 		fig.TokensPerS = float64(S*opt.Batch) / fig.Seconds
 		fig.GFLOPS = fig.FLOPs / fig.Seconds / 1e9
@@ -258,6 +259,7 @@ func decode(m *engine.Model, opt Options, rep *Report, p [][]int64) error {
 	if err != nil {
 		return err
 	}
+	defer s.Close()
 	// Distinct experts chosen per layer, summed over the timed steps.
 	chosen := map[int]int{}
 	counting := false

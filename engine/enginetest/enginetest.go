@@ -39,6 +39,7 @@ func TeacherRun(tb testing.TB, m *ir.Module, dir, golden, backend string) (strin
 	if err != nil {
 		tb.Fatal(err)
 	}
+	defer s.Close()
 	s.Tracer = engine.NewTracer(true, gf)
 	if _, err := s.Prefill(prompt); err != nil {
 		tb.Fatal(err)
