@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cuda/driver"
@@ -113,6 +114,12 @@ func (g *GPU) BindWeight(w *backends.HostWeight) (backends.Buffer, error) {
 	hw, err := layoutOf(w, use)
 	if err != nil {
 		return nil, err
+	}
+	if engramTable(w) {
+		mode := os.Getenv(EngramEnv)
+		if mode == "host" || (mode != "gpu" && g.fits(hw.deviceBytes(), "") != nil) {
+			return g.bindHostTable(w, hw)
+		}
 	}
 	if err := g.fits(hw.deviceBytes(), fmt.Sprintf("weight %q", w.Name)); err != nil {
 		return nil, err
@@ -239,6 +246,42 @@ func (g *GPU) downloadWeight(v *Value, t *backends.Tensor, name string) (*backen
 	return t, err
 }
 
+// EngramEnv names the environment variable that places the Engram tables:
+// "host" keeps them in page-locked host memory the lookup kernel reads
+// over PCIe (only the rows looked up cross), "gpu" puts them in device
+// memory; unset, a table goes to the GPU when it fits in the free memory
+// and stays on the host otherwise.
+const EngramEnv = "DS4_CUDA_ENGRAM"
+
+// hostTables counts the Engram tables bound in host memory (for tests).
+var hostTables atomic.Int64
+
+// engramTable reports whether w is an Engram table (the fp8 codes with a
+// scale per row and 32 columns that engram_lookup reads).
+func engramTable(w *backends.HostWeight) bool {
+	return w.Format == "fp8row" && w.DType == ir.F8E4M3 && len(w.Parts) == 0
+}
+
+// bindHostTable puts an Engram table's codes and scales in page-locked host
+// memory mapped for the GPU: engram_lookup reads the rows the hash chose
+// through the device address, with no copy of the table and no host round
+// trip.
+func (g *GPU) bindHostTable(w *backends.HostWeight, hw *hostWeight) (*Value, error) {
+	off := (len(hw.data) + 255) &^ 255
+	hb, err := g.ctx.NewHostBuffer(off+len(hw.scale), w.Name)
+	if err != nil {
+		return nil, err
+	}
+	copy(hb.Bytes, hw.data)
+	copy(hb.Bytes[off:], hw.scale)
+	g.mu.Lock()
+	g.hostBufs[hb] = true
+	g.mu.Unlock()
+	hostTables.Add(1)
+	return &Value{DType: w.DType, Shape: append([]int(nil), w.Shape...), Ptr: hb.Dev,
+		W: &Layout{Kind: LayoutQuant, Scale: hb.Dev + driver.Ptr(off), src: w, host: hb}}, nil
+}
+
 // Free implements backends.Device.
 func (g *GPU) Free(b backends.Buffer) error {
 	v, ok := b.(*Value)
@@ -254,6 +297,13 @@ func (g *GPU) Free(b backends.Buffer) error {
 }
 
 func (g *GPU) freeWeight(v *Value) error {
+	if hb := v.W.host; hb != nil {
+		g.mu.Lock()
+		delete(g.hostBufs, hb)
+		g.mu.Unlock()
+		v.Ptr, v.W.Scale, v.W.host = 0, 0, nil
+		return hb.Free()
+	}
 	var err error
 	for _, p := range []driver.Ptr{v.Ptr, v.W.Scale, v.W.widened} {
 		if e := g.free(p); e != nil && err == nil {

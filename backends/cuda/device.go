@@ -22,6 +22,7 @@ type GPU struct {
 	allocs map[driver.Ptr]allocation
 	used   int64 // bytes allocated now
 
+	hostBufs     map[*driver.HostBuffer]bool // Engram tables in host memory
 	programs     []*Program
 	pending      []*Program // launched since the last Sync, with error flags
 	scratchArena *Arena     // for launches without an arena
@@ -52,7 +53,7 @@ func OpenGPU(image []byte) (*GPU, error) {
 		c.Close()
 		return nil, err
 	}
-	return &GPU{ctx: c, st: st, k: k, allocs: map[driver.Ptr]allocation{}}, nil
+	return &GPU{ctx: c, st: st, k: k, allocs: map[driver.Ptr]allocation{}, hostBufs: map[*driver.HostBuffer]bool{}}, nil
 }
 
 // Used is the memory allocated through g now.
@@ -107,6 +108,12 @@ func (g *GPU) Close() error {
 			err = e
 		}
 	}
+	for hb := range g.hostBufs {
+		if e := hb.Free(); e != nil && err == nil {
+			err = e
+		}
+	}
+	g.hostBufs = nil
 	for _, e := range []error{g.k.Close(), g.st.Destroy(), g.ctx.Close()} {
 		if e != nil && err == nil {
 			err = e

@@ -26,13 +26,15 @@
 //     is read back between the ops of a step: the outputs (logits), a probe
 //     a trace asks for, and the error flags of embed and token_map (a token
 //     id out of range) at Sync.
-//   - Engram tables live on the GPU: their row ids come from the hash kernel
-//     on the GPU, so a table in host memory would need the ids read back (a
-//     host round trip inside the step) or mapped host memory read over PCIe
-//     by the lookup kernel. On the GPU they cost their fp8 bytes (one byte a
-//     value plus a scale per 32), counted in the memory check like every
-//     weight. Host-mapped tables are the way for a checkpoint whose tables
-//     do not fit (not done).
+//   - Engram tables go to the GPU when they fit in its free memory, else
+//     they stay in page-locked host memory mapped for the GPU
+//     (driver.HostBuffer; DS4_CUDA_ENGRAM=host or gpu forces either): their
+//     row ids are computed by the hash kernel on the GPU, and the lookup
+//     kernel reads the chosen rows through the mapping, so only those rows
+//     cross PCIe and nothing goes back to the host inside the step. On the
+//     GPU a table costs its fp8 bytes (one a value, a scale per 32); the
+//     released config's two tables (~2 × 98 GB) exceed one H200 and stay on
+//     the host.
 //   - Memory: the arena's slots are totalled and checked against the free
 //     memory before any is allocated, as is each weight and state buffer;
 //     a refusal is one line naming the need and the free memory. Close frees

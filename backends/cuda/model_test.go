@@ -246,3 +246,33 @@ func TestSessionsFreeTheirMemoryOnGPU(t *testing.T) {
 		t.Logf("session %d: free %s (after the first: %s)", c, driver.Size(free), driver.Size(base))
 	}
 }
+
+// TestEngramTablesInHostMemoryOnGPU keeps the tiny model's Engram tables in
+// page-locked host memory (DS4_CUDA_ENGRAM=host): the lookup reads the
+// chosen rows over PCIe, and every call's logits still equal cpu-ref's.
+func TestEngramTablesInHostMemoryOnGPU(t *testing.T) {
+	gpu(t)
+	t.Setenv(EngramEnv, "host")
+	m, path := releasedModule(t, "tiny")
+	before := hostTables.Load()
+	gm, err := engine.Open(m, path, "cuda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gm.Close()
+	if n := hostTables.Load() - before; n != 2 {
+		t.Fatalf("%d Engram tables bound in host memory, the tiny model has 2", n)
+	}
+	rm, err := engine.Open(m, path, "cpu-ref")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rm.Close()
+	p := prompt(int64(gm.Vocab), 2, 11)
+	g, r := runGreedy(t, gm, p, 4), runGreedy(t, rm, p, 4)
+	for call := range r.logits {
+		if rel, diff := relL2(g.logits[call], r.logits[call]); diff != 0 {
+			t.Errorf("call %d: %d logits differ from the reference (rel-L2 %.3g)", call, diff, rel)
+		}
+	}
+}

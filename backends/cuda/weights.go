@@ -37,6 +37,7 @@ type Layout struct {
 
 	src     *backends.HostWeight // the checkpoint bytes (mapped while the model is open)
 	widened driver.Ptr           // fp32 values of a bf16 or fp8 matrix, made at a first non-product use
+	host    *driver.HostBuffer   // an Engram table kept in host memory (Bytes 0: none on the GPU)
 }
 
 // hostWeight is a weight's bytes in the chosen GPU layout, to upload.

@@ -102,6 +102,9 @@ var cu struct {
 	moduleUnload     func(m uintptr) Result
 	moduleGetFunc    func(f *uintptr, m uintptr, name string) Result
 	launchKernel     func(f uintptr, gx, gy, gz, bx, by, bz, shmem uint32, s uintptr, params *unsafe.Pointer, extra uintptr) Result
+	memHostRegister  func(p unsafe.Pointer, bytes uint64, flags uint32) Result
+	memHostUnreg     func(p unsafe.Pointer) Result
+	memHostDevPtr    func(d *uint64, p unsafe.Pointer, flags uint32) Result
 	getErrorName     func(r Result, s **byte) Result
 	getErrorString   func(r Result, s **byte) Result
 }
@@ -136,6 +139,21 @@ func symbols() []struct {
 	}
 }
 
+// optionalSymbols are bound when present; without them NewHostBuffer
+// reports that the driver lacks them.
+func optionalSymbols() []struct {
+	fptr any
+	name string
+} {
+	return []struct {
+		fptr any
+		name string
+	}{
+		{&cu.memHostRegister, "cuMemHostRegister_v2"}, {&cu.memHostUnreg, "cuMemHostUnregister"},
+		{&cu.memHostDevPtr, "cuMemHostGetDevicePointer_v2"},
+	}
+}
+
 var load struct {
 	once sync.Once
 	err  error
@@ -167,6 +185,11 @@ func loadOnce() error {
 			return fmt.Errorf("driver too old: %s has no %s", LibName, s.name)
 		}
 		purego.RegisterLibFunc(s.fptr, h, s.name)
+	}
+	for _, s := range optionalSymbols() { // host-mapped memory: used only for tables kept on the host
+		if _, err := purego.Dlsym(h, s.name); err == nil {
+			purego.RegisterLibFunc(s.fptr, h, s.name)
+		}
 	}
 	if r := cu.init(0); r != Success {
 		switch r {

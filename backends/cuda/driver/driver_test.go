@@ -146,3 +146,49 @@ func TestOutOfMemoryOnGPU(t *testing.T) {
 		t.Fatalf("free memory did not follow the 1 GiB allocation: %d, %d, %d", free0, free1, free2)
 	}
 }
+
+// TestHostBufferOnGPU: host memory mapped for the GPU is read and written
+// through its device address by the GPU's copies, and freed.
+func TestHostBufferOnGPU(t *testing.T) {
+	c := gpu(t)
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	const n = 1<<20 + 3
+	h, err := c.NewHostBuffer(n, "table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range h.Bytes {
+		h.Bytes[i] = byte(i*13 + i>>11)
+	}
+	d, err := c.Alloc(n, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free(d, "d")
+	if err := s.Copy(d, h.Dev, n, "d"); err != nil { // the GPU reads host memory
+		t.Fatal(err)
+	}
+	got := make([]byte, n)
+	if err := s.Download(got, d, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, h.Bytes) {
+		t.Fatal("the GPU read other bytes than the host buffer holds")
+	}
+	if err := s.Memset(h.Dev+7, 0x5A, 9, "table"); err != nil { // and writes it
+		t.Fatal(err)
+	}
+	if err := s.Sync("memset"); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(h.Bytes[7:16], bytes.Repeat([]byte{0x5A}, 9)) || h.Bytes[6] != byte(6*13) {
+		t.Fatal("the GPU's write through the mapping is not what the host sees")
+	}
+	if err := h.Free(); err != nil {
+		t.Fatal(err)
+	}
+}
