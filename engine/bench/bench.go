@@ -90,7 +90,7 @@ type PrefillFigure struct {
 type Report struct {
 	Backend    string `json:"backend"`
 	Threads    int    `json:"threads"` // GOMAXPROCS
-	KernelISA  string `json:"kernel_isa"`
+	KernelISA  string `json:"kernel_isa"` // the device and its kernels (Device.Describe)
 	Checkpoint int64  `json:"checkpoint_bytes"` // size of the checkpoint files
 
 	Prefill []PrefillFigure `json:"prefill"`
@@ -470,7 +470,7 @@ func graphFLOPs(g *ir.Graph, env ir.Bindings) (total, weights float64) {
 // Text renders a report for a terminal.
 func (r *Report) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "backend %s, %d threads, kernels %s, checkpoint %s\n", r.Backend, r.Threads, r.KernelISA, engine.FormatBytes(r.Checkpoint))
+	fmt.Fprintf(&b, "backend %s (%s), %d threads, checkpoint %s\n", r.Backend, r.KernelISA, r.Threads, engine.FormatBytes(r.Checkpoint))
 	figs := append([]PrefillFigure(nil), r.Prefill...)
 	sort.SliceStable(figs, func(i, j int) bool { return figs[i].Tokens < figs[j].Tokens })
 	for _, f := range figs {
