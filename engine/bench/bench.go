@@ -89,8 +89,8 @@ type PrefillFigure struct {
 // stable: cmd/exec -bench -json prints this object).
 type Report struct {
 	Backend    string `json:"backend"`
-	Threads    int    `json:"threads"` // GOMAXPROCS
-	KernelISA  string `json:"kernel_isa"` // the device and its kernels (Device.Describe)
+	Threads    int    `json:"threads"`          // GOMAXPROCS
+	KernelISA  string `json:"kernel_isa"`       // the device and its kernels (Device.Describe)
 	Checkpoint int64  `json:"checkpoint_bytes"` // size of the checkpoint files
 
 	Prefill []PrefillFigure `json:"prefill"`
