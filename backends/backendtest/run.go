@@ -213,6 +213,13 @@ func execCalls(backend string, in *Instance, warm bool) (res *Result, err error)
 		}
 	}()
 	arenas := map[string]backends.Arena{}
+	defer func() { // before the devices close, as a session closes its arenas
+		for be, a := range arenas {
+			if cerr := a.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("closing the arena of %s: %w", be, cerr)
+			}
+		}
+	}()
 	sizes := slotSizes(in.Graph, in.Bindings())
 	for _, n := range in.Graph.Nodes {
 		be := pl.Backend[n]
