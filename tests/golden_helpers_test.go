@@ -16,10 +16,10 @@ var (
 	ids2      = dstest.IDs
 )
 
-// teacherRun is a block-local run of golden on the CPU backend (cpuBackend);
-// it returns the trace file.
-func teacherRun(t testing.TB, m *ir.Module, dir, golden string) string {
+// teacherRun is a block-local run of golden on a CPU backend ("cpu" or
+// "cpu-ref"); it returns the trace file.
+func teacherRun(t testing.TB, backend string, m *ir.Module, dir, golden string) string {
 	t.Helper()
-	trace, _ := enginetest.TeacherRun(t, m, dir, golden, cpuBackend)
+	trace, _ := enginetest.TeacherRun(t, m, dir, golden, backend)
 	return trace
 }

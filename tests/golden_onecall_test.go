@@ -23,7 +23,7 @@ var forcedName = regexp.MustCompile(`^L\d+\.(stream_out|engram_out|pre_in)$`)
 // run's own value (the prompt positions from its prefill, position S+i from
 // its decode step i), and returns that trace: block-local, each block of
 // the one-call prefill sees the inputs the same block saw in the decode.
-func goldOneCallForced(t *testing.T, fr *goldFreeRun, ids [][]int64) map[string]*goldTensor {
+func goldOneCallForced(t *testing.T, backend string, fr *goldFreeRun, ids [][]int64) map[string]*goldTensor {
 	t.Helper()
 	N := len(fr.decode)
 	var ts []safetensors.WriteTensor
@@ -63,7 +63,7 @@ func goldOneCallForced(t *testing.T, fr *goldFreeRun, ids [][]int64) map[string]
 		t.Fatal(err)
 	}
 	defer tf.Close()
-	model, err := engine.Open(buildTiny(t), tinyDir(), cpuBackend)
+	model, err := engine.Open(buildTiny(t), tinyDir(), backend)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,9 +188,9 @@ func TestGoldenDecodeVsOneCallBlockLocal(t *testing.T) {
 	gf.Close()
 	classes := slices.Sorted(maps.Keys(oneCallTols))
 	for _, k := range goldKernelSets {
-		goldWithKernels(t, k, func(t *testing.T) {
+		goldWithKernels(t, k, func(t *testing.T, backend string) {
 			fr := goldRunFreeKernels(t, k.fast)
-			w := goldDecodeRows(t, fr, goldOneCallForced(t, fr, full), classes)
+			w := goldDecodeRows(t, fr, goldOneCallForced(t, backend, fr, full), classes)
 			for _, c := range classes {
 				lim := oneCallTols[c]
 				if !k.fast {

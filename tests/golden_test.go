@@ -328,7 +328,7 @@ func golden(t *testing.T) map[string]*goldTensor {
 func teacherTrace(t *testing.T) map[string]*goldTensor {
 	t.Helper()
 	teacherOnce.Do(func() {
-		teacherT = goldLoad(t, teacherRun(t, buildTiny(t), tinyDir(), goldenPath()))
+		teacherT = goldLoad(t, teacherRun(t, "cpu", buildTiny(t), tinyDir(), goldenPath()))
 	})
 	if teacherT == nil {
 		t.Fatal("teacher-forced run failed earlier")
@@ -352,10 +352,6 @@ func (k goldKernels) backend() string {
 	return "cpu-ref"
 }
 
-// cpuBackend is the backend the golden helpers open models on: "cpu",
-// or the kernel set's backend inside goldWithKernels.
-var cpuBackend = "cpu"
-
 // goldKernelSets are the reference kernels and every level of the fast ones.
 var goldKernelSets = []goldKernels{
 	{name: "reference"},
@@ -364,9 +360,10 @@ var goldKernelSets = []goldKernels{
 	{name: "avx512", fast: true, level: fast.AVX512},
 }
 
-// goldWithKernels runs fn as subtest k.name with those kernels selected,
-// and skips, naming the missing CPU feature, a level this CPU lacks.
-func goldWithKernels(t *testing.T, k goldKernels, fn func(t *testing.T)) {
+// goldWithKernels runs fn as subtest k.name with the kernel set's backend
+// (and, for the fast kernels, its SIMD level selected), and skips, naming
+// the missing CPU feature, a level this CPU lacks.
+func goldWithKernels(t *testing.T, k goldKernels, fn func(t *testing.T, backend string)) {
 	t.Run(k.name, func(t *testing.T) {
 		if k.fast {
 			if why := fast.Unsupported(k.level); why != "" {
@@ -374,9 +371,7 @@ func goldWithKernels(t *testing.T, k goldKernels, fn func(t *testing.T)) {
 			}
 			defer fast.SetLevel(fast.SetLevel(k.level))
 		}
-		defer func(old string) { cpuBackend = old }(cpuBackend)
-		cpuBackend = k.backend()
-		fn(t)
+		fn(t, k.backend())
 	})
 }
 
@@ -421,8 +416,8 @@ func goldAssert(t *testing.T, rep *goldReport, tols goldTols, maxSelDiff int) {
 func TestGoldenBlockLocalParity(t *testing.T) {
 	g := golden(t)
 	for _, k := range goldKernelSets {
-		goldWithKernels(t, k, func(t *testing.T) {
-			tr := goldLoad(t, teacherRun(t, buildTiny(t), tinyDir(), goldenPath()))
+		goldWithKernels(t, k, func(t *testing.T, backend string) {
+			tr := goldLoad(t, teacherRun(t, backend, buildTiny(t), tinyDir(), goldenPath()))
 			goldAssert(t, goldCompare(g, tr, tinyTols), tinyTols, 0)
 		})
 	}
@@ -497,7 +492,7 @@ func TestGoldenExecTraceParity(t *testing.T) {
 	if _, err := passes.Run(m, nil, passes.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	tr := goldLoad(t, teacherRun(t, m, tinyDir(), goldenPath()))
+	tr := goldLoad(t, teacherRun(t, "cpu", m, tinyDir(), goldenPath()))
 	differ := 0
 	for name, a := range tr {
 		b, ok := ex[name]

@@ -51,8 +51,8 @@ func TestPassesEquivalence(t *testing.T) {
 	if oc["hc_mix"] == 0 || oc["hc_split_sinkhorn"] == 0 || oc["swiglu_clamp"] == 0 {
 		t.Fatalf("the fusions did not fire on the tiny model: %v", oc)
 	}
-	off := goldLoad(t, teacherRun(t, plain, tinyDir(), goldenPath()))
-	on := goldLoad(t, teacherRun(t, fused, tinyDir(), goldenPath()))
+	off := goldLoad(t, teacherRun(t, "cpu", plain, tinyDir(), goldenPath()))
+	on := goldLoad(t, teacherRun(t, "cpu", fused, tinyDir(), goldenPath()))
 	if len(off) == 0 || len(on) != len(off) {
 		t.Fatalf("traces hold %d (passes off) and %d (passes on) tensors", len(off), len(on))
 	}

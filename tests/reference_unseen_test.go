@@ -72,8 +72,8 @@ func TestReferenceUnseenParity(t *testing.T) {
 	golden := filepath.Join(dir, "golden.safetensors")
 	g := goldLoad(t, golden)
 	for _, k := range goldKernelSets {
-		goldWithKernels(t, k, func(t *testing.T) {
-			rep := goldCompare(g, goldLoad(t, teacherRun(t, m, ck, golden)), unseenTols)
+		goldWithKernels(t, k, func(t *testing.T, backend string) {
+			rep := goldCompare(g, goldLoad(t, teacherRun(t, backend, m, ck, golden)), unseenTols)
 			goldAssert(t, rep, unseenTols, unseenSelDiff)
 		})
 	}

@@ -42,7 +42,7 @@ func unseenEngram(t testing.TB, c *deepseekv4.Config, layers ...int) {
 }
 
 // unseenModel writes a random checkpoint for c into a temp dir and opens it
-// on cpuBackend.
+// on the cpu backend.
 func unseenModel(t testing.TB, c *deepseekv4.Config, seed uint64) *engine.Model {
 	t.Helper()
 	dir := t.TempDir()
@@ -53,7 +53,7 @@ func unseenModel(t testing.TB, c *deepseekv4.Config, seed uint64) *engine.Model 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return unseenOpen(t, m, dir, cpuBackend)
+	return unseenOpen(t, m, dir, "cpu")
 }
 
 // unseenOpen opens module m on the checkpoint in dir on a backend.
