@@ -89,3 +89,40 @@ func TestSampleTemperature(t *testing.T) {
 		t.Errorf("same seed, ids %d and %d", a[0], b[0])
 	}
 }
+
+// TestCPUBackendsConcurrently: the reference and the fast kernels are two
+// backends, not a process-wide switch, so a cpu-ref model and a cpu model
+// run at the same time and each gives its own sequential result bit for
+// bit.
+func TestCPUBackendsConcurrently(t *testing.T) {
+	fastM := openTiny(t)
+	refM, err := Open(fastM.Module, fastM.Dir, "cpu-ref")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer refM.Close()
+	prompt := [][]int64{{3, 1, 4, 1, 5, 9, 2, 6}}
+	run := func(m *Model) []float32 {
+		s, err := m.NewSession(Options{Batch: 1, MaxLen: 8})
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		defer s.Close()
+		lg, err := s.Prefill(prompt)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		return slices.Clone(lg.Data)
+	}
+	wantFast, wantRef := run(fastM), run(refM)
+	var gotFast, gotRef []float32
+	done := make(chan bool)
+	go func() { gotFast = run(fastM); done <- true }()
+	gotRef = run(refM)
+	<-done
+	if !slices.Equal(gotFast, wantFast) || !slices.Equal(gotRef, wantRef) {
+		t.Errorf("concurrent runs differ from the sequential ones")
+	}
+}
