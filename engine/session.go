@@ -21,7 +21,7 @@ type Model struct {
 	Backend string // the primary backend
 	prefill *backends.Runner
 	decode  *backends.Runner
-	// Placement of the decode graph's nodes on backends (what fell back).
+	// Placement is where the decode graph's nodes run (what fell back).
 	Placement *backends.Placement
 	// PrefillPlacement is the prefill graph's.
 	PrefillPlacement *backends.Placement

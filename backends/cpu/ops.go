@@ -90,7 +90,8 @@ func init() {
 		"swiglu_clamp":       kSwiGLU,
 	}
 	// Weights kept as stored (raw bf16 matrices, the fp8 wo_a; see
-	// engine/weights.go) reach only the ops below in the DeepSeek graphs;
+	// BindWeight and backends.HostWeightTensor) reach only the ops below in
+	// the DeepSeek graphs;
 	// every other op gets them widened, so that any op reads F32.
 	storedAware := map[string]bool{"weight": true, "embed": true, "matmul": true, "grouped_matmul": true, "reshape": true, "probe": true}
 	for op, k := range kernelsByOp {
