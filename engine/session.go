@@ -290,10 +290,12 @@ func (s *Session) Close() {
 		be, _, _ := strings.Cut(key, "|")
 		s.m.devs[be].Free(b)
 	}
+	closed := map[backends.Arena]bool{} // the host backends share one
 	for _, m := range s.arenas {
 		for _, a := range m {
-			if c, ok := a.(interface{ Close() error }); ok { // a device arena (GPU memory)
-				c.Close()
+			if !closed[a] {
+				closed[a] = true
+				a.Close()
 			}
 		}
 	}
