@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ds4go/ds4/backends/cpu/fast"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/internal/safetensors"
 )
@@ -172,6 +173,16 @@ var oneCallTols = map[string]goldTol{
 	"gate_indices": {0, 0}, // rows whose expert sets differ: measured 0
 }
 
+// oneCallTolsAVX512 widen two classes for the AVX-512 kernels, whose decode
+// (one row) and prefill (many rows) paths round the expert products apart
+// more than the AVX2 ones: measured on the device machine's AVX-512 Xeon
+// (2026-12-02, backends/cuda/NOTES.md) moe_out 1.89e-3 and stream_out
+// 6.63e-4; bounds 2.6x and 3x that. Still under the golden README's
+// block-local noise for moe_out (4.3e-3).
+var oneCallTolsAVX512 = map[string]goldTol{
+	"moe_out": {5e-3, 0.02}, "stream_out": {2e-3, 0.02},
+}
+
 // TestGoldenDecodeVsOneCallBlockLocal runs the golden prompt and decode
 // tokens free, then the one-call prefill of prompt + decode tokens with
 // every block's inputs forced to those the decode run had, and compares each
@@ -193,6 +204,9 @@ func TestGoldenDecodeVsOneCallBlockLocal(t *testing.T) {
 			w := goldDecodeRows(t, fr, goldOneCallForced(t, backend, fr, full), classes)
 			for _, c := range classes {
 				lim := oneCallTols[c]
+				if o, ok := oneCallTolsAVX512[c]; ok && k.fast && k.level == fast.AVX512 {
+					lim = o
+				}
 				if !k.fast {
 					lim = goldTol{}
 				}
