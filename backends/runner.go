@@ -2,6 +2,7 @@ package backends
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/ds4go/ds4/ir"
 )
@@ -91,12 +92,12 @@ func (r *Runner) Run(c *Call) (map[string]Buffer, error) {
 			return nil, fmt.Errorf("backend %s: %w", be, err)
 		}
 	}
-	if err := r.free(moved); err != nil {
-		return nil, err
-	}
 	out := map[string]Buffer{}
 	for _, o := range r.pl.Graph.Outputs {
 		out[o.Name] = envs[r.pl.Backend[o.Node]].Values[o.Node]
+	}
+	if err := r.free(moved, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -162,10 +163,15 @@ func (r *Runner) move(a *ir.Node, to string, envs map[string]*Env, moved map[str
 	return nil
 }
 
-// free releases the buffers the call uploaded (inputs, moved values).
-func (r *Runner) free(moved map[string][]Buffer) error {
+// free releases the buffers the call uploaded (inputs, moved values),
+// except one that a backend handed on as a graph output (a view of an
+// input): the caller still reads it.
+func (r *Runner) free(moved map[string][]Buffer, outputs map[string]Buffer) error {
 	for be, bs := range moved {
 		for _, b := range bs {
+			if isOneOf(b, outputs) {
+				continue
+			}
 			if err := r.devs[be].Free(b); err != nil {
 				return fmt.Errorf("backend %s: %w", be, err)
 			}
@@ -205,4 +211,18 @@ func RunNode(d Device, n *ir.Node, env *Env, args ...*Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	return d.Download(env.Values[n])
+}
+
+// isOneOf reports whether b is one of the buffers in m (buffers of a
+// type that cannot be compared are never equal).
+func isOneOf(b Buffer, m map[string]Buffer) bool {
+	if b == nil || !reflect.TypeOf(b).Comparable() {
+		return false
+	}
+	for _, o := range m {
+		if o != nil && reflect.TypeOf(o) == reflect.TypeOf(b) && o == b {
+			return true
+		}
+	}
+	return false
 }

@@ -157,3 +157,50 @@ func TestRunnerAcrossSegments(t *testing.T) {
 		t.Errorf("three segments give %v, one gives %v", split, whole)
 	}
 }
+
+// poisonDevice is cpu-ref's device whose Free poisons a host tensor, so a
+// buffer freed too early shows in what the caller reads.
+type poisonDevice struct{ backends.Device }
+
+func (d poisonDevice) Free(b backends.Buffer) error {
+	if t, ok := b.(*backends.Tensor); ok {
+		for i := range t.F32 {
+			t.F32[i] = float32(math.NaN())
+		}
+	}
+	return d.Device.Free(b)
+}
+
+// TestRunnerKeepsOutputInputs: an uploaded input that is also a graph
+// output is not freed at the end of the call.
+func TestRunnerKeepsOutputInputs(t *testing.T) {
+	g := ir.NewGraph("decode")
+	x := g.Source("input", ir.T(ir.F32, "B", 4), ir.Attrs{"name": "x"})
+	g.SetOutput("x", x)
+	g.SetOutput("y", g.Add("sigmoid", nil, x))
+	pl, err := backends.Schedule(g, "cpu-ref")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := backends.Get("cpu-ref")
+	dev, err := ref.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := backends.NewRunner(pl, map[string]backends.Device{"cpu-ref": poisonDevice{dev}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &backends.Tensor{DType: ir.F32, Shape: []int{1, 4}, F32: []float32{1, 2, 3, 4}}
+	out, err := r.Run(&backends.Call{B: 1, S: 1, M: 1, Inputs: map[string]*backends.Tensor{"x": in}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := backends.HostTensor(out["x"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(v.F32, []float32{1, 2, 3, 4}) {
+		t.Errorf("output x reads %v after the call, want the input [1 2 3 4]", v.F32)
+	}
+}
