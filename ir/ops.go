@@ -244,7 +244,7 @@ func init() {
 	def("expand", 1, 1, 0, []AttrSpec{req("axis", AInt), req("n", AInt)}, expandRule, "Insert a new axis of size n at axis, repeating x (hc expansion to the copies).")
 
 	// Gathers and selections.
-	def("embed", 2, 2, 0, nil, embedRule, "Row gather: table[V,D] at ids[...] → table dtype [..., D]; ids out of range are an error.")
+	def("embed", 2, 2, 0, nil, embedRule, "Row gather: table[V,D] at i64 ids[...] → table dtype [..., D]; ids out of range are an error.")
 	def("token_map", 2, 2, 0, nil, tokenMapRule, "map[ids] for a 1-D i64 map: the Engram compressed-token map.")
 	def("gather", 2, 2, 0, nil, gatherRule, "out[n,j] = x[n, idx[n,j]] for x [N,E], idx i64[N,k].")
 	def("topk_idx", 1, 1, 0, []AttrSpec{req("k", AInt)}, topkIdxRule, "Indices of the k largest values per row, sorted by value descending (ties: lower index first), i64[N,k].")
@@ -489,7 +489,7 @@ func embedRule(n *Node) (Type, error) {
 	if err := wantRank(n, 0, 2); err != nil {
 		return Type{}, err
 	}
-	if err := wantDType(n, 1, I64, I32); err != nil {
+	if err := wantDType(n, 1, I64); err != nil {
 		return Type{}, err
 	}
 	s := append(n.Args[1].Type.Shape.Clone(), n.Args[0].Type.Shape[1])

@@ -96,7 +96,7 @@ func opCases() []opCase {
 
 		// Gathers and selections.
 		{op: "embed", args: []Type{bf16(1000, 64), i64("B", "S")}, want: bf16("B", "S", 64), badArgs: []Type{bf16(1000, 64), f32("B", "S")}},
-		{op: "embed", args: []Type{f32(10, 4), i32(3)}, want: f32(3, 4), badArgs: []Type{f32(10), i32(3)}},
+		{op: "embed", args: []Type{f32(10, 4), i64(3)}, want: f32(3, 4), badArgs: []Type{f32(10, 4), i32(3)}}, // i64 ids only: every kernel reads int64 ids
 		{op: "token_map", args: []Type{i64(1000), i64("B", "S")}, want: i64("B", "S"), badArgs: []Type{i64(10, 10), i64("B", "S")}},
 		{op: "gather", args: []Type{f32("N", 8), i64("N", 2)}, want: f32("N", 2), badArgs: []Type{f32("N", 8), i64("M", 2)}},
 		{op: "topk_idx", attrs: Attrs{"k": int64(2)}, args: []Type{f32("N", 8)}, want: i64("N", 2), badAttrs: Attrs{"k": int64(9)}},
