@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/ds4go/ds4/internal/safetensors"
@@ -75,15 +76,22 @@ func PlanBackend(p *plan.Plan, asked string) string {
 
 // GenerateOptions say how Generate decodes.
 type GenerateOptions struct {
-	MaxNew      int     // tokens to generate per row (the prefill's sample is the first)
-	Temperature float64 // 0: greedy
-	Seed        uint64  // the sampler's seed (Temperature > 0)
+	MaxNew int // tokens to generate per row (the sample of the prompt's last logits is the first)
+	Sampling
+	Seed uint64 // the sampler's seed (Temperature > 0)
+	// Rand, when not nil, is the sampler's source instead of one seeded by
+	// Seed (a conversation keeps one source over its turns).
+	Rand *rand.Rand
 	// Forced, when not nil, is fed instead of the samples: decode step i
 	// reads column i (teacher forcing; the samples are still returned).
 	Forced [][]int64
 	// Logits, when not nil, sees the logits of every call: "prefill" (all
 	// positions) and "decodeNN" (the last position of each row).
 	Logits func(call string, lg *Logits)
+	// Each, when not nil, sees each step's samples (one per row) as they
+	// are drawn; returning true ends the generation after them (a stop
+	// token or string, an interrupted answer).
+	Each func(next []int64) (stop bool)
 }
 
 // Generation is what Generate produced.
@@ -94,13 +102,19 @@ type Generation struct {
 	Decode      time.Duration
 }
 
-// Generate runs the prompt and decodes o.MaxNew tokens per row: the sample
-// of the prefill's last logits, then one decode call per further token.
+// Generate runs the prompt and decodes up to o.MaxNew tokens per row: the
+// sample of the prompt's last logits, then one decode call per further
+// token. The last sample is returned but not fed: the caches hold the
+// prompt and every generated id but the last. On a session already at a
+// position > 0 the prompt continues the sequence (Feed).
 func (s *Session) Generate(prompt [][]int64, o GenerateOptions) (*Generation, error) {
-	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
+	rng := o.Rand
+	if rng == nil {
+		rng = rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
+	}
 	g := &Generation{IDs: make([][]int64, len(prompt))}
 	t0 := time.Now()
-	lg, err := s.Prefill(prompt)
+	lg, err := s.Feed(prompt)
 	if err != nil {
 		return nil, err
 	}
@@ -108,13 +122,13 @@ func (s *Session) Generate(prompt [][]int64, o GenerateOptions) (*Generation, er
 	if o.Logits != nil {
 		o.Logits("prefill", lg)
 	}
-	next := Sample(lg.Last(), o.Temperature, rng)
+	next := o.Sample(lg.Last(), rng)
 	t1 := time.Now()
 	for i := 0; i < o.MaxNew; i++ {
 		for b := range g.IDs {
 			g.IDs[b] = append(g.IDs[b], next[b])
 		}
-		if i == o.MaxNew-1 {
+		if o.Each != nil && o.Each(next) || i == o.MaxNew-1 {
 			break
 		}
 		feed := next
@@ -128,10 +142,42 @@ func (s *Session) Generate(prompt [][]int64, o GenerateOptions) (*Generation, er
 		if o.Logits != nil {
 			o.Logits(fmt.Sprintf("decode%02d", i), lg)
 		}
-		next = Sample(lg.Last(), o.Temperature, rng)
+		next = o.Sample(lg.Last(), rng)
 	}
 	g.Decode = time.Since(t1)
 	return g, nil
+}
+
+// Feed runs tokens (all rows the same length) at the session's position:
+// the prefill graph from position 0, else one decode call per column. The
+// prefill graph starts at position 0 only (Session.Prefill: its caches and
+// compressors are written from an empty state), while the decode graph is
+// the model's incremental form at any position, so a later turn of a
+// conversation is fed through it token by token; its logits are those of
+// the last column.
+func (s *Session) Feed(tokens [][]int64) (*Logits, error) {
+	if s.Pos == 0 {
+		return s.Prefill(tokens)
+	}
+	if len(tokens) == 0 || len(tokens[0]) == 0 {
+		return nil, fmt.Errorf("empty prompt")
+	}
+	if S := len(tokens[0]); s.Pos+S > s.opt.MaxLen {
+		return nil, fmt.Errorf("%d tokens at position %d exceed the maximum length %d", S, s.Pos, s.opt.MaxLen)
+	}
+	for b := range tokens {
+		if len(tokens[b]) != len(tokens[0]) {
+			return nil, fmt.Errorf("row %d has %d tokens, row 0 has %d", b, len(tokens[b]), len(tokens[0]))
+		}
+	}
+	var lg *Logits
+	for i := range tokens[0] {
+		var err error
+		if lg, err = s.Decode(column(tokens, i)); err != nil {
+			return nil, err
+		}
+	}
+	return lg, nil
 }
 
 func column(m [][]int64, i int) []int64 {
@@ -142,31 +188,82 @@ func column(m [][]int64, i int) []int64 {
 	return out
 }
 
+// Sampling says how a token is drawn from a row of logits.
+type Sampling struct {
+	Temperature float64 // 0: greedy (argmax)
+	TopK        int     // > 0: draw among the TopK largest logits only
+	TopP        float64 // in (0, 1): draw among the fewest most likely ids whose probability reaches TopP (0 or 1: all)
+}
+
 // Sample picks one id per row: argmax at temperature 0, else the
-// reference's Gumbel-max form argmax(softmax(l/T) / Exp(1)).
-func Sample(rows [][]float32, temp float64, rng *rand.Rand) []int64 {
+// reference's Gumbel-max form argmax(softmax(l/T) / Exp(1)) over the ids
+// that top-k and top-p keep (the most likely id is always kept).
+func (sp Sampling) Sample(rows [][]float32, rng *rand.Rand) []int64 {
 	out := make([]int64, len(rows))
 	for b, l := range rows {
-		best, bi := math.Inf(-1), 0
-		if temp == 0 {
-			for i, v := range l {
-				if float64(v) > best {
-					best, bi = float64(v), i
-				}
-			}
-		} else {
-			mx := math.Inf(-1)
-			for _, v := range l {
-				mx = max(mx, float64(v)/temp)
-			}
-			for i, v := range l {
-				p := math.Exp(float64(v)/temp-mx) / rng.ExpFloat64()
-				if p > best {
-					best, bi = p, i
-				}
+		if sp.Temperature == 0 {
+			out[b] = int64(argmax(l))
+			continue
+		}
+		keep := sp.candidates(l)
+		mx := math.Inf(-1)
+		for _, i := range keep {
+			mx = max(mx, float64(l[i])/sp.Temperature)
+		}
+		best, bi := math.Inf(-1), keep[0]
+		for _, i := range keep {
+			p := math.Exp(float64(l[i])/sp.Temperature-mx) / rng.ExpFloat64()
+			if p > best {
+				best, bi = p, i
 			}
 		}
 		out[b] = int64(bi)
 	}
 	return out
+}
+
+// candidates are the ids of row l that top-k and top-p keep, most likely
+// first when either cuts (every id, in order, when neither does).
+func (sp Sampling) candidates(l []float32) []int {
+	ids := make([]int, len(l))
+	for i := range ids {
+		ids[i] = i
+	}
+	cutP := sp.TopP > 0 && sp.TopP < 1
+	if (sp.TopK <= 0 || sp.TopK >= len(l)) && !cutP {
+		return ids
+	}
+	sort.SliceStable(ids, func(a, b int) bool { return l[ids[a]] > l[ids[b]] })
+	if sp.TopK > 0 && sp.TopK < len(ids) {
+		ids = ids[:sp.TopK]
+	}
+	if !cutP {
+		return ids
+	}
+	// The probabilities at the temperature, over the ids top-k kept.
+	mx := float64(l[ids[0]]) / sp.Temperature
+	p := make([]float64, len(ids))
+	var sum float64
+	for j, i := range ids {
+		p[j] = math.Exp(float64(l[i])/sp.Temperature - mx)
+		sum += p[j]
+	}
+	var acc float64
+	for j := range ids {
+		acc += p[j] / sum
+		if acc >= sp.TopP {
+			return ids[:j+1]
+		}
+	}
+	return ids
+}
+
+func argmax(l []float32) int {
+	best, bi := math.Inf(-1), 0
+	for i, v := range l {
+		if float64(v) > best {
+			best, bi = float64(v), i
+		}
+	}
+	return bi
 }

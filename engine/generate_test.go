@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -36,7 +37,7 @@ func TestGenerateIsTheLoop(t *testing.T) {
 	}
 	want := make([][]int64, 2)
 	for range 4 {
-		next := Sample(lg.Last(), 0, nil)
+		next := Sampling{}.Sample(lg.Last(), nil)
 		for b := range want {
 			want[b] = append(want[b], next[b])
 		}
@@ -75,7 +76,7 @@ func TestSampleTemperature(t *testing.T) {
 	wins := 0
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 1000 {
-		if Sample([][]float32{row}, 1, rng)[0] == 1 {
+		if (Sampling{Temperature: 1}).Sample([][]float32{row}, rng)[0] == 1 {
 			wins++
 		}
 	}
@@ -83,8 +84,8 @@ func TestSampleTemperature(t *testing.T) {
 	if wins < 940 || wins > 1000 {
 		t.Errorf("the likely id won %d of 1000 draws, want about 980", wins)
 	}
-	a := Sample([][]float32{{1, 2, 3}}, 0.7, rand.New(rand.NewPCG(9, 9)))
-	b := Sample([][]float32{{1, 2, 3}}, 0.7, rand.New(rand.NewPCG(9, 9)))
+	a := (Sampling{Temperature: 0.7}).Sample([][]float32{{1, 2, 3}}, rand.New(rand.NewPCG(9, 9)))
+	b := (Sampling{Temperature: 0.7}).Sample([][]float32{{1, 2, 3}}, rand.New(rand.NewPCG(9, 9)))
 	if a[0] != b[0] {
 		t.Errorf("same seed, ids %d and %d", a[0], b[0])
 	}
@@ -124,5 +125,96 @@ func TestCPUBackendsConcurrently(t *testing.T) {
 	<-done
 	if !slices.Equal(gotFast, wantFast) || !slices.Equal(gotRef, wantRef) {
 		t.Errorf("concurrent runs differ from the sequential ones")
+	}
+}
+
+// TestSampleTopKTopP: top-k 1 and a tiny top-p are greedy at any
+// temperature; a draw never leaves the top k; top-p keeps the fewest
+// likely ids whose mass reaches p (two equal ids of 0.45 each and a tail:
+// p = 0.5 keeps both, never the tail).
+func TestSampleTopKTopP(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	row := []float32{0.5, 2, -1, 1.9, 0, 1.8, -3, 0.1}
+	for range 200 {
+		if id := (Sampling{Temperature: 5, TopK: 1}).Sample([][]float32{row}, rng)[0]; id != 1 {
+			t.Fatalf("top-k 1 drew %d, want the argmax 1", id)
+		}
+		if id := (Sampling{Temperature: 5, TopP: 1e-9}).Sample([][]float32{row}, rng)[0]; id != 1 {
+			t.Fatalf("top-p 1e-9 drew %d, want the argmax 1", id)
+		}
+	}
+	seen := map[int64]int{}
+	for range 2000 {
+		seen[(Sampling{Temperature: 100, TopK: 3}).Sample([][]float32{row}, rng)[0]]++
+	}
+	// At T = 100 the three kept ids are nearly uniform: each ≈ 667 of 2000.
+	if len(seen) != 3 || seen[1] < 500 || seen[3] < 500 || seen[5] < 500 {
+		t.Errorf("top-k 3 at T 100 drew %v, want ids 1, 3, 5 about 667 times each", seen)
+	}
+	// ln(0.05/0.45) = -2.197: ids 0 and 1 hold 0.45 each, ids 2 and 3 0.05.
+	tail := float32(-2.1972246)
+	two := []float32{0, 0, tail, tail}
+	seen = map[int64]int{}
+	for range 2000 {
+		seen[(Sampling{Temperature: 1, TopP: 0.5}).Sample([][]float32{two}, rng)[0]]++
+	}
+	if seen[2]+seen[3] != 0 || seen[0] < 850 || seen[1] < 850 {
+		t.Errorf("top-p 0.5 drew %v, want ids 0 and 1 about 1000 times each and never 2 or 3", seen)
+	}
+	seen = map[int64]int{}
+	for range 2000 {
+		seen[(Sampling{Temperature: 1, TopP: 0.93}).Sample([][]float32{two}, rng)[0]]++
+	}
+	// 0.93 needs one tail id too (0.90 < 0.93 ≤ 0.95): three ids kept, never all four.
+	if len(seen) != 3 {
+		t.Errorf("top-p 0.93 drew %v, want exactly three ids", seen)
+	}
+}
+
+// feedTol bounds the logit difference of TestFeedContinues: the decode and
+// prefill kernels sum in different orders; measured 9.5e-7 on the tiny
+// model (cpu backend), bounded at about 10x that.
+const feedTol = 1e-5
+
+// TestFeedContinues: a session fed a prompt in two parts (the prefill,
+// then decode calls) has the logits of the prompt fed whole, within the
+// decode-vs-one-call difference, and the same greedy continuation.
+func TestFeedContinues(t *testing.T) {
+	md := openTiny(t)
+	whole := []int64{5, 9, 2, 6, 5, 3, 5, 8}
+	run := func(parts ...[]int64) ([]float32, []int64) {
+		s, err := md.NewSession(Options{Batch: 1, MaxLen: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var lg *Logits
+		for _, p := range parts {
+			if lg, err = s.Feed([][]int64{p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		last := slices.Clone(lg.Last()[0])
+		g, err := s.Generate([][]int64{{1}}, GenerateOptions{MaxNew: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Pos != len(whole)+1+2 {
+			t.Errorf("session at %d after the continuation, want %d", s.Pos, len(whole)+3)
+		}
+		return last, g.IDs[0]
+	}
+	a, ga := run(whole)
+	b, gb := run(whole[:5], whole[5:])
+	var worst float64
+	for i := range a {
+		worst = max(worst, math.Abs(float64(a[i]-b[i])))
+	}
+	t.Logf("max |logit difference| %.3g", worst)
+	if worst > feedTol {
+		t.Errorf("logits differ by %.3g, want ≤ %g", worst, feedTol)
+	}
+	if !slices.Equal(ga, gb) {
+		t.Errorf("greedy continuations %v and %v", ga, gb)
 	}
 }

@@ -195,7 +195,7 @@ func run(args []string) error {
 		}
 		dumps = append(dumps, safetensors.WriteTensor{Name: call + ".logits", DType: "F32", Shape: []int{lg.B, lg.V}, Data: safetensors.F32Bytes(flat)})
 	}
-	res, err := sess.Generate(prompt, engine.GenerateOptions{MaxNew: o.maxNew, Temperature: o.temperature, Seed: o.seed, Forced: forced, Logits: keep})
+	res, err := sess.Generate(prompt, engine.GenerateOptions{MaxNew: o.maxNew, Sampling: engine.Sampling{Temperature: o.temperature}, Seed: o.seed, Forced: forced, Logits: keep})
 	if err != nil {
 		return err
 	}
