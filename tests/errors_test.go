@@ -484,7 +484,7 @@ var errsCases = []errsCase{
 	{name: "token-id-negative", cmd: "exec", want: "token id -1 (row 1, position 0) out of range [0,512)", setup: errsExecGood("-prompt-ids", "1,2;-1,3")},
 	{name: "prompt-not-ids", cmd: "exec", want: `-prompt-ids: row 0: "x" is not a token id`, setup: errsExecGood("-prompt-ids", "1,x")},
 	{name: "prompt-ragged", cmd: "exec", want: "row 1 has 1 ids, row 0 has 2", setup: errsExecGood("-prompt-ids", "1,2;3")},
-	{name: "prompt-missing", cmd: "exec", want: "-prompt-ids is required", setup: errsExecGood()},
+	{name: "prompt-missing", cmd: "exec", want: "give -prompt TEXT, -prompt-file FILE, -chat, -prompt-ids IDS or -trace-in FILE", setup: errsExecGood()},
 	{name: "prompt-too-long", cmd: "exec", want: "prompt of 5 tokens + 8 new tokens exceeds -max-len 10", setup: errsExecGood("-prompt-ids", "1,2,3,4,5", "-max-len", "10")},
 	{name: "batch-too-large", cmd: "exec", want: "batch of 3 rows exceeds the plan's max_batch 2", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 		p := filepath.Join(in, "mb.plan")

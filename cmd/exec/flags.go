@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/internal/cli"
 )
 
@@ -28,9 +29,10 @@ func (o *options) check(set map[string]bool) error {
 	}
 	for _, err := range []error{
 		cli.Needs(set, "bench", "json", "bench-prefill", "bench-context", "bench-decode", "bench-repeats", "probe-mb", "op-times"),
-		cli.Excludes(set, "bench", "it times random prompts", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "max-len", "temperature", "seed"),
+		cli.Excludes(set, "bench", "it times random prompts", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "max-len", "temperature", "seed", "top-k", "top-p"),
 		cli.Excludes(set, "trace-in", "the prompt comes from the trace", "prompt-ids"),
-		cli.Excludes(set, "placement", "it prints the placement and runs nothing", "bench", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "temperature", "seed", "max-memory", "model", "cpuprofile"),
+		o.text.check(set),
+		cli.Excludes(set, "placement", "it prints the placement and runs nothing", "bench", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "temperature", "seed", "top-k", "top-p", "max-memory", "model", "cpuprofile"),
 		cli.IntRange("max-new-tokens", int64(o.maxNew), 0, maxTokens, maxTokensWhy),
 		cli.IntRange("max-len", int64(o.maxLen), 0, maxTokens, maxTokensWhy),
 		checkTemperature(o.temperature),
@@ -40,10 +42,17 @@ func (o *options) check(set map[string]bool) error {
 			return err
 		}
 	}
-	if set["seed"] && o.temperature == 0 {
-		return fmt.Errorf("-seed only makes sense with -temperature > 0 (greedy decoding draws no random numbers)")
+	for _, f := range []string{"seed", "top-k", "top-p"} {
+		if set[f] && o.temperature == 0 {
+			return fmt.Errorf("-%s only makes sense with -temperature > 0 (greedy decoding draws no random numbers)", f)
+		}
 	}
 	return nil
+}
+
+// sampling is the sampler the flags ask for.
+func (o *options) sampling() engine.Sampling {
+	return engine.Sampling{Temperature: o.temperature, TopK: o.text.topK, TopP: o.text.topP}
 }
 
 // checkTemperature: 0 (greedy) or a finite value ≥ minTemperature.

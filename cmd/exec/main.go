@@ -38,11 +38,16 @@ type options struct {
 	maxMemory                                             int64
 	listBackends, placement                               bool
 	bench                                                 benchOptions // cmd/exec/bench.go
+	text                                                  textOptions  // cmd/exec/text.go
 }
 
 // usage is the synopsis of -h: every flag appears in it (TestUsageNamesEveryFlag).
-const usage = `exec -plan FILE [-model DIR] (-prompt-ids "1,2,3;4,5,6" | -trace-in FILE) [-max-new-tokens N] [-max-len N]
-            [-temperature T [-seed S]] [-dump FILE] [-trace-out FILE] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
+const usage = `exec -plan FILE [-model DIR] (-prompt TEXT | -prompt-file FILE) [-tokenizer FILE] [-max-new-tokens N] [-max-len N]
+            [-temperature T [-seed S] [-top-k K] [-top-p P]] [-stop S,...] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
+       exec -plan FILE [-model DIR] -chat [-system TEXT] [-thinking] [-tokenizer FILE] [-max-new-tokens N] [-max-len N]
+            [-temperature T [-seed S] [-top-k K] [-top-p P]] [-stop S,...] [-backend NAME] [-max-memory BYTES]
+       exec -plan FILE [-model DIR] (-prompt-ids "1,2,3;4,5,6" | -trace-in FILE) [-max-new-tokens N] [-max-len N]
+            [-temperature T [-seed S] [-top-k K] [-top-p P]] [-dump FILE] [-trace-out FILE] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
        exec -plan FILE [-model DIR] -bench [-json] [-bench-prefill LIST] [-bench-context N] [-bench-decode N]
             [-bench-repeats N] [-probe-mb N] [-op-times] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
        exec -plan FILE -placement [-backend NAME] [-max-len N]
@@ -72,6 +77,7 @@ func newFlags(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.listBackends, "list-backends", false, "print every registered backend and, for those that cannot run here, why")
 	fs.BoolVar(&o.placement, "placement", false, "print which backend runs each op of the plan's graphs, the segments and the bytes crossing per call, and run nothing")
 	o.bench.register(fs)
+	o.text.register(fs)
 	return fs
 }
 
@@ -123,6 +129,9 @@ func run(args []string) error {
 		}
 		return runBench(&o.bench, model, 1, o.maxMemory)
 	}
+	if o.text.on(set) {
+		return runText(&o, p, md)
+	}
 
 	var teacher *safetensors.File
 	var prompt, forced [][]int64
@@ -150,7 +159,7 @@ func run(args []string) error {
 		}
 	} else {
 		if o.prompt == "" {
-			return fmt.Errorf("-prompt-ids is required (or -trace-in FILE)")
+			return fmt.Errorf("give -prompt TEXT, -prompt-file FILE, -chat, -prompt-ids IDS or -trace-in FILE")
 		}
 		if prompt, err = ParsePrompt(o.prompt); err != nil {
 			return fmt.Errorf("-prompt-ids: %v", err)
@@ -195,7 +204,7 @@ func run(args []string) error {
 		}
 		dumps = append(dumps, safetensors.WriteTensor{Name: call + ".logits", DType: "F32", Shape: []int{lg.B, lg.V}, Data: safetensors.F32Bytes(flat)})
 	}
-	res, err := sess.Generate(prompt, engine.GenerateOptions{MaxNew: o.maxNew, Sampling: engine.Sampling{Temperature: o.temperature}, Seed: o.seed, Forced: forced, Logits: keep})
+	res, err := sess.Generate(prompt, engine.GenerateOptions{MaxNew: o.maxNew, Sampling: o.sampling(), Seed: o.seed, Forced: forced, Logits: keep})
 	if err != nil {
 		return err
 	}
