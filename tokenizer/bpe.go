@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"container/heap"
 	"strings"
 	"sync"
 )
@@ -9,7 +10,9 @@ import (
 type bpe struct {
 	vocab map[string]int64
 	ranks map[[2]int64]mergeRule
-	cache sync.Map // word (byte-level form) -> []int64
+
+	mu    sync.Mutex
+	cache map[string][]int64 // word (byte-level form) -> ids
 }
 
 type mergeRule struct {
@@ -17,48 +20,103 @@ type mergeRule struct {
 	id   int64
 }
 
-// maxCached bounds the length of the words the cache keeps, so that a long
-// unbroken input does not fill memory.
-const maxCached = 256
+// The cache keeps words up to maxCachedLen bytes and is emptied when it
+// holds maxCached of them, so that no input makes it grow without bound.
+const (
+	maxCachedLen = 256
+	maxCached    = 1 << 16
+)
 
 // encodeWord appends the ids of one pre-tokenized word (byte-level form).
 func (m *bpe) encodeWord(dst []int64, word string) []int64 {
-	if v, ok := m.cache.Load(word); ok {
-		return append(dst, v.([]int64)...)
+	m.mu.Lock()
+	ids, ok := m.cache[word]
+	m.mu.Unlock()
+	if ok {
+		return append(dst, ids...)
 	}
-	ids := m.merge(word)
-	if len(word) <= maxCached {
-		m.cache.Store(word, ids)
+	ids = m.merge(word)
+	if len(word) <= maxCachedLen {
+		m.mu.Lock()
+		if m.cache == nil || len(m.cache) >= maxCached {
+			m.cache = map[string][]int64{}
+		}
+		m.cache[word] = ids
+		m.mu.Unlock()
 	}
 	return append(dst, ids...)
 }
 
 // merge applies the merges to the runes of word, always the lowest-ranked
 // adjacent pair first and the leftmost of equal ranks, as Hugging Face's
-// priority queue does.
+// priority queue does; O(n log n) in the word's length.
 func (m *bpe) merge(word string) []int64 {
-	var syms []int64
+	var ids []int64
 	for _, r := range word {
-		id, ok := m.vocab[string(r)]
-		if !ok {
-			continue // no unknown token: byte-level vocabularies cover every byte
+		if id, ok := m.vocab[string(r)]; ok {
+			ids = append(ids, id) // byte-level vocabularies cover every byte
 		}
-		syms = append(syms, id)
 	}
-	for len(syms) > 1 {
-		best, at := mergeRule{rank: -1}, -1
-		for i := 0; i+1 < len(syms); i++ {
-			if r, ok := m.ranks[[2]int64{syms[i], syms[i+1]}]; ok && (at < 0 || r.rank < best.rank) {
-				best, at = r, i
-			}
-		}
-		if at < 0 {
-			break
-		}
-		syms[at] = best.id
-		syms = append(syms[:at+1], syms[at+2:]...)
+	n := len(ids)
+	next, prev := make([]int, n), make([]int, n)
+	for i := range n {
+		next[i], prev[i] = i+1, i-1
 	}
-	return syms
+	h := &pairHeap{}
+	push := func(i int) {
+		if i < 0 || next[i] >= n {
+			return
+		}
+		if r, ok := m.ranks[[2]int64{ids[i], ids[next[i]]}]; ok {
+			heap.Push(h, pair{rank: r.rank, pos: i, left: ids[i], right: ids[next[i]], id: r.id})
+		}
+	}
+	for i := range n {
+		push(i)
+	}
+	for h.Len() > 0 {
+		p := heap.Pop(h).(pair)
+		j := next[p.pos]
+		if ids[p.pos] != p.left || j >= n || ids[j] != p.right {
+			continue // stale: a neighbour merged since
+		}
+		ids[p.pos] = p.id
+		ids[j] = -1
+		next[p.pos] = next[j]
+		if next[j] < n {
+			prev[next[j]] = p.pos
+		}
+		push(prev[p.pos])
+		push(p.pos)
+	}
+	out := ids[:0]
+	for i := 0; i < n; i = next[i] {
+		out = append(out, ids[i])
+	}
+	return out
+}
+
+type pair struct {
+	rank, pos       int
+	left, right, id int64
+}
+
+type pairHeap []pair
+
+func (h pairHeap) Len() int { return len(h) }
+func (h pairHeap) Less(i, j int) bool {
+	if h[i].rank != h[j].rank {
+		return h[i].rank < h[j].rank
+	}
+	return h[i].pos < h[j].pos
+}
+func (h pairHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *pairHeap) Push(x any)   { *h = append(*h, x.(pair)) }
+func (h *pairHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // parseMerge reads one merge in either encoding: "a b" or ["a", "b"].

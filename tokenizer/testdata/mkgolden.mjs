@@ -91,6 +91,30 @@ const corpus = [
   "<html><body class=\"x\">Hi&nbsp;there</body></html>",
 ];
 
+// Random texts from a deterministic generator: runs drawn from many scripts,
+// whitespace of every kind, digits, punctuation, emoji and added tokens.
+const pools = [
+  "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "éèêëàâäôöûüçñÅØßœ", "абвгдеёжзийклмнопрстуфхцчшщъыьэюя",
+  "αβγδεζηθικλμνξοπρστυφχψω", "ابتثجحخدذرزسشصضطظعغفقكلمنهوي", "אבגדהוזחטיכלמנסעפצקרשת", "कखगघचछजझटठडढणतथदधनपफबभमयरलवशसह्ािीुूेैोौं",
+  "กขคงจฉชซญดตถทธนบปผพฟภมยรลวศษสหอะาำิีึืุู่้", "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年", "あいうえおかきくけこさしすせそアイウエオカキクケコーッ",
+  "가나다라마바사아자차카타파하한국어", "0123456789", "٠١٢٣٤٥٦٧٨٩१२३", "        ", "\t\t", "\n\n\r\n\r", "\u00a0\u3000\u2003\u200b",
+  ".,;:!?'\"()[]{}<>-_/\\|@#$%^&*+=~`", "。，、！？「」（）：；", "😀👍🏽👨‍👩‍👧🇫🇷❤️✨🚀", "\u0301\u0308\u0323\u0336", "ＡＢＣ１２３！？",
+];
+const specials = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜User｜>", "<｜Assistant｜>", "<think>", "</think>", "<｜fim▁hole｜>"];
+let seed = 20261202;
+const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+for (let k = 0; k < 400; k++) {
+  let text = "";
+  const runs = 1 + rand(8);
+  for (let r = 0; r < runs; r++) {
+    if (rand(12) === 0) { text += specials[rand(specials.length)]; continue; }
+    const pool = Array.from(pools[rand(pools.length)]);
+    const len = 1 + rand(9);
+    for (let c = 0; c < len; c++) text += pool[rand(pool.length)];
+  }
+  corpus.push(text);
+}
+
 const tok = new Tokenizer(JSON.parse(readFileSync(process.argv[2], "utf8")), {});
 const out = corpus.map((text) => {
   const ids = tok.encode(text, { add_special_tokens: false }).ids;
