@@ -6,8 +6,16 @@ package tests
 // checkpoint's with -tokenizer (the missing one is an entry of its own).
 
 import (
+	"bytes"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/tokenizer"
 )
 
 // textExec is an exec case of the good plan and model with the tiny
@@ -44,4 +52,86 @@ func init() {
 		{name: "top-k-negative", cmd: "exec", want: "-top-k -1: must be ≥ 0", setup: textExec("-prompt", "hi", "-temperature", "1", "-top-k", "-1")},
 		{name: "top-k-greedy", cmd: "exec", want: "-top-k only makes sense with -temperature > 0 (greedy decoding draws no random numbers)", setup: textExec("-prompt", "hi", "-top-k", "5")},
 	}...)
+}
+
+// textRunIDs runs exec -prompt-ids of one row and returns its generated ids.
+func textRunIDs(t *testing.T, ids []int64, args ...string) []int64 {
+	t.Helper()
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	r := runBin(t, "exec", append([]string{"-plan", tinyPlan(t), "-prompt-ids", strings.Join(s, ",")}, args...)...)
+	row, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "row 0: ")
+	if r.code != 0 || !ok {
+		t.Fatalf("exec -prompt-ids: status %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	var out []int64
+	for _, f := range strings.Split(row, ",") {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestPromptTextIsTheIDs: exec -prompt streams the decoding of what
+// -prompt-ids generates from BOS + the encoded text (greedy, the same
+// model); -prompt-file gives the same; a -stop string taken from that text
+// ends the output just before it.
+func TestPromptTextIsTheIDs(t *testing.T) {
+	tok, err := tokenizer.Load(textTokenizer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const text = "The quick brown fox"
+	bos, _ := tok.ID(deepseekv4.BOSToken)
+	gen := textRunIDs(t, append([]int64{bos}, tok.Encode(text)...), "-max-new-tokens", "24")
+	for _, id := range gen {
+		if id == 1 { // the tiny tokenizer's end of sentence: -prompt would stop there
+			t.Skipf("the greedy run samples the end of sentence: %v", gen)
+		}
+	}
+	want := tok.Decode(gen)
+	r := runBin(t, "exec", "-plan", tinyPlan(t), "-prompt", text, "-max-new-tokens", "24")
+	if r.code != 0 || r.stdout != want+"\n" {
+		t.Fatalf("-prompt: status %d, stdout %q, want %q (stderr %s)", r.code, r.stdout, want+"\n", r.stderr)
+	}
+	f := filepath.Join(t.TempDir(), "p.txt")
+	if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := runBin(t, "exec", "-plan", tinyPlan(t), "-prompt-file", f, "-max-new-tokens", "24"); r.stdout != want+"\n" {
+		t.Errorf("-prompt-file: stdout %q, want %q", r.stdout, want+"\n")
+	}
+	// A stop string from the middle of the answer (past its first rune).
+	rs := []rune(want)
+	if len(rs) < 8 {
+		t.Fatalf("answer %q too short to take a stop string from", want)
+	}
+	stop := string(rs[len(rs)/2 : len(rs)/2+3])
+	before, _, _ := strings.Cut(want, stop)
+	if r := runBin(t, "exec", "-plan", tinyPlan(t), "-prompt", text, "-max-new-tokens", "24", "-stop", "zzzq,"+stop); r.stdout != before+"\n" {
+		t.Errorf("-stop %q: stdout %q, want %q", stop, r.stdout, before+"\n")
+	}
+}
+
+// TestChatRefusesATurnTooLong: a turn that does not fit in what is left of
+// -max-len is refused with a line saying so, and the conversation goes on
+// (the next, short turn is answered) and ends at the end of input, status 0.
+func TestChatRefusesATurnTooLong(t *testing.T) {
+	long := strings.Repeat("many words here ", 20)
+	cmd := exec.Command(filepath.Join(binDir, "exec"), "-plan", tinyPlan(t), "-chat", "-max-len", "48", "-max-new-tokens", "4")
+	cmd.Stdin = strings.NewReader("hi\n" + long + "\nok\n")
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("exec -chat: %v\n%s", err, se.String())
+	}
+	out := so.String()
+	if !strings.Contains(out, "[refused: this turn needs ") || strings.Count(out, "[answer cut")+strings.Count(out, "[end of turn]") != 2 {
+		t.Errorf("want a refused turn between two answered ones:\n%s", out)
+	}
 }
