@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"slices"
 	"sync/atomic"
 
 	"github.com/ds4go/ds4/engine"
@@ -79,10 +80,7 @@ func (c *conversation) turn(user string, out io.Writer, interrupted func() bool)
 		return err
 	}
 	c.turns++
-	c.pending = nil
-	if len(a.gen.IDs[0]) > 0 && a.reason != "end" {
-		c.pending = []int64{a.last}
-	}
+	c.pending = c.closing(a)
 	switch a.reason {
 	case "stopped":
 		io.WriteString(out, stopMarker)
@@ -92,6 +90,22 @@ func (c *conversation) turn(user string, out io.Writer, interrupted func() bool)
 		io.WriteString(out, endMarker)
 	}
 	return nil
+}
+
+// closing is what to feed before the next turn after answer a: its last
+// sample unless that was the end of sentence (NextTurn begins with it), and
+// in thinking mode the end of the thinking when the answer was cut inside
+// it (the next turn's text assumes a closed one).
+func (c *conversation) closing(a *answer) []int64 {
+	var ids []int64
+	if len(a.gen.IDs[0]) > 0 && a.reason != "end" {
+		ids = append(ids, a.last)
+	}
+	end, ok := c.v.tok.ID(deepseekv4.ThinkEnd)
+	if c.opt.thinking && ok && a.reason != "end" && !slices.Contains(a.gen.IDs[0], end) {
+		ids = append(ids, end)
+	}
+	return ids
 }
 
 // chat reads lines from in and answers each on out. SIGINT during an
