@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
-	for _, c := range []string{"compile", "exec"} {
+	for _, c := range []string{"compile", "exec", "tokenize"} {
 		out := filepath.Join(dir, c)
 		if runtime.GOOS == "windows" {
 			out += ".exe"
