@@ -42,6 +42,9 @@ func checkTokenMap(cfg *deepseekv4.Config, dir string) error {
 	if len(cfg.EngramLayerIDs) == 0 {
 		return nil
 	}
+	if _, ok, err := derivedTokenMap(dir, cfg); ok {
+		return err // derived from tokenizer.json, and checked there
+	}
 	path := filepath.Join(dir, TokenMapFile)
 	f, err := safetensors.Open(path)
 	if err != nil {

@@ -26,7 +26,10 @@ type binder struct {
 	dir  string
 	set  *safetensors.Set
 	tmap *safetensors.File
-	mu   sync.Mutex
+	// derived is the token map derived from tokenizer.json when the
+	// checkpoint has no token map file (derivedTokenMap).
+	derived *safetensors.Tensor
+	mu      sync.Mutex
 	// bound holds each backend's buffers, by name|type (the graphs share
 	// them) and by node (no key to build on every call).
 	bound  map[string]map[string]backends.Buffer
@@ -257,6 +260,14 @@ func firstNonFinite(dtype string, data []byte) int {
 }
 
 func (b *binder) tokenMap(name string, shape []int) (*safetensors.Tensor, error) {
+	if t, ok, err := b.derivedTokenMapTensor(name); err != nil {
+		return nil, err
+	} else if ok {
+		if name != "token_map" || !slices.Equal(t.Shape, shape) {
+			return nil, fmt.Errorf("%s: the Engram token map derived from it is I64%v, the plan reads %q as I64%v", t.File, t.Shape, name, shape)
+		}
+		return t, nil
+	}
 	if b.tmap == nil {
 		path := filepath.Join(b.dir, TokenMapFile)
 		f, err := safetensors.Open(path)
