@@ -41,10 +41,7 @@ func (t *Tokenizer) setPreTokenizer(raw json.RawMessage) error {
 		}
 		return nil
 	case "ByteLevel":
-		if p.UseRegex {
-			return fmt.Errorf("pre_tokenizer: ByteLevel with use_regex true is not supported")
-		}
-		t.byteLevel, t.prefixSp = true, p.AddPrefixSpace
+		t.byteLevel, t.prefixSp, t.byteRegex = true, p.AddPrefixSpace, p.UseRegex
 		return nil
 	case "Split":
 		step, err := newSplit(p)
@@ -80,25 +77,39 @@ func newSplit(p preJSON) (preStep, error) {
 	default:
 		return nil, fmt.Errorf("behavior %q is not supported (only Isolated and Removed)", p.Behavior)
 	}
-	return func(pieces []string) []string {
-		var out []string
-		for _, s := range pieces {
-			at := 0
-			for _, m := range find(s) {
-				if m[0] > at {
-					out = append(out, s[at:m[0]])
-				}
-				if keepMatch {
-					out = append(out, s[m[0]:m[1]])
-				}
-				at = m[1]
+	if keepMatch {
+		return func(pieces []string) []string { return splitIsolated(pieces, find) }, nil
+	}
+	return func(pieces []string) []string { return splitRemoved(pieces, find) }, nil
+}
+
+var gpt2Splitter = scanAll(gpt2Match)
+
+// splitIsolated cuts each piece at the matches of find, keeping the matches
+// as pieces of their own.
+func splitIsolated(pieces []string, find splitter) []string { return splitPieces(pieces, find, true) }
+
+// splitRemoved cuts each piece at the matches of find, dropping them.
+func splitRemoved(pieces []string, find splitter) []string { return splitPieces(pieces, find, false) }
+
+func splitPieces(pieces []string, find splitter, keepMatch bool) []string {
+	var out []string
+	for _, s := range pieces {
+		at := 0
+		for _, m := range find(s) {
+			if m[0] > at {
+				out = append(out, s[at:m[0]])
 			}
-			if at < len(s) {
-				out = append(out, s[at:])
+			if keepMatch {
+				out = append(out, s[m[0]:m[1]])
 			}
+			at = m[1]
 		}
-		return out
-	}, nil
+		if at < len(s) {
+			out = append(out, s[at:])
+		}
+	}
+	return out
 }
 
 // normalizer maps text before pre-tokenization.

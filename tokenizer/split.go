@@ -178,3 +178,41 @@ func wordsMatch(rs []rune, i int) int {
 	}
 	return end - 1
 }
+
+// gpt2Match is the pattern of the ByteLevel pre-tokenizer's use_regex:
+//
+//	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+func gpt2Match(rs []rune, i int) int {
+	n := len(rs)
+	run := func(j int, in func(rune) bool) int {
+		for j < n && in(rs[j]) {
+			j++
+		}
+		return j
+	}
+	if rs[i] == '\'' {
+		for _, c := range []string{"s", "t", "re", "ve", "m", "ll", "d"} {
+			if i+1+len(c) <= n && string(rs[i+1:i+1+len(c)]) == c {
+				return i + 1 + len(c)
+			}
+		}
+	}
+	other := func(r rune) bool { return !isSpace(r) && !isLetter(r) && !unicode.IsNumber(r) }
+	j := i
+	if rs[j] == ' ' && j+1 < n {
+		j++
+	}
+	for _, in := range []func(rune) bool{isLetter, unicode.IsNumber, other} {
+		if in(rs[j]) {
+			return run(j, in)
+		}
+	}
+	if !isSpace(rs[i]) {
+		return -1
+	}
+	end := run(i, isSpace)
+	if end == n || end-1 == i {
+		return end
+	}
+	return end - 1
+}

@@ -23,6 +23,7 @@ type Tokenizer struct {
 	pretok     []preStep
 	byteLevel  bool // the pre-tokenizer maps bytes to runes (ByteLevel)
 	prefixSp   bool // ByteLevel add_prefix_space
+	byteRegex  bool // ByteLevel use_regex: GPT-2's split (gpt2Match)
 }
 
 type addedToken struct {
@@ -279,10 +280,16 @@ func (t *Tokenizer) encodePlain(ids []int64, text string) []int64 {
 		if t.prefixSp && !strings.HasPrefix(p, " ") {
 			p = " " + p
 		}
-		if t.byteLevel {
-			p = byteLevel(p)
+		words := []string{p}
+		if t.byteRegex {
+			words = splitIsolated(words, gpt2Splitter)
 		}
-		ids = t.model.encodeWord(ids, p)
+		for _, w := range words {
+			if t.byteLevel {
+				w = byteLevel(w)
+			}
+			ids = t.model.encodeWord(ids, w)
+		}
 	}
 	return ids
 }

@@ -115,7 +115,14 @@ for (let k = 0; k < 400; k++) {
   corpus.push(text);
 }
 
-const tok = new Tokenizer(JSON.parse(readFileSync(process.argv[2], "utf8")), {});
+// With a third argument "bytelevel" the pre-tokenizer is replaced by GPT-2's
+// ByteLevel (use_regex and add_prefix_space), to check that path too:
+//   node mkgolden.mjs tokenizer.json bytelevel > golden_bytelevel.json
+const json = JSON.parse(readFileSync(process.argv[2], "utf8"));
+if (process.argv[3] === "bytelevel") {
+  json.pre_tokenizer = { type: "ByteLevel", add_prefix_space: true, trim_offsets: true, use_regex: true };
+}
+const tok = new Tokenizer(json, {});
 const out = corpus.map((text) => {
   const ids = tok.encode(text, { add_special_tokens: false }).ids;
   return { text, ids, decoded: ids.length ? tok.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false }) : "" };
