@@ -1,6 +1,12 @@
 package deepseekv4
 
-import "testing"
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/ds4go/ds4/tokenizer"
+)
 
 const effort75 = "Reasoning Effort: 75 (range 1-100, the higher the value, the more thorough the reasoning)\n\n"
 
@@ -81,4 +87,29 @@ func TestChatPromptUnknownRolePanics(t *testing.T) {
 		}
 	}()
 	ChatPrompt([]Message{{Role: "tool", Content: "x"}}, false)
+}
+
+// The tiny checkpoint's tokenizer has every chat token as one id, so a chat
+// prompt encodes them as the model's own tokens (ids of
+// testdata/tiny/tokenizer.json; Hugging Face tokenizers gives
+// [0 507 42 75 508 510] for BOS User "Hi" Assistant <think>).
+func TestChatPromptTinyTokens(t *testing.T) {
+	tok, err := tokenizer.Load(filepath.Join("..", "..", "testdata", "tiny", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := ChatPrompt([]Message{{Role: RoleSystem, Content: "Be brief."}, {Role: RoleUser, Content: "Hi"}}, true)
+	ids := tok.Encode(prompt)
+	for _, s := range []string{BOSToken, SystemToken, UserToken, AssistantToken, ThinkStart} {
+		id, ok := tok.ID(s)
+		if !ok || !slices.Contains(ids, id) {
+			t.Errorf("%s (id %d, known %v) is not among the prompt's ids %v", s, id, ok, ids)
+		}
+	}
+	if got := tok.Encode(BOSToken + UserToken + "Hi" + AssistantToken + ThinkStart); !slices.Equal(got, []int64{0, 507, 42, 75, 508, 510}) {
+		t.Errorf("ids %v, Hugging Face tokenizers gives [0 507 42 75 508 510]", got)
+	}
+	if got := tok.Decode(ids); got != prompt {
+		t.Errorf("decode gives %q, want the prompt %q", got, prompt)
+	}
 }
