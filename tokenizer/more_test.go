@@ -139,3 +139,24 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamGolden: streaming each golden vector id by id emits complete
+// UTF-8 only, and all of it is the one-call decode.
+func TestStreamGolden(t *testing.T) {
+	tok := loadDeepSeek(t)
+	for i, g := range loadGolden(t) {
+		d := tok.NewStreamDecoder([]string{"\x00never"})
+		var got strings.Builder
+		for _, id := range g.IDs {
+			s, stopped := d.Add(id)
+			if stopped || !utf8.ValidString(s) || strings.ContainsRune(s, utf8.RuneError) {
+				t.Fatalf("vector %d: Add emitted %q (stopped %v)", i, s, stopped)
+			}
+			got.WriteString(s)
+		}
+		got.WriteString(d.Flush())
+		if got.String() != g.Text {
+			t.Errorf("vector %d: stream %q, want %q", i, got.String(), g.Text)
+		}
+	}
+}
