@@ -52,17 +52,43 @@ func (t *Tokenizer) splitAdded(text string, normalized bool) []segment {
 
 // addedAt returns the longest added token matching text at i.
 func (t *Tokenizer) addedAt(text string, i int, normalized bool) (addedToken, bool) {
-	for _, k := range t.addedFirst[text[i]] { // longest first
-		a := t.added[k]
-		if a.normalized != normalized || !strings.HasPrefix(text[i:], a.content) {
+	best, found := addedToken{}, false
+	node := t.addedTrie[boolIndex(normalized)]
+	for j := i; j < len(text) && node != nil; j++ {
+		node = node.next[text[j]]
+		if node == nil || node.token < 0 {
 			continue
 		}
-		if a.singleWord && !wholeWord(text, i, i+len(a.content)) {
-			continue
+		if a := t.added[node.token]; !a.singleWord || wholeWord(text, i, j+1) {
+			best, found = a, true
 		}
-		return a, true
 	}
-	return addedToken{}, false
+	return best, found
+}
+
+// trie is a byte trie of the added tokens' contents.
+type trie struct {
+	next  map[byte]*trie
+	token int // index into added, or -1
+}
+
+func (n *trie) insert(s string, token int) {
+	for i := 0; i < len(s); i++ {
+		c, ok := n.next[s[i]]
+		if !ok {
+			c = &trie{next: map[byte]*trie{}, token: -1}
+			n.next[s[i]] = c
+		}
+		n = c
+	}
+	n.token = token
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func wholeWord(text string, lo, hi int) bool {

@@ -160,3 +160,29 @@ func TestStreamGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestAddedTokenFlags: lstrip and rstrip take the whitespace beside an added
+// token into it; a single_word token matches only as a whole word.
+func TestAddedTokenFlags(t *testing.T) {
+	mk := func(flags string) *Tokenizer {
+		j := `{"added_tokens":[{"id":4,"content":"<x>"` + flags + `}],"normalizer":null,` +
+			`"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":false},"decoder":{"type":"ByteLevel"},` +
+			`"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"Ġ":3},"merges":["a b"]}}`
+		tok, err := Parse([]byte(j), "flags.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	for _, c := range []struct{ flags, text, want string }{
+		{"", "ab <x> ab", "[2 3 4 3 2]"},
+		{`,"lstrip":true`, "ab <x> ab", "[2 4 3 2]"},
+		{`,"lstrip":true,"rstrip":true`, "ab  <x>  ab", "[2 4 2]"},
+		{`,"single_word":true`, "ab <x> ab", "[2 3 4 3 2]"},
+		{`,"single_word":true`, "ab<x>", "[2]"}, // not a word: "<x>" has no tokens of its own
+	} {
+		if got := fmt.Sprint(mk(c.flags).Encode(c.text)); got != c.want {
+			t.Errorf("flags %q, Encode(%q) = %s, want %s", c.flags, c.text, got, c.want)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package tokenizer
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/ds4go/ds4/internal/fileio"
@@ -14,16 +13,16 @@ const maxFile = 256 << 20
 
 // Tokenizer is a loaded byte-level BPE tokenizer.
 type Tokenizer struct {
-	model      bpe
-	tokens     []string // id -> token string ("" where unused)
-	has        []bool
-	added      []addedToken
-	addedFirst [256][]int // first byte -> indexes into added
-	norm       normalizer
-	pretok     []preStep
-	byteLevel  bool // the pre-tokenizer maps bytes to runes (ByteLevel)
-	prefixSp   bool // ByteLevel add_prefix_space
-	byteRegex  bool // ByteLevel use_regex: GPT-2's split (gpt2Match)
+	model     bpe
+	tokens    []string // id -> token string ("" where unused)
+	has       []bool
+	added     []addedToken
+	addedTrie [2]*trie // the added tokens by content; [1]: the normalized ones
+	norm      normalizer
+	pretok    []preStep
+	byteLevel bool // the pre-tokenizer maps bytes to runes (ByteLevel)
+	prefixSp  bool // ByteLevel add_prefix_space
+	byteRegex bool // ByteLevel use_regex: GPT-2's split (gpt2Match)
 }
 
 type addedToken struct {
@@ -186,10 +185,11 @@ func (t *Tokenizer) setAdded(f fileJSON) error {
 		t.added = append(t.added, addedToken{id: id, content: a.Content, special: a.Special,
 			lstrip: a.Lstrip, rstrip: a.Rstrip, normalized: a.Normalized, singleWord: a.SingleWord})
 	}
-	// Longest first: matching takes the longest token at the leftmost place.
-	sort.SliceStable(t.added, func(i, j int) bool { return len(t.added[i].content) > len(t.added[j].content) })
+	for k := range t.addedTrie {
+		t.addedTrie[k] = &trie{next: map[byte]*trie{}, token: -1}
+	}
 	for k, a := range t.added {
-		t.addedFirst[a.content[0]] = append(t.addedFirst[a.content[0]], k)
+		t.addedTrie[boolIndex(a.normalized)].insert(a.content, k)
 	}
 	return nil
 }
