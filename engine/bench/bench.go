@@ -14,12 +14,7 @@ import (
 	"github.com/ds4go/ds4/ir"
 )
 
-// Benchmarking (issue 5, "Fast CPU backend"): prefill throughput for a few
-// prompt lengths with the FLOPs of the graph's matmul-like nodes, decode
-// throughput with the bytes of weights one decoded token reads, a memory
-// bandwidth probe to compare them with, and the resident memory.
-
-// Options configure Model.Bench. Zero values take the defaults.
+// Options configure Run. Zero values take the defaults.
 type Options struct {
 	PrefillTokens []int // prompt lengths to time (default 1, 128, 1024)
 	Batch         int   // rows per call (default 1)
