@@ -1,9 +1,11 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
+	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cpu/kernels"
 	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/ir"
@@ -79,46 +81,46 @@ func clone(s []int) []int { return append([]int(nil), s...) }
 // roundTo reports whether results of dtype dt are rounded to bf16.
 func roundTo(dt ir.DType) bool { return dt == ir.BF16 }
 
-func opInput(c *call, _ int, n *ir.Node, _ []*Value) (*Value, error) {
+// named is the buffer of m named by n's "name" attribute; missing says
+// what is absent ("input %q not given").
+func named(m map[string]backends.Buffer, n *ir.Node, missing string) (*Value, error) {
 	name := n.Attrs.Str("name", "")
-	b, ok := c.env.Inputs[name]
+	b, ok := m[name]
 	if !ok {
-		return nil, fmt.Errorf("input %q not given", name)
+		return nil, fmt.Errorf(missing, name)
 	}
 	return asValue(b, n)
 }
 
-func opWeight(c *call, _ int, n *ir.Node, _ []*Value) (*Value, error) {
-	if c.env.Weight == nil {
-		return nil, fmt.Errorf("no weights bound")
+// bound is the buffer the environment's function f gives for n; none says
+// that f is absent.
+func bound(f func(*ir.Node) (backends.Buffer, error), n *ir.Node, none string) (*Value, error) {
+	if f == nil {
+		return nil, errors.New(none)
 	}
-	b, err := c.env.Weight(n)
+	b, err := f(n)
 	if err != nil {
 		return nil, err
 	}
 	return asValue(b, n)
+}
+
+func opInput(c *call, _ int, n *ir.Node, _ []*Value) (*Value, error) {
+	return named(c.env.Inputs, n, "input %q not given")
+}
+
+func opWeight(c *call, _ int, n *ir.Node, _ []*Value) (*Value, error) {
+	return bound(c.env.Weight, n, "no weights bound")
 }
 
 func opConst(c *call, i int, _ *ir.Node, _ []*Value) (*Value, error) { return c.p.consts[i], nil }
 
 func opState(c *call, _ int, n *ir.Node, _ []*Value) (*Value, error) {
-	name := n.Attrs.Str("name", "")
-	b, ok := c.env.State[name]
-	if !ok {
-		return nil, fmt.Errorf("state %q not allocated", name)
-	}
-	return asValue(b, n)
+	return named(c.env.State, n, "state %q not allocated")
 }
 
 func opRopeTable(c *call, _ int, n *ir.Node, _ []*Value) (*Value, error) {
-	if c.env.Rope == nil {
-		return nil, fmt.Errorf("no RoPE tables")
-	}
-	b, err := c.env.Rope(n)
-	if err != nil {
-		return nil, err
-	}
-	return asValue(b, n)
+	return bound(c.env.Rope, n, "no RoPE tables")
 }
 
 // values returns the fp32 values of a float value: an activation's buffer,
@@ -147,6 +149,17 @@ func (c *call) values(v *Value) (driver.Ptr, error) {
 	return p, c.st.Upload(p, hw.data, v.W.src.Name+" as fp32")
 }
 
+// valuesOut returns v's fp32 values (c.values) and node i's output, of
+// dtype dt and the given shape, for the ops that read one float value.
+func (c *call) valuesOut(i int, v *Value, dt ir.DType, shape []int) (driver.Ptr, *Value, error) {
+	x, err := c.values(v)
+	if err != nil {
+		return 0, nil, err
+	}
+	out, err := c.out(i, dt, shape)
+	return x, out, err
+}
+
 // plain is a weight as the plain products read it.
 func plain(v *Value) (Plain, error) {
 	if v.W == nil {
@@ -165,11 +178,7 @@ func plain(v *Value) (Plain, error) {
 
 func opCast(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	to, _ := ir.ParseDType(n.Attrs.Str("to", ""))
-	x, err := c.values(a[0])
-	if err != nil {
-		return nil, err
-	}
-	out, err := c.out(i, to, clone(a[0].Shape))
+	x, out, err := c.valuesOut(i, a[0], to, clone(a[0].Shape))
 	if err != nil {
 		return nil, err
 	}
@@ -177,11 +186,7 @@ func opCast(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 }
 
 func unaryWith(c *call, i int, n *ir.Node, a []*Value, op string, p0, p1 float32) (*Value, error) {
-	x, err := c.values(a[0])
-	if err != nil {
-		return nil, err
-	}
-	out, err := c.out(i, a[0].DType, clone(a[0].Shape))
+	x, out, err := c.valuesOut(i, a[0], a[0].DType, clone(a[0].Shape))
 	if err != nil {
 		return nil, err
 	}
@@ -282,11 +287,7 @@ func axisOf(n *ir.Node, rank int) int {
 
 func opMeanSq(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	shape, _ := reduced(n, a[0].Shape)
-	x, err := c.values(a[0])
-	if err != nil {
-		return nil, err
-	}
-	out, err := c.out(i, a[0].DType, shape)
+	x, out, err := c.valuesOut(i, a[0], a[0].DType, shape)
 	if err != nil {
 		return nil, err
 	}
@@ -295,11 +296,7 @@ func opMeanSq(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 
 func opSum(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	shape, ax := reduced(n, a[0].Shape)
-	x, err := c.values(a[0])
-	if err != nil {
-		return nil, err
-	}
-	out, err := c.out(i, a[0].DType, shape)
+	x, out, err := c.valuesOut(i, a[0], a[0].DType, shape)
 	if err != nil {
 		return nil, err
 	}
@@ -307,11 +304,7 @@ func opSum(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 }
 
 func opSoftmax(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
-	x, err := c.values(a[0])
-	if err != nil {
-		return nil, err
-	}
-	out, err := c.out(i, a[0].DType, clone(a[0].Shape))
+	x, out, err := c.valuesOut(i, a[0], a[0].DType, clone(a[0].Shape))
 	if err != nil {
 		return nil, err
 	}
