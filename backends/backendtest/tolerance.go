@@ -104,10 +104,11 @@ func (d Diff) String() string {
 	return s
 }
 
-// ulps is the distance of two float32 values in units in the last place
+// ULPs is the distance of two float32 values in units in the last place
 // of a format whose low drop bits are cut (16: bf16, whose values need not
-// be bf16; 0: float32); 0 when both are NaN, MaxInt when one is.
-func ulps(a, b float32, drop uint) int {
+// be bf16; 0: float32); 0 when both are NaN, MaxInt when one is. Kernel
+// tests of a backend measure with it as the suite does.
+func ULPs(a, b float32, drop uint) int {
 	if a != a || b != b {
 		if a != a && b != b {
 			return 0
@@ -202,7 +203,7 @@ func compareFloats(got, want []float32, tol Tol) (Diff, error) {
 			d.First = fmt.Sprintf("first at [%d]: got %g, want %g", i, g, w)
 		}
 		d.Differ++
-		u, u32 := ulps(g, w, 16), ulps(g, w, 0)
+		u, u32 := ULPs(g, w, 16), ULPs(g, w, 0)
 		d.MaxULP, d.MaxF32 = max(d.MaxULP, u), max(d.MaxF32, u32)
 		ad := math.Abs(float64(g) - float64(w))
 		if math.IsNaN(ad) || math.IsInf(float64(g), 0) != math.IsInf(float64(w), 0) {

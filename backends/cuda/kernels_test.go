@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ds4go/ds4/backends/backendtest"
 	"github.com/ds4go/ds4/backends/cpu/kernels"
 	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/internal/numfmt"
@@ -127,31 +128,6 @@ func bf16s(r *rand.Rand, n int, sd float64) []float32 {
 	return v
 }
 
-// ulps is the distance in units of the last place between two floats of
-// the format whose low `drop` bits are zero (16 for bf16 values, 0 for
-// fp32): 0 when equal or both NaN, MaxInt when only one is NaN.
-func ulps(a, b float32, drop uint) int {
-	if a != a || b != b {
-		if a != a && b != b {
-			return 0
-		}
-		return math.MaxInt
-	}
-	key := func(f float32) int64 {
-		u := math.Float32bits(f)
-		m := int64(u&0x7fffffff) >> drop
-		if u&0x80000000 != 0 {
-			return -m
-		}
-		return m
-	}
-	d := key(a) - key(b)
-	if d < 0 {
-		d = -d
-	}
-	return int(d)
-}
-
 // diff summarises a comparison: the largest distance in ulps and how many
 // elements differ at all and by more than 1 ulp.
 type diff struct {
@@ -162,7 +138,7 @@ type diff struct {
 func compare(got, want []float32, drop uint) diff {
 	d := diff{n: len(want)}
 	for i := range want {
-		u := ulps(got[i], want[i], drop)
+		u := backendtest.ULPs(got[i], want[i], drop)
 		if u > 0 {
 			d.over0++
 			if d.first == "" {
