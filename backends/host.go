@@ -268,16 +268,35 @@ func HostWeightTensor(w *HostWeight, dense bool) (*Tensor, error) {
 
 // HostMemory returns MemAvailable and MemTotal of /proc/meminfo in bytes.
 func HostMemory() (free, total int64, err error) {
-	f, err := os.Open("/proc/meminfo")
+	m, err := ProcKiB("/proc/meminfo")
 	if err != nil {
 		return 0, 0, err
 	}
+	free, ok := m["MemAvailable"]
+	if !ok {
+		return 0, 0, fmt.Errorf("/proc/meminfo: no MemAvailable")
+	}
+	total, ok = m["MemTotal"]
+	if !ok {
+		total = -1
+	}
+	return free, max(total, free), nil
+}
+
+// ProcKiB reads a /proc file of "Key:  N kB" lines (meminfo, a process's
+// status or smaps_rollup) and returns each key's N in bytes; lines whose
+// first field is not a number are left out.
+func ProcKiB(path string) (map[string]int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
 	defer f.Close()
-	free, total = -1, -1
+	m := map[string]int64{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (k != "MemAvailable" && k != "MemTotal") {
+		if !ok {
 			continue
 		}
 		fs := strings.Fields(v)
@@ -288,14 +307,7 @@ func HostMemory() (free, total int64, err error) {
 		if err != nil {
 			continue
 		}
-		if k == "MemAvailable" {
-			free = ir.SatMul(kb, 1024)
-		} else {
-			total = ir.SatMul(kb, 1024)
-		}
+		m[k] = ir.SatMul(kb, 1024)
 	}
-	if free < 0 {
-		return 0, 0, fmt.Errorf("/proc/meminfo: no MemAvailable")
-	}
-	return free, max(total, free), nil
+	return m, nil
 }

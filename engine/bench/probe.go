@@ -1,14 +1,11 @@
 package bench
 
 import (
-	"bufio"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cpu/fast"
 )
 
@@ -62,53 +59,13 @@ func ProbeBandwidth(bytes int64, passes int) float64 {
 // ReadRSS returns VmRSS, RssAnon, RssFile and VmHWM of this process from
 // /proc/self/status in bytes (zeros where unavailable).
 func ReadRSS() (rss, anon, file, peak int64) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		fs := strings.Fields(v)
-		if len(fs) == 0 {
-			continue
-		}
-		kb, err := strconv.ParseInt(fs[0], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch k {
-		case "VmRSS":
-			rss = kb << 10
-		case "RssAnon":
-			anon = kb << 10
-		case "RssFile":
-			file = kb << 10
-		case "VmHWM":
-			peak = kb << 10
-		}
-	}
-	return
+	m, _ := backends.ProcKiB("/proc/self/status")
+	return m["VmRSS"], m["RssAnon"], m["RssFile"], m["VmHWM"]
 }
 
 // readFilePmdMapped returns FilePmdMapped of /proc/self/smaps_rollup in
 // bytes (0 where unavailable).
 func readFilePmdMapped() int64 {
-	b, err := os.ReadFile("/proc/self/smaps_rollup")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "FilePmdMapped:"); ok {
-			if fs := strings.Fields(v); len(fs) > 0 {
-				kb, _ := strconv.ParseInt(fs[0], 10, 64)
-				return kb << 10
-			}
-		}
-	}
-	return 0
+	m, _ := backends.ProcKiB("/proc/self/smaps_rollup")
+	return m["FilePmdMapped"]
 }
