@@ -22,10 +22,10 @@ import (
 	"github.com/ds4go/ds4/synth"
 )
 
-// releasedModule builds testdata/dir's module with the default passes.
-func releasedModule(t *testing.T, dir string) (*ir.Module, string) {
+// defaultModule builds the module of the config in the folder path with the
+// default passes.
+func defaultModule(t *testing.T, path string) (*deepseekv4.Config, *ir.Module) {
 	t.Helper()
-	path := filepath.Join("..", "..", "testdata", dir)
 	cfg, err := deepseekv4.LoadConfig(filepath.Join(path, "config.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +37,15 @@ func releasedModule(t *testing.T, dir string) (*ir.Module, string) {
 	if _, err := passes.Run(m, passes.ParseNames("default"), passes.Options{}); err != nil {
 		t.Fatal(err)
 	}
+	return cfg, m
+}
+
+// releasedModule builds testdata/dir's module with the default passes and
+// returns it with the folder of its checkpoint.
+func releasedModule(t *testing.T, dir string) (*ir.Module, string) {
+	t.Helper()
+	path := filepath.Join("..", "..", "testdata", dir)
+	cfg, m := defaultModule(t, path)
 	if _, err := os.Stat(filepath.Join(path, "model.safetensors.index.json")); err != nil {
 		// unseen6 ships its config and golden file only: its checkpoint is
 		// synth's for seed 1 (testdata/unseen6/README.md)

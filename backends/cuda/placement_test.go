@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/ds4go/ds4/backends"
-	"github.com/ds4go/ds4/models/deepseekv4"
-	"github.com/ds4go/ds4/passes"
 )
 
 // TestReleasedGraphsPlacedWhollyOnGPU: after the default passes, every node
@@ -14,17 +12,7 @@ import (
 // segment, no transfer (no GPU needed: placement is data).
 func TestReleasedGraphsPlacedWhollyOnGPU(t *testing.T) {
 	for _, dir := range []string{"tiny", "unseen6"} {
-		cfg, err := deepseekv4.LoadConfig(filepath.Join("..", "..", "testdata", dir, "config.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := deepseekv4.BuildModule(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := passes.Run(m, passes.ParseNames("default"), passes.Options{}); err != nil {
-			t.Fatal(err)
-		}
+		_, m := defaultModule(t, filepath.Join("..", "..", "testdata", dir))
 		for _, name := range []string{"prefill", "decode"} {
 			g := m.Graph(name)
 			pl, err := backends.Schedule(g, "cuda")
