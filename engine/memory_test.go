@@ -11,7 +11,7 @@ import (
 	"github.com/ds4go/ds4/backends"
 	_ "github.com/ds4go/ds4/backends/cpu"
 	"github.com/ds4go/ds4/ir"
-	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 	"github.com/ds4go/ds4/passes"
 )
 
@@ -38,21 +38,13 @@ func openTiny(t *testing.T) *Model { return openTinyPasses(t, "") }
 // the test ends).
 func openTinyPasses(t *testing.T, passNames string) *Model {
 	t.Helper()
-	dir := filepath.Join("..", "testdata", "tiny")
-	c, err := deepseekv4.LoadConfig(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := deepseekv4.BuildModule(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := dstest.BuildTiny(t)
 	if passNames != "" {
 		if _, err := passes.Run(m, passes.ParseNames(passNames), passes.Options{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	md, err := Open(m, dir, "cpu")
+	md, err := Open(m, dstest.TinyDir(), "cpu")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,29 +2,19 @@ package bench
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	_ "github.com/ds4go/ds4/backends/cpu"
 	"github.com/ds4go/ds4/engine"
-	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 )
 
 // openTiny opens the tiny checkpoint on the CPU backend (closed when the
 // test ends).
 func openTiny(t *testing.T) *engine.Model {
 	t.Helper()
-	dir := filepath.Join("..", "..", "testdata", "tiny")
-	c, err := deepseekv4.LoadConfig(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := deepseekv4.BuildModule(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	md, err := engine.Open(m, dir, "cpu")
+	md, err := engine.Open(dstest.BuildTiny(t), dstest.TinyDir(), "cpu")
 	if err != nil {
 		t.Fatal(err)
 	}
