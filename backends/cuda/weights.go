@@ -116,7 +116,7 @@ func floats(w *backends.HostWeight) ([]float32, error) {
 	var dec func(b []byte) float32
 	switch w.Stored {
 	case "BF16":
-		size, dec = 2, func(b []byte) float32 { return math.Float32frombits(uint32(binary.LittleEndian.Uint16(b)) << 16) }
+		size, dec = 2, func(b []byte) float32 { return numfmt.BF16FromBits(binary.LittleEndian.Uint16(b)) }
 	case "F16":
 		size, dec = 2, func(b []byte) float32 { return numfmt.F16ToF32(binary.LittleEndian.Uint16(b)) }
 	case "F32":
@@ -231,7 +231,7 @@ func (g *GPU) uploadWeight(w *backends.HostWeight, hw *hostWeight) (*Value, erro
 func widenBF16(b []byte) []float32 {
 	out := make([]float32, len(b)/2)
 	for i := range out {
-		out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(b[2*i:])) << 16)
+		out[i] = numfmt.BF16FromBits(binary.LittleEndian.Uint16(b[2*i:]))
 	}
 	return out
 }
