@@ -144,7 +144,11 @@ func TestForcedProbeReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	forced, x := in.Forced["x2"], in.Inputs["x0"]
-	for i, v := range res.Outputs["out"].F32 {
+	out := res.Outputs["out"]
+	if out == nil || len(out.F32) != len(forced.F32) {
+		t.Fatalf("output out is %v, want %d floats", out, len(forced.F32))
+	}
+	for i, v := range out.F32 {
 		if want := forced.F32[i] * 0.5; v != want {
 			t.Fatalf("out[%d] = %g, want the forced value's half %g", i, v, want)
 		}
