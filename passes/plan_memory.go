@@ -44,64 +44,28 @@ type MemPlan struct {
 // buffer they view. Offsets are assigned first fit in node order, a node's
 // output allocated before its arguments' buffers are released.
 func PlanMemory(g *ir.Graph, b Bindings) (*MemPlan, error) {
-	root := map[*ir.Node]*ir.Node{} // view → viewed buffer
-	//lint:ignore S1021 the closure calls itself
-	var rootOf func(n *ir.Node) *ir.Node
-	rootOf = func(n *ir.Node) *ir.Node {
-		if r, ok := root[n]; ok {
-			return r
-		}
-		return n
-	}
-	pos := make(map[*ir.Node]int, len(g.Nodes))
+	lt := ir.StorageLifetimes(g) // the lifetimes AssignBuffers and ir.CheckBuffers use
 	size := map[*ir.Node]int64{}
+	frees := map[int][]*ir.Node{} // position → buffers whose last use it is
 	for i, n := range g.Nodes {
-		pos[n] = i
-		info := n.Info()
-		switch {
-		case info == nil:
+		if n.Info() == nil {
 			return nil, fmt.Errorf("plan-memory: %%%d: unknown op %q", n.ID, n.Op)
-		case info.Has(ir.Source) || info.Has(ir.StateUpdate):
-			continue
-		case n.Op == "reshape" || n.Op == "probe":
-			a := rootOf(n.Args[0])
-			if _, ok := size[a]; ok {
-				root[n] = a
-			}
-			continue
+		}
+		if lt.Root[i] != i {
+			continue // a source, a state update or a view: no buffer of its own
 		}
 		sz, err := byteSize(n.Type, b)
 		if err != nil {
 			return nil, fmt.Errorf("plan-memory: %%%d (%s): %v", n.ID, n.Op, err)
 		}
 		size[n] = (sz + arenaAlign - 1) / arenaAlign * arenaAlign
-	}
-	last := map[*ir.Node]int{}
-	for n, i := range pos {
-		if _, ok := size[n]; ok {
-			last[n] = max(last[n], i)
+		last := lt.Last[i]
+		if lt.Pinned[i] {
+			last = len(g.Nodes) // an output lives to the end of the graph
 		}
-	}
-	for i, n := range g.Nodes {
-		for _, a := range n.Args {
-			if r := rootOf(a); hasKey(size, r) {
-				last[r] = max(last[r], i)
-			}
-		}
-		if r := rootOf(n); r != n && hasKey(size, r) {
-			last[r] = max(last[r], i)
-		}
-	}
-	for _, o := range g.Outputs {
-		if r := rootOf(o.Node); hasKey(size, r) {
-			last[r] = len(g.Nodes)
-		}
+		frees[last] = append(frees[last], n)
 	}
 	plan := &MemPlan{Offset: map[int]int64{}, Size: map[int]int64{}}
-	frees := map[int][]*ir.Node{}
-	for n, l := range last {
-		frees[l] = append(frees[l], n)
-	}
 	var live []span // sorted by offset
 	for i, n := range g.Nodes {
 		if sz, ok := size[n]; ok {
@@ -118,8 +82,6 @@ func PlanMemory(g *ir.Graph, b Bindings) (*MemPlan, error) {
 	}
 	return plan, nil
 }
-
-func hasKey(m map[*ir.Node]int64, n *ir.Node) bool { _, ok := m[n]; return ok }
 
 type span struct {
 	off, size int64
