@@ -3,6 +3,7 @@ package backendtest
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/ds4go/ds4/backends"
 )
@@ -136,7 +137,7 @@ func Compare(got, want *backends.Tensor, tol Tol) (Diff, error) {
 	if got == nil {
 		return Diff{}, fmt.Errorf("no output")
 	}
-	if got.DType != want.DType || !sameInts(got.Shape, want.Shape) {
+	if got.DType != want.DType || !slices.Equal(got.Shape, want.Shape) {
 		return Diff{}, fmt.Errorf("got %v%v, want %v%v", got.DType, got.Shape, want.DType, want.Shape)
 	}
 	if want.DType.IsFloat() {
@@ -246,16 +247,4 @@ func compareFloats(got, want []float32, tol Tol) (Diff, error) {
 		return d, fmt.Errorf("%s, want %s: %v", bad, tol, d)
 	}
 	return d, nil
-}
-
-func sameInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
