@@ -63,9 +63,6 @@ func NextTurn(user string, thinking bool) string {
 	return EOSToken + UserToken + user + assistantPrefix(thinking)
 }
 
-// ChatTurnEnd is the text that ends an assistant turn.
-func ChatTurnEnd() string { return EOSToken }
-
 // ChatStops are the stop strings of an assistant turn.
 func ChatStops() []string { return []string{EOSToken} }
 
