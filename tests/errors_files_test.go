@@ -135,7 +135,7 @@ func init() {
 			os.Chmod(p, 0o444)
 			return []string{"-model", fx.goodDir, "-o", p}
 		}},
-		{name: "compile-dump-dir-model", cmd: "compile", want: ": holds the input ", setup: func(t *testing.T, fx *errsFixture, in string) []string {
+		{name: "compile-dump-dir-model", cmd: "compile", want: "-dump-dir …: holds the input …/config.json; choose another output directory", setup: func(t *testing.T, fx *errsFixture, in string) []string {
 			dir := copyTinyCheckpoint(t, in)
 			return []string{"-model", dir, "-dump-after", "all", "-dump-dir", dir}
 		}},
