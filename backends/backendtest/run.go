@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/internal/numfmt"
 	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/passes"
@@ -423,7 +425,7 @@ func download(d backends.Device, b backends.Buffer) (*backends.Tensor, error) {
 	if t.DType.IsFloat() && t.F32 == nil && t.Scale == nil && len(t.U8) == 2*t.NumElements() {
 		t.F32 = make([]float32, t.NumElements())
 		for k := range t.F32 {
-			t.F32[k] = math.Float32frombits(uint32(t.U8[2*k])<<16 | uint32(t.U8[2*k+1])<<24)
+			t.F32[k] = numfmt.BF16FromBits(binary.LittleEndian.Uint16(t.U8[2*k:]))
 		}
 		t.U8 = nil
 	}
