@@ -15,13 +15,27 @@ type Runner struct {
 	pl    *Placement
 	devs  map[string]Device // by backend name
 	progs []Program         // one per segment
+	// inputs are the names of the graph inputs each segment reads, and
+	// values the number of values each backend's Env.Values holds at
+	// least (the segments' outputs and moved inputs): found once here, not
+	// on every call.
+	inputs [][]string
+	values map[string]int
 }
 
 // NewRunner prepares every segment of pl on the device of its backend
 // (devs must hold one for every backend the placement uses).
 func NewRunner(pl *Placement, devs map[string]Device) (*Runner, error) {
-	r := &Runner{pl: pl, devs: devs}
+	r := &Runner{pl: pl, devs: devs, values: map[string]int{}}
 	for _, seg := range pl.Segments {
+		var names []string
+		for _, n := range seg.Nodes {
+			if n.Op == "input" {
+				names = append(names, n.Attrs.Str("name", ""))
+			}
+		}
+		r.inputs = append(r.inputs, names)
+		r.values[seg.Backend] += len(seg.Out) + len(seg.In)
 		d, ok := devs[seg.Backend]
 		if !ok {
 			return nil, fmt.Errorf("segment %d: no device opened for backend %s", seg.Index, seg.Backend)
@@ -66,7 +80,7 @@ func (r *Runner) Run(c *Call) (map[string]Buffer, error) {
 	envs := map[string]*Env{}      // one per backend: its Values hold what is on its device
 	moved := map[string][]Buffer{} // buffers the call uploaded, to free at the end
 	for i, seg := range r.pl.Segments {
-		env, err := r.env(c, seg, envs, moved)
+		env, err := r.env(c, seg, r.inputs[i], envs, moved)
 		if err != nil {
 			return nil, err
 		}
@@ -103,13 +117,13 @@ func (r *Runner) Run(c *Call) (map[string]Buffer, error) {
 }
 
 // env returns the launch environment of backend seg.Backend for this call
-// (made on first use), with the graph inputs seg reads uploaded.
-func (r *Runner) env(c *Call, seg *Segment, envs map[string]*Env, moved map[string][]Buffer) (*Env, error) {
+// (made on first use), with the graph inputs seg reads (inputs) uploaded.
+func (r *Runner) env(c *Call, seg *Segment, inputs []string, envs map[string]*Env, moved map[string][]Buffer) (*Env, error) {
 	be := seg.Backend
 	env, ok := envs[be]
 	if !ok {
 		env = &Env{B: c.B, S: c.S, M: c.M, StartPos: c.StartPos, State: c.State, Arena: c.Arenas[be],
-			Inputs: map[string]Buffer{}, Values: map[*ir.Node]Buffer{}, OpTimes: c.OpTimes}
+			Inputs: map[string]Buffer{}, Values: make(map[*ir.Node]Buffer, r.values[be]), OpTimes: c.OpTimes}
 		if c.Weight != nil {
 			env.Weight = func(n *ir.Node) (Buffer, error) { return c.Weight(be, n) }
 		}
@@ -122,11 +136,7 @@ func (r *Runner) env(c *Call, seg *Segment, envs map[string]*Env, moved map[stri
 		}
 		envs[be] = env
 	}
-	for _, n := range seg.Nodes {
-		if n.Op != "input" {
-			continue
-		}
-		name := n.Attrs.Str("name", "")
+	for _, name := range inputs {
 		if _, ok := env.Inputs[name]; ok {
 			continue
 		}
