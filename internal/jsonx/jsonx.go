@@ -276,6 +276,15 @@ func jsonFields(t reflect.Type) map[string]reflect.StructField {
 	return out
 }
 
+// FieldNames are the keys Decode accepts for the struct type t.
+func FieldNames(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for name := range jsonFields(t) {
+		out[name] = true
+	}
+	return out
+}
+
 // unknownField names the closest known field when one is close (a
 // misspelling): at most two edits, or the same name in another case.
 func unknownField(key string, fields map[string]reflect.StructField) error {

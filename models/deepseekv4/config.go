@@ -299,18 +299,6 @@ type hfFlattener struct {
 	unused []string          // unknown keys, not close to a known one
 }
 
-// flatFieldNames are the JSON names of Config (the flat format's keys).
-func flatFieldNames() map[string]bool {
-	out := map[string]bool{}
-	t := reflect.TypeFor[Config]()
-	for i := range t.NumField() {
-		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
-			out[name] = true
-		}
-	}
-	return out
-}
-
 // checkKey classifies an unknown key of an HF object: an error when it is
 // close to a known name, else it is noted as unused.
 func (h *hfFlattener) checkKey(path string, known ...map[string]bool) error {
@@ -388,7 +376,7 @@ func (h *hfFlattener) flatten(top map[string]json.RawMessage, keys []string) err
 
 // members copies the keys of one object (the top level or text_config).
 func (h *hfFlattener) members(prefix string, obj map[string]json.RawMessage, keys []string) error {
-	fields := flatFieldNames()
+	fields := jsonx.FieldNames(reflect.TypeFor[Config]()) // the flat format's keys
 	for _, k := range keys {
 		v := obj[k]
 		switch {
