@@ -2,7 +2,6 @@ package example_test
 
 import (
 	"math"
-	"path/filepath"
 	"testing"
 
 	"github.com/ds4go/ds4/backends/backendtest"
@@ -10,7 +9,7 @@ import (
 	_ "github.com/ds4go/ds4/backends/cpu"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/ir"
-	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 	"github.com/ds4go/ds4/passes"
 )
 
@@ -22,10 +21,10 @@ func TestConformance(t *testing.T) { backendtest.Run(t, example.Name) }
 // claimed ops on it (and nothing else), and that a prefill and a decode
 // step give the logits of cpu-ref bit for bit (the kernels are the same).
 func TestTinyEndToEnd(t *testing.T) {
-	dir := filepath.Join("..", "..", "..", "testdata", "tiny")
+	dir := dstest.TinyDir()
 	logits := map[string][]float32{}
 	for _, be := range []string{example.Name, "cpu-ref"} {
-		m := tinyPlan(t, dir)
+		m := tinyPlan(t)
 		md, err := engine.Open(m, dir, be)
 		if err != nil {
 			t.Fatal(err)
@@ -69,17 +68,10 @@ func TestTinyEndToEnd(t *testing.T) {
 	}
 }
 
-// tinyPlan builds the tiny checkpoint's module and runs the default passes.
-func tinyPlan(t *testing.T, dir string) *ir.Module {
+// tinyPlan is the tiny checkpoint's module after the default passes.
+func tinyPlan(t *testing.T) *ir.Module {
 	t.Helper()
-	c, err := deepseekv4.LoadConfig(filepath.Join(dir, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := deepseekv4.BuildModule(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := dstest.BuildTiny(t)
 	if _, err := passes.Run(m, nil, passes.Options{}); err != nil {
 		t.Fatal(err)
 	}
