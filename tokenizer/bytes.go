@@ -63,33 +63,12 @@ func appendLossy(dst []byte, b []byte) []byte {
 }
 
 // maximalSubpart is the length of the longest prefix of b that starts a
-// well-formed UTF-8 sequence (at least 1), b starting an ill-formed one.
+// well-formed UTF-8 sequence (at least 1), b starting an ill-formed one:
+// utf8.FullRune is false exactly for a proper prefix of a well-formed one.
 func maximalSubpart(b []byte) int {
-	lo, hi, need := byte(0x80), byte(0xBF), 0
-	switch c := b[0]; {
-	case c >= 0xC2 && c <= 0xDF:
-		need = 1
-	case c == 0xE0:
-		lo, need = 0xA0, 2
-	case c == 0xED:
-		hi, need = 0x9F, 2
-	case c >= 0xE1 && c <= 0xEF:
-		need = 2
-	case c == 0xF0:
-		lo, need = 0x90, 3
-	case c == 0xF4:
-		hi, need = 0x8F, 3
-	case c >= 0xF1 && c <= 0xF3:
-		need = 3
-	default:
-		return 1
-	}
 	n := 1
-	for ; n <= need && n < len(b); n++ {
-		if b[n] < lo || b[n] > hi {
-			break
-		}
-		lo, hi = 0x80, 0xBF
+	for n < len(b) && n < utf8.UTFMax && !utf8.FullRune(b[:n+1]) {
+		n++
 	}
 	return n
 }
@@ -97,27 +76,13 @@ func maximalSubpart(b []byte) int {
 // incompleteTail is the length of a suffix of b that is a proper prefix of a
 // well-formed UTF-8 sequence (0 if none): bytes a stream must hold back.
 func incompleteTail(b []byte) int {
-	for k := 1; k <= 3 && k <= len(b); k++ {
-		tail := b[len(b)-k:]
-		if tail[0] < 0xC0 {
-			continue // a continuation byte: look further back
-		}
-		if maximalSubpart(tail) == k && k < seqLen(tail[0]) {
+	for k := 1; k < utf8.UTFMax && k <= len(b); k++ {
+		if tail := b[len(b)-k:]; utf8.RuneStart(tail[0]) {
+			if utf8.FullRune(tail) {
+				return 0
+			}
 			return k
 		}
-		return 0
 	}
 	return 0
-}
-
-func seqLen(c byte) int {
-	switch {
-	case c >= 0xF0:
-		return 4
-	case c >= 0xE0:
-		return 3
-	case c >= 0xC0:
-		return 2
-	}
-	return 1
 }

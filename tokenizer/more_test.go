@@ -50,6 +50,24 @@ func TestDecodeInvalidUTF8(t *testing.T) {
 	}
 }
 
+// TestIncompleteTail: a stream holds back only the start of a character
+// that later bytes can complete; a byte no sequence starts with (0xC0,
+// 0xF5-0xFF) or an already ill-formed tail goes out at once.
+func TestIncompleteTail(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+	}{
+		{"", 0}, {"ab", 0}, {"a\xc3", 1}, {"a\xe4\xbd", 2}, {"\xf0\x9f\x98", 3},
+		{"\xf0\x9f\x98\x80", 0}, {"a\xc0", 0}, {"a\xff", 0}, {"\xe4A", 0},
+		{"\xed\xa0", 0}, {"\xbd", 0}, {"\x80\x80\x80", 0},
+	} {
+		if got := incompleteTail([]byte(c.in)); got != c.want {
+			t.Errorf("incompleteTail(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
 func TestStreamDecoder(t *testing.T) {
 	tok := loadDeepSeek(t)
 	text := "Hi 👨‍👩‍👧 你好 and then STOP here"
