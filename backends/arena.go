@@ -1,5 +1,11 @@
 package backends
 
+import (
+	"math"
+
+	"github.com/ds4go/ds4/ir"
+)
+
 // HostArena holds the activation buffers of one graph for one session: slot k
 // is reused by every value the plan assigned to k (attribute buf), across
 // calls, so steady-state decoding allocates almost nothing. A nil arena, or
@@ -107,4 +113,61 @@ func (a *HostArena) Close() error {
 		a.slots = nil
 	}
 	return nil
+}
+
+// SlotBytes is the largest value of each storage kind a buffer slot holds,
+// in bytes (saturating): an arena keeps one array per kind.
+type SlotBytes struct{ F32, I64, I32 int64 }
+
+// Total is the sum of the kinds (saturating).
+func (k SlotBytes) Total() int64 { return ir.SatAdd(ir.SatAdd(k.F32, k.I64), k.I32) }
+
+// PlanSlots is, for a graph whose plan assigned buffer slots (attribute
+// buf), the SlotBytes of each slot under b; empty when no value has a slot.
+func PlanSlots(g *ir.Graph, b ir.Bindings) map[int64]*SlotBytes {
+	slots := map[int64]*SlotBytes{}
+	for _, n := range g.Nodes {
+		k, ok := n.Attrs["buf"].(int64)
+		if !ok || k < 0 {
+			continue
+		}
+		s := slots[k]
+		if s == nil {
+			s = &SlotBytes{}
+			slots[k] = s
+		}
+		sz := TypeBytes(n.Type, b)
+		switch {
+		case n.Type.DType.IsFloat():
+			s.F32 = max(s.F32, sz)
+		case n.Type.DType == ir.I64:
+			s.I64 = max(s.I64, sz)
+		default:
+			s.I32 = max(s.I32, sz)
+		}
+	}
+	return slots
+}
+
+// SlotSizes is PlanSlots in elements, for NewHostArena and the devices'
+// arenas; a slot larger than a session could allocate anyway is left to
+// grow on demand.
+func SlotSizes(g *ir.Graph, b ir.Bindings) []SlotSize {
+	var sizes []SlotSize
+	elems := func(bytes, per int64) int {
+		if bytes/per > math.MaxInt32*4 {
+			return 0
+		}
+		return int(bytes / per)
+	}
+	for k, s := range PlanSlots(g, b) {
+		if k > 1<<20 {
+			continue
+		}
+		for int64(len(sizes)) <= k {
+			sizes = append(sizes, SlotSize{})
+		}
+		sizes[k] = SlotSize{F32: elems(s.F32, 4), I64: elems(s.I64, 8), I32: elems(s.I32, 4)}
+	}
+	return sizes
 }

@@ -68,46 +68,7 @@ func (opt Options) callBindings() (prefill, decode ir.Bindings) {
 // sources, state updates (in place) and views (reshape, probe) do not.
 func ownsMemory(n *ir.Node) bool {
 	info := n.Info()
-	return info != nil && !info.Has(ir.Source) && !info.Has(ir.StateUpdate) && n.Op != "reshape" && n.Op != "probe"
-}
-
-// slotKinds is the largest value of each storage kind a buffer slot holds,
-// in bytes (saturating): the arena keeps one array per kind.
-type slotKinds struct{ f32, i64, i32 int64 }
-
-func (k slotKinds) total() int64 { return ir.SatAdd(ir.SatAdd(k.f32, k.i64), k.i32) }
-
-// planSlots is, for a graph whose plan assigned buffer slots (attribute
-// buf), the largest value of each kind in each slot under b, and the bytes
-// of the values without a slot; planned is false when no value has a slot.
-func planSlots(g *ir.Graph, b ir.Bindings) (slots map[int64]*slotKinds, unslotted int64, planned bool) {
-	slots = map[int64]*slotKinds{}
-	for _, n := range g.Nodes {
-		if !ownsMemory(n) {
-			continue
-		}
-		sz := typeBytes(n.Type, b)
-		k, ok := n.Attrs["buf"].(int64)
-		if !ok || k < 0 {
-			unslotted = ir.SatAdd(unslotted, sz)
-			continue
-		}
-		planned = true
-		s := slots[k]
-		if s == nil {
-			s = &slotKinds{}
-			slots[k] = s
-		}
-		switch {
-		case n.Type.DType.IsFloat():
-			s.f32 = max(s.f32, sz)
-		case n.Type.DType == ir.I64:
-			s.i64 = max(s.i64, sz)
-		default:
-			s.i32 = max(s.i32, sz)
-		}
-	}
-	return slots, unslotted, planned
+	return info != nil && !info.Has(ir.Source) && !info.Has(ir.StateUpdate) && !ir.IsView(n.Op)
 }
 
 // activationBytes is the memory the values of one call of g take. With the
@@ -119,47 +80,30 @@ func activationBytes(g *ir.Graph, b ir.Bindings) int64 {
 	if g == nil {
 		return 0
 	}
-	slots, total, planned := planSlots(g, b)
-	if !planned {
-		return peakLive(g, b, ownsMemory)
+	slots := backends.PlanSlots(g, b)
+	if len(slots) == 0 {
+		return peakLive(g, b)
+	}
+	var total int64
+	for _, n := range g.Nodes {
+		if k, ok := n.Attrs["buf"].(int64); ownsMemory(n) && (!ok || k < 0) {
+			total = ir.SatAdd(total, typeBytes(n.Type, b))
+		}
 	}
 	for _, s := range slots {
-		total = ir.SatAdd(total, s.total())
+		total = ir.SatAdd(total, s.Total())
 	}
 	return total
 }
 
-// slotSizes is planSlots in elements, for backends.NewArena; a slot larger
-// than a session could allocate anyway is left to grow on demand.
-func slotSizes(g *ir.Graph, b ir.Bindings) []backends.SlotSize {
-	slots, _, _ := planSlots(g, b)
-	var sizes []backends.SlotSize
-	elems := func(bytes, per int64) int {
-		if bytes/per > math.MaxInt32*4 {
-			return 0
-		}
-		return int(bytes / per)
-	}
-	for k, s := range slots {
-		if k > 1<<20 {
-			continue
-		}
-		for int64(len(sizes)) <= k {
-			sizes = append(sizes, backends.SlotSize{})
-		}
-		sizes[k] = backends.SlotSize{F32: elems(s.f32, 4), I64: elems(s.i64, 8), I32: elems(s.i32, 4)}
-	}
-	return sizes
-}
-
 // peakLive simulates one call of g in which every value is allocated when
 // its node runs and freed after its last use.
-func peakLive(g *ir.Graph, b ir.Bindings, own func(*ir.Node) bool) int64 {
+func peakLive(g *ir.Graph, b ir.Bindings) int64 {
 	uses := g.UseCounts()
 	size := map[*ir.Node]int64{}
 	var live, peak int64
 	for _, n := range g.Nodes {
-		if own(n) {
+		if ownsMemory(n) {
 			size[n] = typeBytes(n.Type, b)
 		}
 		live = ir.SatAdd(live, size[n])

@@ -329,7 +329,7 @@ func (s *Session) arenasFor(r *backends.Runner) (map[string]backends.Arena, erro
 	if r == s.m.decode {
 		bind = dec
 	}
-	sizes := slotSizes(r.Placement().Graph, bind)
+	sizes := backends.SlotSizes(r.Placement().Graph, bind)
 	a := map[string]backends.Arena{}
 	var host backends.Arena
 	for _, seg := range r.Placement().Segments {

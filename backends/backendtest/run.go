@@ -222,7 +222,7 @@ func execCalls(backend string, in *Instance, warm bool) (res *Result, err error)
 			}
 		}
 	}()
-	sizes := slotSizes(in.Graph, in.Bindings())
+	sizes := backends.SlotSizes(in.Graph, in.Bindings())
 	for _, n := range in.Graph.Nodes {
 		be := pl.Backend[n]
 		if devs[be] != nil {
@@ -329,33 +329,6 @@ func scrambled(inputs map[string]*backends.Tensor) map[string]*backends.Tensor {
 		out[k] = c
 	}
 	return out
-}
-
-// slotSizes is the most elements each buffer slot of g holds under b, by
-// storage kind (floats in f32, i64, and the rest in i32), as the engine
-// sizes a session's arena.
-func slotSizes(g *ir.Graph, b ir.Bindings) []backends.SlotSize {
-	var sizes []backends.SlotSize
-	for _, n := range g.Nodes {
-		k, ok := n.Attrs["buf"].(int64)
-		if !ok || k < 0 {
-			continue
-		}
-		for int64(len(sizes)) <= k {
-			sizes = append(sizes, backends.SlotSize{})
-		}
-		e := int(backends.TypeBytes(n.Type, b) / backends.ElemBytes(n.Type.DType))
-		s := &sizes[k]
-		switch {
-		case n.Type.DType.IsFloat():
-			s.F32 = max(s.F32, e)
-		case n.Type.DType == ir.I64:
-			s.I64 = max(s.I64, e)
-		default:
-			s.I32 = max(s.I32, e)
-		}
-	}
-	return sizes
 }
 
 // call makes one call of the instance on the placed devices: copies of
