@@ -368,13 +368,7 @@ func TestFilesSynthFailure(t *testing.T) {
 		// ulimit -f counts 512-byte blocks in dash and 1024 in bash: either
 		// way 1000 stops the 1.6 MB shard of the tiny config.
 		cmd := exec.Command("sh", "-c", `ulimit -f 1000 && exec "$0" "$@"`, filepath.Join(binDir, "synth"), "-config", filepath.Join(tinyDir(), "config.json"), "-o", out)
-		var so, se bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &so, &se
-		err := cmd.Run()
-		r := errsResult{stdout: so.String(), stderr: se.String()}
-		if ee, ok := err.(*exec.ExitError); ok {
-			r.code = ee.ExitCode()
-		}
+		r := errsRunCmd(t, "synth", cmd)
 		errsCheckOneLine(t, "synth", r, 2, "file too large")
 		if strings.HasPrefix(r.stderr, "synth: synth:") || strings.Contains(r.stderr, ".tmp") {
 			t.Errorf("stderr %q doubles the prefix or names a temporary file", r.stderr)
