@@ -8,6 +8,7 @@ import (
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/internal/numfmt"
+	"github.com/ds4go/ds4/internal/safetensors"
 	"github.com/ds4go/ds4/ir"
 )
 
@@ -104,8 +105,8 @@ func layoutOf(w *backends.HostWeight, use string) (*hostWeight, error) {
 	if w.DType == ir.BF16 {
 		numfmt.BF16RoundSlice(v)
 	}
-	if use == "plain" && w.Format == "bf16" && w.DType == ir.BF16 { // rounded: the bf16 bits are exact
-		return &hostWeight{kind: LayoutBF16, data: bf16Bits(v)}, nil
+	if use == "plain" && w.Format == "bf16" && w.DType == ir.BF16 { // v is rounded: its bf16 bytes are exact
+		return &hostWeight{kind: LayoutBF16, data: safetensors.BF16Bytes(v)}, nil
 	}
 	return &hostWeight{kind: LayoutF32, data: asBytes(v)}, nil
 }
@@ -132,16 +133,6 @@ func floats(w *backends.HostWeight) ([]float32, error) {
 		v[i] = dec(w.Data[size*i:])
 	}
 	return v, nil
-}
-
-// bf16Bits keeps the upper half of each fp32 (exact: the values are
-// rounded to bf16 first).
-func bf16Bits(x []float32) []byte {
-	out := make([]byte, 2*len(x))
-	for i, v := range x {
-		binary.LittleEndian.PutUint16(out[2*i:], uint16(math.Float32bits(v)>>16))
-	}
-	return out
 }
 
 // widenFP8 is the engine's bf16(e4m3·e8m0) of an fp8 matrix read as floats:
