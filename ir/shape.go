@@ -72,14 +72,15 @@ func (s Shape) Equal(o Shape) bool {
 	return true
 }
 
-// NumElements returns the element count when every dimension is constant.
+// NumElements returns the element count when every dimension is constant,
+// saturating at math.MaxInt64.
 func (s Shape) NumElements() (int64, bool) {
 	n := int64(1)
 	for _, d := range s {
 		if !d.IsConst() {
 			return 0, false
 		}
-		n *= d.N
+		n = SatMul(n, d.N) // a huge shape gives a huge count, never a wrapped one
 	}
 	return n, true
 }

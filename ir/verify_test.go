@@ -190,3 +190,16 @@ func TestInferGuards(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyConstCountSaturates: an element count past int64 is not taken
+// modulo 2^64 (7 × 7905747460161236407 wraps to 1), so a const of such a
+// shape with one value is refused.
+func TestVerifyConstCountSaturates(t *testing.T) {
+	g := NewGraph("g")
+	c := g.Append(&Node{Op: "const", Attrs: Attrs{"floats": []float64{1}}, Type: T(F32, 7, 7905747460161236407)})
+	g.SetOutput("y", c)
+	err := Verify(g)
+	if err == nil || !strings.Contains(err.Error(), "const has 1 values") {
+		t.Fatalf("Verify: %v, want the value count refused", err)
+	}
+}

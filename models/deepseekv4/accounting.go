@@ -88,7 +88,7 @@ func Account(c *Config, g *ir.Graph) *Accounting {
 		if n.Op != "weight" || n.Attrs.Str("format", "") == "i64" {
 			continue
 		}
-		count := elements(n.Type.Shape)
+		count, _ := n.Type.Shape.NumElements() // saturating
 		layer := int(n.Attrs.Int("layer", -1))
 		path := strings.Split(n.Attrs.Str("component", n.Attrs.Str("name", "")), "/")
 		var at *Component
@@ -176,19 +176,6 @@ func Account(c *Config, g *ir.Graph) *Accounting {
 	acc.Components = comps
 	acc.Backbone = acc.Total - acc.EngramTables
 	return acc
-}
-
-// elements is the element count of a constant shape (saturating; 0 for a
-// symbolic one).
-func elements(s ir.Shape) int64 {
-	n := int64(1)
-	for _, d := range s {
-		if !d.IsConst() || d.N < 0 {
-			return 0
-		}
-		n = ir.SatMul(n, d.N)
-	}
-	return n
 }
 
 // splitMixes regroups a hyper-connection's tensors (fn, base [24], scale
