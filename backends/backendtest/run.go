@@ -4,11 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,10 +126,10 @@ func Check(backend string, c Case, in *Instance) (*Outcome, error) {
 	for _, o := range in.Graph.Outputs {
 		check("output "+o.Name, got.Outputs[o.Name], want.Outputs[o.Name])
 	}
-	for _, name := range sortedKeys(want.State) {
+	for _, name := range slices.Sorted(maps.Keys(want.State)) {
 		check("state "+name, got.State[name], want.State[name])
 	}
-	for _, name := range sortedKeys(want.Probes) {
+	for _, name := range slices.Sorted(maps.Keys(want.Probes)) {
 		check("probe "+name, got.Probes[name], want.Probes[name])
 	}
 	return out, nil
@@ -430,13 +430,4 @@ func sameTensor(a, b *backends.Tensor) bool {
 		}
 	}
 	return slices.Equal(a.I64, b.I64) && slices.Equal(a.I32, b.I32) && slices.Equal(a.U8, b.U8)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
