@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/internal/cli"
@@ -110,26 +109,13 @@ func (t *textOptions) promptText() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("-prompt-file %v", err)
 	}
-	if off := invalidUTF8(b); off >= 0 {
+	if off := fileio.InvalidUTF8(b); off >= 0 {
 		return "", fmt.Errorf("-prompt-file %s: invalid UTF-8 at byte offset %d", t.promptFile, off)
 	}
 	if len(b) == 0 {
 		return "", fmt.Errorf("-prompt-file %s: the file is empty", t.promptFile)
 	}
 	return string(b), nil
-}
-
-// invalidUTF8 is the offset of the first byte of b that is not valid
-// UTF-8, or -1.
-func invalidUTF8(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return -1
 }
 
 // vocabulary is the tokenizer and the ids the modes need from it.

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"unicode/utf8"
 
 	"github.com/ds4go/ds4/internal/cli"
+	"github.com/ds4go/ds4/internal/fileio"
 	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/tokenizer"
 )
@@ -119,21 +119,10 @@ func readInput() ([]byte, error) {
 	if len(data) > maxInput {
 		return nil, fmt.Errorf("standard input: larger than %d MiB, the limit", maxInput>>20)
 	}
-	if !utf8.Valid(data) {
-		return nil, fmt.Errorf("standard input: invalid UTF-8 at byte offset %d", invalidAt(data))
+	if off := fileio.InvalidUTF8(data); off >= 0 {
+		return nil, fmt.Errorf("standard input: invalid UTF-8 at byte offset %d", off)
 	}
 	return data, nil
-}
-
-func invalidAt(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return len(b)
 }
 
 // write writes v as JSON on standard output, in one piece, without HTML

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+	"unicode/utf8"
 )
 
 // Open opens an input that must be a regular file. The open is
@@ -99,4 +100,20 @@ func bytesText(n int64) string {
 		}
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// InvalidUTF8 is the offset of the first byte of b that is not valid
+// UTF-8, or -1 (for messages that name where a text input goes wrong).
+func InvalidUTF8(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
