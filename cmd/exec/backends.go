@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/ir"
@@ -42,12 +41,7 @@ func listBackends(set map[string]bool) error {
 func runs(c backends.Capabilities) string {
 	what := "every op"
 	if len(c.Ops) < len(ir.Ops) || c.Accept != nil {
-		ops := make([]string, 0, len(c.Ops))
-		for op := range c.Ops {
-			ops = append(ops, op)
-		}
-		sort.Strings(ops)
-		what = fmt.Sprintf("%d of %d ops", len(ops), len(ir.Ops))
+		what = fmt.Sprintf("%d of %d ops", len(c.Ops), len(ir.Ops))
 	}
 	if c.Fallback != "" {
 		what += ", the rest on " + c.Fallback
