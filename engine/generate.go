@@ -1,11 +1,12 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/ds4go/ds4/internal/safetensors"
@@ -228,17 +229,24 @@ func (sp Sampling) Sample(rows [][]float32, rng *rand.Rand) []int64 {
 // candidates are the ids of row l that top-k and top-p keep, most likely
 // first when either cuts (every id, in order, when neither does).
 func (sp Sampling) candidates(l []float32) []int {
-	ids := make([]int, len(l))
-	for i := range ids {
-		ids[i] = i
-	}
+	cutK := sp.TopK > 0 && sp.TopK < len(l)
 	cutP := sp.TopP > 0 && sp.TopP < 1
-	if (sp.TopK <= 0 || sp.TopK >= len(l)) && !cutP {
+	var ids []int
+	switch {
+	case cutK:
+		ids = topK(l, sp.TopK)
+	case cutP:
+		ids = make([]int, len(l))
+		for i := range ids {
+			ids[i] = i
+		}
+		slices.SortFunc(ids, likelier(l))
+	default:
+		ids = make([]int, len(l))
+		for i := range ids {
+			ids[i] = i
+		}
 		return ids
-	}
-	sort.SliceStable(ids, func(a, b int) bool { return l[ids[a]] > l[ids[b]] })
-	if sp.TopK > 0 && sp.TopK < len(ids) {
-		ids = ids[:sp.TopK]
 	}
 	if !cutP {
 		return ids
@@ -259,6 +267,59 @@ func (sp Sampling) candidates(l []float32) []int {
 		}
 	}
 	return ids
+}
+
+// likelier orders the ids of row l: the larger logit first, the lower id
+// on a tie (the order of a stable sort by logit; a total order, so any sort
+// gives it).
+func likelier(l []float32) func(a, b int) int {
+	return func(a, b int) int {
+		switch {
+		case l[a] > l[b]:
+			return -1
+		case l[a] < l[b]:
+			return 1
+		}
+		return cmp.Compare(a, b)
+	}
+}
+
+// topK is the k ids of row l first in likelier's order, in that order,
+// found with a heap of k ids (O(V log k), not a sort of the vocabulary:
+// sorting 129k logits took 80 ms a step).
+func topK(l []float32, k int) []int {
+	order := likelier(l)
+	h := make([]int, 0, k) // h[0] is the last kept id in order
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(h) {
+				return
+			}
+			if c+1 < len(h) && order(h[c+1], h[c]) > 0 {
+				c++
+			}
+			if order(h[c], h[i]) <= 0 {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+	}
+	for i := range l {
+		switch {
+		case len(h) < k:
+			h = append(h, i)
+			for j := len(h) - 1; j > 0 && order(h[j], h[(j-1)/2]) > 0; j = (j - 1) / 2 {
+				h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
+			}
+		case order(i, h[0]) < 0:
+			h[0] = i
+			down(0)
+		}
+	}
+	slices.SortFunc(h, order)
+	return h
 }
 
 func argmax(l []float32) int {

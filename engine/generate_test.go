@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"testing"
 )
 
@@ -216,5 +217,69 @@ func TestFeedContinues(t *testing.T) {
 	}
 	if !slices.Equal(ga, gb) {
 		t.Errorf("greedy continuations %v and %v", ga, gb)
+	}
+}
+
+// TestCandidatesAreTheStableSort: top-k by a heap and top-p by a sort keep
+// the ids, in the order, of a stable sort of the row by logit (ties, many
+// of them here, to the lower id).
+func TestCandidatesAreTheStableSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 200 {
+		l := make([]float32, 1+rng.IntN(300))
+		for i := range l {
+			l[i] = float32(rng.IntN(20)) / 4 // few distinct values: many ties
+		}
+		sp := Sampling{Temperature: 0.5 + rng.Float64(), TopK: rng.IntN(len(l) + 2), TopP: []float64{0, 0.3, 0.9, 1}[trial%4]}
+		want := stableCandidates(sp, l)
+		if got := sp.candidates(l); !slices.Equal(got, want) {
+			t.Fatalf("%+v on %v: candidates %v, want %v", sp, l, got, want)
+		}
+	}
+}
+
+// stableCandidates is candidates by a stable sort of the whole row.
+func stableCandidates(sp Sampling, l []float32) []int {
+	ids := make([]int, len(l))
+	for i := range ids {
+		ids[i] = i
+	}
+	cutP := sp.TopP > 0 && sp.TopP < 1
+	if (sp.TopK <= 0 || sp.TopK >= len(l)) && !cutP {
+		return ids
+	}
+	sort.SliceStable(ids, func(a, b int) bool { return l[ids[a]] > l[ids[b]] })
+	if sp.TopK > 0 && sp.TopK < len(ids) {
+		ids = ids[:sp.TopK]
+	}
+	if !cutP {
+		return ids
+	}
+	mx := float64(l[ids[0]]) / sp.Temperature
+	p := make([]float64, len(ids))
+	var sum float64
+	for j, i := range ids {
+		p[j] = math.Exp(float64(l[i])/sp.Temperature - mx)
+		sum += p[j]
+	}
+	var acc float64
+	for j := range ids {
+		acc += p[j] / sum
+		if acc >= sp.TopP {
+			return ids[:j+1]
+		}
+	}
+	return ids
+}
+
+func BenchmarkCandidatesTopK(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	l := make([]float32, 129280)
+	for i := range l {
+		l[i] = float32(rng.NormFloat64() * 3)
+	}
+	sp := Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95}
+	for b.Loop() {
+		sp.candidates(l)
 	}
 }
