@@ -6,8 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
-	"time"
 
 	"github.com/ds4go/ds4/internal/safetensors"
 	"github.com/ds4go/ds4/models/deepseekv4"
@@ -28,16 +26,8 @@ func derivedTokenMap(dir string, cfg *deepseekv4.Config) (m []int64, ok bool, er
 		return nil, false, nil
 	}
 	path := filepath.Join(dir, TokenizerFile)
-	st, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
-	}
-	key := derivedKey{path: path, cfgVocab: cfg.EngramCompressedVocabSize, size: -1}
-	if err == nil {
-		key.size, key.mod = st.Size(), st.ModTime()
-	}
-	if m := lastDerived.get(key); m != nil {
-		return m, true, nil
 	}
 	tok, err := tokenizer.Load(path)
 	if err != nil {
@@ -51,46 +41,7 @@ func derivedTokenMap(dir string, cfg *deepseekv4.Config) (m []int64, ok bool, er
 	if err := cfg.CheckTokenMap(m, nil); err != nil {
 		return nil, true, fmt.Errorf("%s: the Engram token map derived from it %v", path, err)
 	}
-	lastDerived.put(key, m)
 	return m, true, nil
-}
-
-// lastDerived keeps the last map derived (and checked), so that CheckPlan
-// and then Open on the same checkpoint derive it once (about 1 s on a
-// 129k-token vocabulary). It is keyed by the tokenizer file's path, size
-// and modification time, and the config's compressed vocabulary size.
-var lastDerived derivedMemo
-
-type derivedKey struct {
-	path     string
-	size     int64
-	mod      time.Time
-	cfgVocab int64
-}
-
-type derivedMemo struct {
-	mu  sync.Mutex
-	key derivedKey
-	m   []int64
-}
-
-// get returns the memo's map for key, or nil; the caller must not modify it.
-func (d *derivedMemo) get(k derivedKey) []int64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if k.size < 0 || !d.key.mod.Equal(k.mod) || d.key.path != k.path || d.key.size != k.size || d.key.cfgVocab != k.cfgVocab {
-		return nil
-	}
-	return d.m
-}
-
-func (d *derivedMemo) put(k derivedKey, m []int64) {
-	if k.size < 0 {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.key, d.m = k, m
 }
 
 // derivedTokenMapTensor is the derived map as the token map file's tensor.
