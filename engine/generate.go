@@ -21,8 +21,9 @@ import (
 // CheckPlan refuses to run plan p against the checkpoint in dir when they
 // do not belong together: the config fingerprint the plan was compiled for,
 // and an Engram token map that disagrees with the config. It returns the
-// checkpoint's config. (A token map that is missing or unreadable is left
-// to Open, which binds it and reports that.)
+// checkpoint's config. (A token map that is missing or unreadable, or one
+// derived from tokenizer.json, is left to Open, which binds it, derives and
+// checks it once, and reports that.)
 func CheckPlan(p *plan.Plan, dir string) (*deepseekv4.Config, error) {
 	cfg, err := deepseekv4.LoadConfig(filepath.Join(dir, "config.json"))
 	if err != nil {
@@ -42,9 +43,6 @@ func CheckPlan(p *plan.Plan, dir string) (*deepseekv4.Config, error) {
 func checkTokenMap(cfg *deepseekv4.Config, dir string) error {
 	if len(cfg.EngramLayerIDs) == 0 {
 		return nil
-	}
-	if _, ok, err := derivedTokenMap(dir, cfg); ok {
-		return err // derived from tokenizer.json, and checked there
 	}
 	path := filepath.Join(dir, TokenMapFile)
 	f, err := safetensors.Open(path)

@@ -80,6 +80,12 @@ func Open(m *ir.Module, dir, backend string) (md *Model, err error) {
 		md.Close()
 		return nil, err
 	}
+	// A token map derived from tokenizer.json is made and checked here, once,
+	// before any weight is bound, so a wrong count is refused early.
+	if _, _, err := md.w.derivedTokenMapTensor("token_map"); err != nil {
+		md.Close()
+		return nil, err
+	}
 	prog := newLoadProgress(md.w, pg, dg) // stderr progress (engine/progress.go)
 	defer prog.done()
 	for _, pl := range []*backends.Placement{md.PrefillPlacement, md.Placement} {
