@@ -1,8 +1,8 @@
 package gorgonia
 
 import (
+	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 
@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/internal/numfmt"
 	"github.com/ds4go/ds4/ir"
 )
 
@@ -390,7 +391,7 @@ func staticBcast(as, bs ir.Shape) (rank int, broadcasts bool, ok bool) {
 func widenBF16(t *backends.Tensor) *backends.Tensor {
 	w := &backends.Tensor{DType: t.DType, Shape: t.Shape, F32: make([]float32, t.NumElements())}
 	for i := range w.F32 {
-		w.F32[i] = math.Float32frombits(uint32(t.U8[2*i])<<16 | uint32(t.U8[2*i+1])<<24)
+		w.F32[i] = numfmt.BF16FromBits(binary.LittleEndian.Uint16(t.U8[2*i:]))
 	}
 	return w
 }
