@@ -35,7 +35,9 @@ var vsGolden = map[string]bound{
 }
 
 // vsCPU bounds the gorgonia run against the same run on the CPU backend,
-// per class, at 3-4x the measured worst (AVX2 host, 2026-12). A class not
+// per class, at 3-4x the measured worst (AVX2 host, 2026-12); the hc_attn
+// mixes at 5-10x, a floor of about eight f32 roundings, since they are not
+// yet measured on an AVX-512 host (whose fast kernels differ). A class not
 // listed must be bit-identical: selections, attention, Engram and caches
 // (the CPU fallback computes them from identical forced inputs), embeddings.
 var vsCPU = map[string]bound{
