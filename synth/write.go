@@ -333,16 +333,22 @@ func writeTokenMap(out *fileio.Dir, vocab int, cv int64, seed uint64) error {
 	if cv <= 0 {
 		return fmt.Errorf("engram_compressed_vocab_size is %d, want > 0 for the Engram token map", cv)
 	}
-	r := newRNG(nameSeed(seed, "token_map"))
-	m := make([]int64, vocab)
-	for i := range m {
-		m[i] = int64(r.next() % uint64(cv))
-	}
 	b, err := safetensors.Encode([]safetensors.WriteTensor{
-		{Name: "token_map", DType: "I64", Shape: []int{vocab}, Data: safetensors.I64Bytes(m)},
+		{Name: "token_map", DType: "I64", Shape: []int{vocab}, Data: safetensors.I64Bytes(tokenMapValues(vocab, cv, seed))},
 	}, nil)
 	if err != nil {
 		return err
 	}
 	return out.WriteFile(TokenMapFile, b)
+}
+
+// tokenMapValues is the token map of Write and Source: vocab entries
+// uniform in [0, cv) (cv > 0).
+func tokenMapValues(vocab int, cv int64, seed uint64) []int64 {
+	r := newRNG(nameSeed(seed, "token_map"))
+	m := make([]int64, vocab)
+	for i := range m {
+		m[i] = int64(r.next() % uint64(cv))
+	}
+	return m
 }
