@@ -17,7 +17,7 @@ import (
 // each graph placed and prepared (a Runner).
 type Model struct {
 	Module  *ir.Module
-	Dir     string // the checkpoint directory
+	Dir     string // the checkpoint directory ("" for a WeightSource)
 	Backend string // the primary backend
 	prefill *backends.Runner
 	decode  *backends.Runner
@@ -38,6 +38,19 @@ type Model struct {
 // weight is bound and checked up front, so a broken checkpoint is reported
 // before anything runs.
 func Open(m *ir.Module, dir, backend string) (md *Model, err error) {
+	return open(m, dir, nil, backend)
+}
+
+// OpenSource is Open with the weights from src instead of a checkpoint
+// directory (synth.Source for exec -bench -synthetic).
+func OpenSource(m *ir.Module, src WeightSource, backend string) (*Model, error) {
+	if src == nil {
+		return nil, fmt.Errorf("no weight source")
+	}
+	return open(m, "", src, backend)
+}
+
+func open(m *ir.Module, dir string, src WeightSource, backend string) (md *Model, err error) {
 	var binding *ir.Node
 	defer func() {
 		if r := recover(); r != nil {
@@ -76,7 +89,9 @@ func Open(m *ir.Module, dir, backend string) (md *Model, err error) {
 		md.Close()
 		return nil, err
 	}
-	if md.w, err = openCheckpoint(dir); err != nil {
+	if src != nil {
+		md.w = openSource(src)
+	} else if md.w, err = openCheckpoint(dir); err != nil {
 		md.Close()
 		return nil, err
 	}

@@ -46,6 +46,9 @@ func derivedTokenMap(dir string, cfg *deepseekv4.Config) (m []int64, ok bool, er
 
 // derivedTokenMapTensor is the derived map as the token map file's tensor.
 func (b *binder) derivedTokenMapTensor(name string) (*safetensors.Tensor, bool, error) {
+	if b.src != nil {
+		return nil, false, nil // the source has its own (binder.host)
+	}
 	if b.derived == nil {
 		if _, err := os.Stat(filepath.Join(b.dir, TokenMapFile)); !errors.Is(err, fs.ErrNotExist) {
 			return nil, false, nil // the file is read (binder.tokenMap)

@@ -24,6 +24,7 @@ const TokenMapFile = "engram_token_map.safetensors"
 // devices lay them out (Device.BindWeight), once per name and backend.
 type binder struct {
 	dir  string
+	src  WeightSource // instead of dir, when not nil
 	set  *safetensors.Set
 	tmap *safetensors.File
 	// derived is the token map derived from tokenizer.json when the
@@ -34,6 +35,24 @@ type binder struct {
 	// them) and by node (no key to build on every call).
 	bound  map[string]map[string]backends.Buffer
 	byNode map[string]map[*ir.Node]backends.Buffer
+}
+
+// WeightSource supplies a model's weights from elsewhere than a checkpoint
+// directory (synth.Source: random weights generated in memory). The
+// engine asks for each weight once per backend, when it binds it, and keeps
+// nothing of what Weight returns but what BindWeight makes of it: a device
+// that copies (a GPU) lets the host bytes go at once.
+type WeightSource interface {
+	// Weight returns weight node n's tensors as BindWeight takes them.
+	Weight(n *ir.Node) (*backends.HostWeight, error)
+	// StoredBytes is n's size as stored (codes, scales, every expert).
+	StoredBytes(n *ir.Node) int64
+	// TotalBytes is the size of every weight of the model as stored.
+	TotalBytes() int64
+}
+
+func openSource(src WeightSource) *binder {
+	return &binder{src: src, bound: map[string]map[string]backends.Buffer{}, byNode: map[string]map[*ir.Node]backends.Buffer{}}
 }
 
 func openCheckpoint(dir string) (*binder, error) {
@@ -101,6 +120,9 @@ func dimsOf(t ir.Type) []int {
 
 // host reads and checks the checkpoint tensor(s) of a weight node.
 func (b *binder) host(n *ir.Node, name string) (*backends.HostWeight, error) {
+	if b.src != nil {
+		return b.src.Weight(n)
+	}
 	format := n.Attrs.Str("format", "")
 	shape := dimsOf(n.Type)
 	if e := n.Attrs.Int("experts", 0); e > 0 {
@@ -289,6 +311,9 @@ func (b *binder) tokenMap(name string, shape []int) (*safetensors.Tensor, error)
 // storedBytes returns the checkpoint bytes of a weight node: its codes or
 // values, its scales, and every expert of an expert stack.
 func (b *binder) storedBytes(n *ir.Node) int64 {
+	if b.src != nil {
+		return b.src.StoredBytes(n)
+	}
 	name, format := n.Attrs.Str("name", ""), n.Attrs.Str("format", "")
 	one := func(name string) int64 {
 		if format == "i64" {
@@ -324,6 +349,9 @@ func (b *binder) storedBytes(n *ir.Node) int64 {
 // checkpointBytes is the size of the checkpoint's mapped files (the
 // safetensors shards and the Engram token map).
 func (b *binder) checkpointBytes() int64 {
+	if b.src != nil {
+		return b.src.TotalBytes()
+	}
 	var n int64
 	paths := []string{filepath.Join(b.dir, TokenMapFile)}
 	for _, f := range b.set.Files() {
