@@ -27,6 +27,10 @@ type Options struct {
 	Seed          uint64
 	MaxMemory     int64 // Options.MaxMemory of the sessions
 	OpTimes       bool  // time every kernel of the decode steps, by op (costs a clock read per node)
+	// FloorBytesPerS is the bandwidth of the weight-bandwidth floor decode
+	// is measured against (e.g. 4.3e12 for an H200); 0 uses the device's
+	// own probe (a backends.Profiler), else the host probe.
+	FloorBytesPerS float64
 	// Log, when set, receives one line per finished measurement.
 	Log func(format string, args ...any)
 }
@@ -78,6 +82,9 @@ type PrefillFigure struct {
 	// OpTimes (with Options.OpTimes) is the kernel wall time of the
 	// best run by op, longest first (MsPerToken: per prompt token).
 	OpTimes []OpTimeFigure `json:"op_times,omitempty"`
+	// KernelsPerToken (devices that are a backends.Profiler) is the
+	// kernels the best run launched or replayed, per prompt token.
+	KernelsPerToken float64 `json:"kernels_per_token,omitempty"`
 }
 
 // Report holds the figures of one Bench run (JSON field names are
@@ -118,6 +125,12 @@ type Report struct {
 	// decoded token by op, longest first.
 	DecodeOpTimes []OpTimeFigure `json:"decode_op_times,omitempty"`
 
+	// Device figures (devices that are a backends.Profiler; absent else).
+	Device *DeviceFigures `json:"device,omitempty"`
+	// HBMBandwidth is the device's own bandwidth probe in GB/s (10^9 B/s),
+	// measured in this run over ProbeBytes (Profiler.ProbeBandwidth).
+	HBMBandwidth float64 `json:"hbm_bandwidth,omitempty"`
+
 	RSS     int64 `json:"rss_bytes"`      // VmRSS after the decode steps
 	RSSAnon int64 `json:"rss_anon_bytes"` // RssAnon (heap: converted weights, caches, activations)
 	RSSFile int64 `json:"rss_file_bytes"` // RssFile (mapped checkpoint pages)
@@ -125,6 +138,28 @@ type Report struct {
 	// FileHuge is the part of RSSFile mapped by 2 MiB pages (FilePmdMapped
 	// of /proc/self/smaps_rollup; see internal/safetensors.mapFile).
 	FileHuge int64 `json:"rss_file_huge_bytes"`
+}
+
+// DeviceFigures are what a backends.Profiler device reports of the timed
+// decode steps: its launch counters per step and decode's weight bandwidth
+// as a fraction of its probe and of the floor bandwidth.
+type DeviceFigures struct {
+	ProbeBytes int64   `json:"probe_buffer_bytes"`
+	ProbeGBs   float64 `json:"probe_gb_per_s"` // = Report.HBMBandwidth
+	// ProbeFraction is Report.DecodeBytesPerS / the device probe.
+	ProbeFraction float64 `json:"probe_fraction"`
+	// FloorGBs is the floor's bandwidth (Options.FloorBytesPerS, else the
+	// probe); FloorFraction is decode's share of it, FloorTokensPerS the
+	// decode rate at it (every weight read once per token at that rate).
+	FloorGBs        float64 `json:"floor_gb_per_s"`
+	FloorFraction   float64 `json:"floor_fraction"`
+	FloorTokensPerS float64 `json:"floor_tokens_per_s"`
+	// Per timed decode step (all rows): kernels run (launched or replayed),
+	// host launches, graph replays and captures (Profiler.Counters deltas).
+	KernelsPerStep       float64 `json:"kernels_per_decode_step"`
+	LaunchesPerStep      float64 `json:"launches_per_decode_step"`
+	GraphReplaysPerStep  float64 `json:"graph_replays_per_decode_step"`
+	GraphCapturesPerStep float64 `json:"graph_captures_per_decode_step"`
 }
 
 // OpTimeFigure is the time one op's kernels took per decoded token.
@@ -185,6 +220,7 @@ func Run(m *engine.Model, opt Options) (*Report, error) {
 			if opt.OpTimes {
 				s.OpTimes = map[string]*backends.OpTime{}
 			}
+			c0 := counters(m)
 			t0 := time.Now()
 			if _, err := s.Prefill(p); err != nil {
 				return nil, err
@@ -192,6 +228,9 @@ func Run(m *engine.Model, opt Options) (*Report, error) {
 			if d := time.Since(t0).Seconds(); r == 0 || d < fig.Seconds {
 				fig.Seconds = d
 				fig.OpTimes = opTimeFigures(s.OpTimes, float64(S*opt.Batch), d)
+				if c0 != nil {
+					fig.KernelsPerToken = float64(counters(m).Kernels-c0.Kernels) / float64(S*opt.Batch)
+				}
 			}
 			s.Close()
 		}
@@ -215,7 +254,57 @@ func Run(m *engine.Model, opt Options) (*Report, error) {
 		rep.FloorTokensPerS = rep.ProbeBytesPerS / rep.WeightBytesPerDecodeToken
 		opt.Log("bandwidth probe: %.2f GB/s; decode reaches %.1f %% of it", rep.ProbeBytesPerS/1e9, 100*rep.BandwidthFraction)
 	}
+	if err := deviceFigures(m, opt, rep); err != nil {
+		return nil, err
+	}
 	return rep, nil
+}
+
+// counters returns the primary device's launch counters, nil when it is not
+// a backends.Profiler.
+func counters(m *engine.Model) *backends.Counters {
+	p, ok := m.Device().(backends.Profiler)
+	if !ok {
+		return nil
+	}
+	c := p.Counters()
+	return &c
+}
+
+// deviceFigures probes a Profiler device's bandwidth and sets the figures
+// that depend on it (the counters were set by decode).
+func deviceFigures(m *engine.Model, opt Options, rep *Report) error {
+	p, ok := m.Device().(backends.Profiler)
+	if !ok || rep.Device == nil {
+		return nil
+	}
+	d := rep.Device
+	if opt.ProbeBytes > 0 {
+		bw, err := p.ProbeBandwidth(opt.ProbeBytes)
+		if err != nil {
+			return fmt.Errorf("backend %s: bandwidth probe of %s: %v", rep.Backend, engine.FormatBytes(opt.ProbeBytes), err)
+		}
+		d.ProbeBytes, d.ProbeGBs = opt.ProbeBytes, bw/1e9
+		rep.HBMBandwidth = d.ProbeGBs
+		if bw > 0 {
+			d.ProbeFraction = rep.DecodeBytesPerS / bw
+		}
+		opt.Log("device bandwidth probe: %.1f GB/s; decode reaches %.1f %% of it", d.ProbeGBs, 100*d.ProbeFraction)
+	}
+	floor := opt.FloorBytesPerS
+	if floor <= 0 {
+		floor = d.ProbeGBs * 1e9
+	}
+	if floor > 0 {
+		d.FloorGBs = floor / 1e9
+		d.FloorFraction = rep.DecodeBytesPerS / floor
+		if rep.WeightBytesPerDecodeToken > 0 {
+			d.FloorTokensPerS = floor / rep.WeightBytesPerDecodeToken
+		}
+		opt.Log("decode at %.1f %% of the %.0f GB/s floor (floor %.1f tokens/s); %.0f kernels per step",
+			100*d.FloorFraction, d.FloorGBs, d.FloorTokensPerS, d.KernelsPerStep)
+	}
+	return nil
 }
 
 // preflight refuses, before anything is allocated, a benchmark whose
@@ -285,6 +374,7 @@ func decode(m *engine.Model, opt Options, rep *Report, p [][]int64) error {
 	if opt.OpTimes {
 		s.OpTimes = map[string]*backends.OpTime{}
 	}
+	c0 := counters(m)
 	t0 := time.Now()
 	for range opt.DecodeSteps {
 		if lg, err = s.Decode(next); err != nil {
@@ -293,6 +383,11 @@ func decode(m *engine.Model, opt Options, rep *Report, p [][]int64) error {
 		next = argmaxRows(lg.Last())
 	}
 	rep.DecodeSeconds = time.Since(t0).Seconds()
+	if c0 != nil {
+		c1, n := counters(m), float64(opt.DecodeSteps)
+		rep.Device = &DeviceFigures{KernelsPerStep: float64(c1.Kernels-c0.Kernels) / n, LaunchesPerStep: float64(c1.Launches-c0.Launches) / n,
+			GraphReplaysPerStep: float64(c1.GraphReplays-c0.GraphReplays) / n, GraphCapturesPerStep: float64(c1.GraphCaptures-c0.GraphCaptures) / n}
+	}
 	counting = false
 	tokens := float64(opt.DecodeSteps * opt.Batch)
 	rep.DecodeOpTimes = opTimeFigures(s.OpTimes, tokens, rep.DecodeSeconds)
@@ -469,7 +564,11 @@ func (r *Report) Text() string {
 	figs := append([]PrefillFigure(nil), r.Prefill...)
 	sort.SliceStable(figs, func(i, j int) bool { return figs[i].Tokens < figs[j].Tokens })
 	for _, f := range figs {
-		fmt.Fprintf(&b, "prefill %5d tokens × %d: %9.3f s  %9.1f tokens/s  %7.2f GFLOP/s (%.3g FLOP)\n", f.Tokens, f.Batch, f.Seconds, f.TokensPerS, f.GFLOPS, f.FLOPs)
+		fmt.Fprintf(&b, "prefill %5d tokens × %d: %9.3f s  %9.1f tokens/s  %7.2f GFLOP/s (%.3g FLOP)", f.Tokens, f.Batch, f.Seconds, f.TokensPerS, f.GFLOPS, f.FLOPs)
+		if f.KernelsPerToken > 0 {
+			fmt.Fprintf(&b, "  %.3g kernels/token", f.KernelsPerToken)
+		}
+		b.WriteString("\n")
 		writeOpTimes(&b, f.OpTimes, "prompt token")
 	}
 	fmt.Fprintf(&b, "decode (after %d tokens, %d steps): %.3f tokens/s\n", r.DecodeContext, r.DecodeSteps, r.DecodeTokensPerS)
@@ -481,6 +580,17 @@ func (r *Report) Text() string {
 			100*r.BandwidthFraction, r.ProbeBytesPerS/1e9, engine.FormatBytes(r.ProbeBytes), r.FloorTokensPerS)
 	}
 	b.WriteString("\n")
+	if d := r.Device; d != nil {
+		if d.ProbeGBs > 0 {
+			fmt.Fprintf(&b, "device bandwidth probe %.1f GB/s over %s: decode at %.1f %% of it\n", d.ProbeGBs, engine.FormatBytes(d.ProbeBytes), 100*d.ProbeFraction)
+		}
+		if d.FloorGBs > 0 {
+			fmt.Fprintf(&b, "weight-bandwidth floor at %.0f GB/s: %.2f tokens/s; decode at %.1f %% of it (%.2fx the floor's step time)\n",
+				d.FloorGBs, d.FloorTokensPerS, 100*d.FloorFraction, 1/max(d.FloorFraction, 1e-300))
+		}
+		fmt.Fprintf(&b, "per decode step: %.1f kernels, %.1f launches, %.2f graph replays, %.2f graph captures\n",
+			d.KernelsPerStep, d.LaunchesPerStep, d.GraphReplaysPerStep, d.GraphCapturesPerStep)
+	}
 	writeOpTimes(&b, r.DecodeOpTimes, "decoded token")
 	fmt.Fprintf(&b, "resident memory after decode: %s (anonymous %s, mapped file %s of which %s in 2 MiB pages; peak %s)\n",
 		engine.FormatBytes(r.RSS), engine.FormatBytes(r.RSSAnon), engine.FormatBytes(r.RSSFile), engine.FormatBytes(r.FileHuge), engine.FormatBytes(r.PeakRSS))
