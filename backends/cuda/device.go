@@ -2,9 +2,11 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 
+	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/ir"
 )
@@ -26,6 +28,10 @@ type GPU struct {
 	programs     []*Program
 	pending      []*Program // launched since the last Sync, with error flags
 	scratchArena *Arena     // for launches without an arena
+
+	graphs bool            // decode calls replayed from CUDA graphs (option cuda-graphs)
+	tape   driver.Tape     // the recording of the call being launched
+	events []*driver.Event // per-op timing (Env.OpTimes), reused
 }
 
 type allocation struct {
@@ -53,7 +59,27 @@ func OpenGPU(image []byte) (*GPU, error) {
 		c.Close()
 		return nil, err
 	}
-	return &GPU{ctx: c, st: st, k: k, allocs: map[driver.Ptr]allocation{}, hostBufs: map[*driver.HostBuffer]bool{}}, nil
+	on, err := graphsOption()
+	if err != nil {
+		k.Close()
+		st.Destroy()
+		c.Close()
+		return nil, err
+	}
+	return &GPU{ctx: c, st: st, k: k, allocs: map[driver.Ptr]allocation{}, hostBufs: map[*driver.HostBuffer]bool{}, graphs: on}, nil
+}
+
+// graphsOption reads whether decode calls use CUDA graphs: the backend
+// option cuda-graphs (default true); DS4_CUDA_GRAPHS=0 turns them off too.
+func graphsOption() (bool, error) {
+	on, err := backends.BoolOption("cuda-graphs", true)
+	if err != nil {
+		return false, err
+	}
+	if os.Getenv("DS4_CUDA_GRAPHS") == "0" {
+		on = false
+	}
+	return on && driver.GraphsSupported(), nil
 }
 
 // Used is the memory allocated through g now.
@@ -96,6 +122,16 @@ func (g *GPU) free(p driver.Ptr) error {
 // the kernels and releases the context.
 func (g *GPU) Close() error {
 	err := g.st.Sync("closing the GPU")
+	for _, p := range g.programs {
+		p.graphs.Release(g.ctx)
+	}
+	for _, e := range g.events {
+		e.Destroy()
+	}
+	g.events = nil
+	if e := g.tape.Free(g.ctx); e != nil && err == nil {
+		err = e
+	}
 	g.mu.Lock()
 	ptrs := make([]driver.Ptr, 0, len(g.allocs))
 	for p := range g.allocs {

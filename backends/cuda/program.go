@@ -27,6 +27,7 @@ type Program struct {
 	tables map[int]EngramTables
 	flags  driver.Ptr // int32 per flag, zeroed at each launch
 	owned  []driver.Ptr
+	graphs *driver.Graphs // the captured decode calls; nil: graphs off
 }
 
 // opFunc enqueues node i's kernels.
@@ -91,12 +92,16 @@ func (gpu *GPU) prepare(seg *backends.Segment) (*Program, error) {
 			return nil, err
 		}
 	}
+	p.fuse() // fuse.go: runs of nodes that one fused kernel computes
 	var err error
 	if p.flags, err = gpu.alloc(int64(4*max(len(p.flag), 1)), "error flags"); err != nil {
 		p.Close()
 		return nil, err
 	}
 	p.owned = append(p.owned, p.flags)
+	if gpu.graphs {
+		p.graphs = &driver.Graphs{}
+	}
 	return p, nil
 }
 
@@ -161,8 +166,9 @@ func (p *Program) uploadTables(i int, n *ir.Node) error {
 	return nil
 }
 
-// Close frees the program's constants.
+// Close frees the program's constants and graphs.
 func (p *Program) Close() error {
+	p.graphs.Release(p.gpu.ctx)
 	var err error
 	for _, d := range p.owned {
 		if e := p.gpu.free(d); e != nil && err == nil {
@@ -320,6 +326,14 @@ type call struct {
 
 // Launch implements backends.Program: it queues the segment's nodes on the
 // stream and returns; Sync waits and checks the error flags.
+//
+// A decode call (S = 1) without a probe callback or op timing is recorded
+// (driver.Tape) and replayed from a CUDA graph of the program: the first
+// such call is captured, later ones whose launches differ only in
+// parameters (a position, a cache length, a new session's buffers) update
+// the differing nodes and replay. What the host computes from the start
+// position (positions, window indices, visible lengths) is staged and
+// uploaded in one copy before the graph, so those values never touch it.
 func (p *Program) Launch(env *backends.Env) (err error) {
 	a, _ := env.Arena.(*Arena)
 	if a == nil {
@@ -331,6 +345,21 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 		a = p.gpu.scratchArena
 	}
 	c := &call{env: env, p: p, a: a, gpu: p.gpu, k: p.gpu.k, st: p.gpu.st, B: env.B, S: env.S, M: env.M, P: env.StartPos}
+	if p.graphs != nil && env.S == 1 && env.Probe == nil && env.OpTimes == nil {
+		c.st.BeginTape(&p.gpu.tape)
+		defer func() {
+			t := c.st.EndTape()
+			if err == nil {
+				err = c.st.RunTape(t, p.graphs)
+			}
+		}()
+	}
+	var tm *opTimer
+	if env.OpTimes != nil {
+		if tm, err = p.gpu.newOpTimer(len(p.seg.Nodes)); err != nil {
+			return err
+		}
+	}
 	if len(p.flag) > 0 {
 		if err := c.st.Memset(p.flags, 0, 4*len(p.flag), "error flags"); err != nil {
 			return err
@@ -359,11 +388,17 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 			}
 			args = append(args, v)
 		}
+		if err := tm.mark(c.st, i); err != nil {
+			return err
+		}
 		v, err := p.steps[i](c, i, n, args)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what(n), err)
 		}
 		vals[i] = v
+	}
+	if err := tm.mark(c.st, len(p.seg.Nodes)); err != nil {
+		return err
 	}
 	inputs := map[driver.Ptr]bool{}
 	for _, b := range env.Inputs {
@@ -380,7 +415,7 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 		}
 		env.Values[n] = v
 	}
-	return nil
+	return tm.add(p.seg.Nodes, env.OpTimes)
 }
 
 // ownCopy copies v into node i's own buffer.

@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -92,7 +91,21 @@ var cu struct {
 	memHostUnreg     func(p unsafe.Pointer) Result
 	memHostDevPtr    func(d *uint64, p unsafe.Pointer, flags uint32) Result
 	getErrorName     func(r Result, s **byte) Result
-	getErrorString   func(r Result, s **byte) Result
+
+	// graphs (optional)
+	beginCapture        func(s uintptr, mode uint32) Result
+	endCapture          func(s uintptr, g *uintptr) Result
+	graphInstantiate    func(e *uintptr, g uintptr, flags uint64) Result
+	graphLaunch         func(e uintptr, s uintptr) Result
+	graphExecDestroy    func(e uintptr) Result
+	graphDestroy        func(g uintptr) Result
+	graphGetRootNodes   func(g uintptr, nodes *uintptr, n *uint64) Result
+	nodeGetDependents   func(node uintptr, nodes *uintptr, n *uint64) Result
+	nodeGetDependentsV2 func(node uintptr, nodes *uintptr, edges uintptr, n *uint64) Result
+	execKernelSetParams func(e, node uintptr, p unsafe.Pointer) Result
+	execMemsetSetParams func(e, node uintptr, p unsafe.Pointer, ctx uintptr) Result
+	execMemcpySetParams func(e, node uintptr, p unsafe.Pointer, ctx uintptr) Result
+	getErrorString      func(r Result, s **byte) Result
 }
 
 // symbols maps each bound function to its exported name (the _v2 names are
@@ -126,7 +139,9 @@ func symbols() []struct {
 }
 
 // optionalSymbols are bound when present; without them NewHostBuffer
-// reports that the driver lacks them.
+// reports that the driver lacks them, and calls run without graphs
+// (GraphsSupported). cuGraphExecKernelNodeSetParams_v2 falls back to the
+// first version (the same leading fields) in loadOnce.
 func optionalSymbols() []struct {
 	fptr any
 	name string
@@ -137,6 +152,13 @@ func optionalSymbols() []struct {
 	}{
 		{&cu.memHostRegister, "cuMemHostRegister_v2"}, {&cu.memHostUnreg, "cuMemHostUnregister"},
 		{&cu.memHostDevPtr, "cuMemHostGetDevicePointer_v2"},
+		{&cu.beginCapture, "cuStreamBeginCapture_v2"}, {&cu.endCapture, "cuStreamEndCapture"},
+		{&cu.graphInstantiate, "cuGraphInstantiateWithFlags"}, {&cu.graphLaunch, "cuGraphLaunch"},
+		{&cu.graphExecDestroy, "cuGraphExecDestroy"}, {&cu.graphDestroy, "cuGraphDestroy"},
+		{&cu.graphGetRootNodes, "cuGraphGetRootNodes"},
+		{&cu.nodeGetDependentsV2, "cuGraphNodeGetDependentNodes_v2"}, {&cu.nodeGetDependents, "cuGraphNodeGetDependentNodes"},
+		{&cu.execKernelSetParams, "cuGraphExecKernelNodeSetParams_v2"},
+		{&cu.execMemsetSetParams, "cuGraphExecMemsetNodeSetParams"}, {&cu.execMemcpySetParams, "cuGraphExecMemcpyNodeSetParams"},
 	}
 }
 
@@ -172,9 +194,14 @@ func loadOnce() error {
 		}
 		purego.RegisterLibFunc(s.fptr, h, s.name)
 	}
-	for _, s := range optionalSymbols() { // host-mapped memory: used only for tables kept on the host
+	for _, s := range optionalSymbols() { // host-mapped memory (tables kept on the host), graphs
 		if _, err := purego.Dlsym(h, s.name); err == nil {
 			purego.RegisterLibFunc(s.fptr, h, s.name)
+		}
+	}
+	if cu.execKernelSetParams == nil {
+		if _, err := purego.Dlsym(h, "cuGraphExecKernelNodeSetParams"); err == nil {
+			purego.RegisterLibFunc(&cu.execKernelSetParams, h, "cuGraphExecKernelNodeSetParams")
 		}
 	}
 	if r := cu.init(0); r != Success {
@@ -418,8 +445,12 @@ func (c *Context) MemInfo() (free, total uint64, err error) {
 
 // Stream is a CUDA stream of a context.
 type Stream struct {
-	c *Context
-	h uintptr
+	c         *Context
+	h         uintptr
+	tape      *Tape // recording (BeginTape) instead of running
+	capturing bool
+	count     Counters
+	ptrs      []unsafe.Pointer // Launch's parameter pointers, reused
 }
 
 // NewStream creates a stream (default flags: it synchronises with the
@@ -438,6 +469,11 @@ func (s *Stream) Destroy() error {
 // Sync waits for the stream's work; what names the point (e.g. "after layer
 // 3") for the error of a kernel that failed asynchronously.
 func (s *Stream) Sync(what string) error {
+	if s.tape != nil {
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
 	return s.c.do(func() error { return check(cu.streamSync(s.h), "cuStreamSynchronize", what) })
 }
 
@@ -446,6 +482,16 @@ func (s *Stream) Sync(what string) error {
 func (s *Stream) Upload(dst Ptr, src []byte, what string) error {
 	if len(src) == 0 {
 		return nil
+	}
+	if t := s.tape; t != nil {
+		if len(src) <= maxStagedUpload {
+			t.ops = append(t.ops, tapeOp{kind: opUpload, dst: dst, src: Ptr(len(t.stage)), bytes: uint64(len(src)), what: what})
+			t.stage = append(t.stage, src...)
+			return nil
+		}
+		if err := s.flush(); err != nil {
+			return err
+		}
 	}
 	return s.c.do(func() error {
 		r := cu.memcpyHtoDAsync(uint64(dst), unsafe.Pointer(&src[0]), uint64(len(src)), s.h)
@@ -461,6 +507,11 @@ func (s *Stream) Download(dst []byte, src Ptr, what string) error {
 	if len(dst) == 0 {
 		return nil
 	}
+	if s.tape != nil {
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
 	return s.c.do(func() error {
 		r := cu.memcpyDtoHAsync(unsafe.Pointer(&dst[0]), uint64(src), uint64(len(dst)), s.h)
 		runtime.KeepAlive(dst)
@@ -473,6 +524,13 @@ func (s *Stream) Download(dst []byte, src Ptr, what string) error {
 
 // Copy copies bytes between device buffers on the stream.
 func (s *Stream) Copy(dst, src Ptr, bytes int, what string) error {
+	if bytes == 0 {
+		return nil
+	}
+	if s.tape != nil {
+		s.tape.ops = append(s.tape.ops, tapeOp{kind: opCopy, dst: dst, src: src, bytes: uint64(bytes), what: what})
+		return nil
+	}
 	return s.c.do(func() error {
 		return check(cu.memcpyDtoDAsync(uint64(dst), uint64(src), uint64(bytes), s.h), "cuMemcpyDtoDAsync",
 			fmt.Sprintf("of %s for %q", Size(uint64(bytes)), what))
@@ -481,6 +539,13 @@ func (s *Stream) Copy(dst, src Ptr, bytes int, what string) error {
 
 // Memset sets bytes of dst to v on the stream.
 func (s *Stream) Memset(dst Ptr, v byte, bytes int, what string) error {
+	if bytes == 0 {
+		return nil
+	}
+	if s.tape != nil {
+		s.tape.ops = append(s.tape.ops, tapeOp{kind: opMemset, dst: dst, val: v, bytes: uint64(bytes), what: what})
+		return nil
+	}
 	return s.c.do(func() error {
 		return check(cu.memsetD8Async(uint64(dst), v, uint64(bytes), s.h), "cuMemsetD8Async",
 			fmt.Sprintf("of %s of %q", Size(uint64(bytes)), what))
@@ -584,18 +649,35 @@ func L(v int) Arg { return Arg(uint64(int64(v))) }
 func F(v float32) Arg { return Arg(math.Float32bits(v)) }
 
 // Launch launches f on s; what names the op in errors. A launch that fails
-// asynchronously is reported by the next synchronisation.
+// asynchronously is reported by the next synchronisation. Recording (a
+// tape), it appends the launch instead.
 func (s *Stream) Launch(f Function, grid, block Dim3, shmem int, what string, args ...Arg) error {
-	params := make([][]byte, len(args))
-	for i, a := range args {
-		params[i] = binary.LittleEndian.AppendUint64(nil, uint64(a))
+	if s.tape != nil {
+		s.tape.recordArgs(f, grid, block, shmem, what, args)
+		return nil
 	}
-	return s.LaunchBytes(f, grid, block, shmem, what, params...)
+	if len(s.ptrs) < len(args)+1 {
+		s.ptrs = make([]unsafe.Pointer, 2*len(args)+1)
+	}
+	ptrs := s.ptrs
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(&ptrs[0])
+	if len(args) > 0 {
+		pin.Pin(&args[0])
+	}
+	for i := range args {
+		ptrs[i] = unsafe.Pointer(&args[i])
+	}
+	return s.launch(f, grid, block, shmem, what, ptrs)
 }
 
 // LaunchBytes is Launch with each parameter given as its bytes (a struct
 // passed by value is its C layout, little-endian).
 func (s *Stream) LaunchBytes(f Function, grid, block Dim3, shmem int, what string, params ...[]byte) error {
+	if s.tape != nil {
+		return s.tape.recordLaunch(f, grid, block, shmem, what, params)
+	}
 	ptrs := make([]unsafe.Pointer, len(params)+1) // +1: never empty
 	var pin runtime.Pinner
 	defer pin.Unpin()
@@ -607,9 +689,19 @@ func (s *Stream) LaunchBytes(f Function, grid, block Dim3, shmem int, what strin
 		pin.Pin(&p[0])
 		ptrs[i] = unsafe.Pointer(&p[0])
 	}
+	err := s.launch(f, grid, block, shmem, what, ptrs)
+	runtime.KeepAlive(params)
+	return err
+}
+
+func (s *Stream) launch(f Function, grid, block Dim3, shmem int, what string, ptrs []unsafe.Pointer) error {
 	return s.c.do(func() error {
 		r := cu.launchKernel(f.h, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, uint32(shmem), s.h, &ptrs[0], 0)
-		runtime.KeepAlive(params)
+		s.count.Launches++
+		s.count.Kernels++
+		if r == Success {
+			return nil
+		}
 		return check(r, "cuLaunchKernel", fmt.Sprintf("of %s for %s (grid %d×%d×%d, block %d×%d×%d)",
 			f.Name, what, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z))
 	})

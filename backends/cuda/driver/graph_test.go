@@ -1,0 +1,67 @@
+package driver
+
+import "testing"
+
+// TestTapeRecords: a stream with a tape records launches, copies, memsets
+// and uploads instead of running them (no GPU needed), and tapes compare by
+// structure and by each operation's parameters.
+func TestTapeRecords(t *testing.T) {
+	f, g := Function{h: 1, Name: "f"}, Function{h: 2, Name: "g"}
+	rec := func(pos int, fn Function) *Tape {
+		s := &Stream{}
+		tp := &Tape{}
+		s.BeginTape(tp)
+		if err := s.Memset(100, 0, 16, "flags"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Upload(200, []byte{byte(pos), 0, 0, 0}, "positions"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Launch(fn, Dim3{1, 1, 1}, Dim3{32, 1, 1}, 0, "op", P(300), I(pos)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.LaunchBytes(f, Dim3{2, 1, 1}, Dim3{64, 1, 1}, 0, "op2", []byte{1, 2, 3}, []byte{4}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Copy(400, 500, 8, "copy"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Copy(400, 500, 0, "empty"); err != nil { // a no-op: not recorded
+			t.Fatal(err)
+		}
+		if s.EndTape() != tp || s.tape != nil {
+			t.Fatal("EndTape did not stop the recording")
+		}
+		return tp
+	}
+	a, b, c := rec(3, f), rec(4, f), rec(3, g)
+	if a.Len() != 5 || a.Broken() {
+		t.Fatalf("tape of %d operations (broken %v), want 5", a.Len(), a.Broken())
+	}
+	if got := string(a.param(a.ops[3].p0 + 1)); got != "\x04" {
+		t.Fatalf("LaunchBytes parameter 1 = %q", got)
+	}
+	if got := a.param(a.ops[2].p0 + 1); len(got) != 8 || got[0] != 3 {
+		t.Fatalf("Launch parameter 1 = %v", got)
+	}
+	if string(a.stage) != "\x03\x00\x00\x00" || string(b.stage) != "\x04\x00\x00\x00" {
+		t.Fatalf("staged uploads %v, %v", a.stage, b.stage)
+	}
+	if !sameStructure(a, b) || sameStructure(a, c) {
+		t.Fatal("structure: a and b must match (same functions), a and c not")
+	}
+	// the position's upload differs only in its bytes (the step block), the
+	// launch in a scalar: one node to update
+	if d := diffs(a, b); d != 1 {
+		t.Fatalf("%d operations differ between positions 3 and 4, want 1 (the launch's scalar)", d)
+	}
+	var u Tape
+	u.copyFrom(a)
+	if diffs(&u, a) != 0 || !sameStructure(&u, a) {
+		t.Fatal("a copy of a tape differs from it")
+	}
+	a.Reset()
+	if a.Len() != 0 || len(a.params) != 0 || len(a.stage) != 0 {
+		t.Fatal("Reset left operations")
+	}
+}

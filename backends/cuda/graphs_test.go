@@ -1,0 +1,169 @@
+package cuda
+
+// CUDA graphs on the GPU: decode calls replayed from captured graphs give
+// the logits of plain launches and of cpu-ref bit for bit, across the
+// window size and the compressors' pooling steps; a new batch size
+// captures anew. They skip without a GPU.
+
+import (
+	"testing"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/ir"
+)
+
+// openCUDA opens the model on cuda with graphs on or off.
+func openCUDA(t *testing.T, m *ir.Module, path string, graphs bool) (*engine.Model, *GPU) {
+	t.Helper()
+	opt := "true"
+	if !graphs {
+		opt = "false"
+	}
+	backends.SetOptions(map[string]string{"cuda-graphs": opt})
+	defer backends.SetOptions(nil)
+	md, err := engine.Open(m, path, "cuda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, ok := md.Device().(*GPU)
+	if !ok {
+		md.Close()
+		t.Fatalf("the cuda model's device is a %T", md.Device())
+	}
+	return md, g
+}
+
+func TestGraphsMatchReferenceOnGPU(t *testing.T) {
+	gpu(t)
+	for _, dir := range []string{"tiny", "unseen6"} {
+		t.Run(dir, func(t *testing.T) {
+			m, path := releasedModule(t, dir)
+			on, gOn := openCUDA(t, m, path, true)
+			defer on.Close()
+			off, gOff := openCUDA(t, m, path, false)
+			defer off.Close()
+			ref, err := engine.Open(m, path, "cpu-ref")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ref.Close()
+			if !gOn.graphs || gOff.graphs {
+				t.Fatalf("graphs on: %v, off: %v", gOn.graphs, gOff.graphs)
+			}
+			const steps = 16 // from 11: past the window (8, 16) and several pooling steps (ratios 2, 4)
+			p := prompt(int64(on.Vocab), 2, 11)
+			c0 := gOn.Counters()
+			a, b, r := runGreedy(t, on, p, steps), runGreedy(t, off, p, steps), runGreedy(t, ref, p, steps)
+			c1 := gOn.Counters()
+			for call := range r.logits {
+				if rel, diff := relL2(a.logits[call], r.logits[call]); diff != 0 {
+					t.Errorf("call %d: graphs on: %d logits differ from cpu-ref (rel-L2 %.3g)", call, diff, rel)
+				}
+				if rel, diff := relL2(b.logits[call], r.logits[call]); diff != 0 {
+					t.Errorf("call %d: graphs off: %d logits differ from cpu-ref (rel-L2 %.3g)", call, diff, rel)
+				}
+			}
+			t.Logf("graphs on, prefill + %d decode steps: %d captures, %d replays, %d node updates, %d host launches, %d kernels run",
+				steps, c1.GraphCaptures-c0.GraphCaptures, c1.GraphReplays-c0.GraphReplays, gOn.GraphUpdates(), c1.Launches-c0.Launches, c1.Kernels-c0.Kernels)
+			if c1.GraphReplays-c0.GraphReplays < steps/2 {
+				t.Errorf("%d graph replays in %d decode steps", c1.GraphReplays-c0.GraphReplays, steps)
+			}
+			if c := gOff.Counters(); c.GraphReplays != 0 || c.GraphCaptures != 0 {
+				t.Errorf("graphs off: %d replays, %d captures", c.GraphReplays, c.GraphCaptures)
+			}
+			// one more decode step each: kernels per step with and without graphs
+			for _, x := range []struct {
+				name string
+				md   *engine.Model
+				g    *GPU
+			}{{"on", on, gOn}, {"off", off, gOff}} {
+				s, err := x.md.NewSession(engine.Options{Batch: 2, MaxLen: 40, MaxMemory: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Prefill(p); err != nil {
+					t.Fatal(err)
+				}
+				for k := range 3 {
+					c0 := x.g.Counters()
+					if _, err := s.Decode([]int64{1, 2}); err != nil {
+						t.Fatal(err)
+					}
+					c1 := x.g.Counters()
+					t.Logf("graphs %s, decode step %d: %d kernels, %d host launches, %d replays, %d captures", x.name, k,
+						c1.Kernels-c0.Kernels, c1.Launches-c0.Launches, c1.GraphReplays-c0.GraphReplays, c1.GraphCaptures-c0.GraphCaptures)
+				}
+				s.Close()
+			}
+		})
+	}
+}
+
+// TestGraphsRecaptureOnGPU: a second session (new buffers) and a new batch
+// size are served correctly; the new batch size captures anew.
+func TestGraphsRecaptureOnGPU(t *testing.T) {
+	gpu(t)
+	m, path := releasedModule(t, "tiny")
+	on, g := openCUDA(t, m, path, true)
+	defer on.Close()
+	off, _ := openCUDA(t, m, path, false)
+	defer off.Close()
+	for _, batch := range []int{2, 2, 1, 3} {
+		p := prompt(int64(on.Vocab), batch, 9)
+		c0 := g.Counters()
+		a, b := runGreedy(t, on, p, 5), runGreedy(t, off, p, 5)
+		c1 := g.Counters()
+		for call := range b.logits {
+			if rel, diff := relL2(a.logits[call], b.logits[call]); diff != 0 {
+				t.Errorf("B %d, call %d: %d logits differ with graphs (rel-L2 %.3g)", batch, call, diff, rel)
+			}
+		}
+		caps := c1.GraphCaptures - c0.GraphCaptures
+		t.Logf("B %d: %d captures, %d replays", batch, caps, c1.GraphReplays-c0.GraphReplays)
+		if batch != 2 && caps == 0 {
+			t.Errorf("B %d: no capture after a batch size change", batch)
+		}
+	}
+}
+
+// TestProfilerOnGPU: the bandwidth probe gives a plausible figure and
+// per-op times are filled when asked for.
+func TestProfilerOnGPU(t *testing.T) {
+	gpu(t)
+	m, path := releasedModule(t, "tiny")
+	md, g := openCUDA(t, m, path, true)
+	defer md.Close()
+	bw, err := g.ProbeBandwidth(1 << 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("device copy bandwidth: %.0f GB/s", bw/1e9)
+	if bw < 1e11 || bw > 2e13 {
+		t.Errorf("bandwidth %.3g B/s is implausible", bw)
+	}
+	s, err := md.NewSession(engine.Options{Batch: 1, MaxLen: 32, MaxMemory: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	times := map[string]*backends.OpTime{}
+	s.OpTimes = times
+	if _, err := s.Prefill(prompt(int64(md.Vocab), 1, 8)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decode([]int64{3}); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for op, ot := range times {
+		total += ot.Nanos
+		if ot.Calls == 0 {
+			t.Errorf("op %s: 0 calls", op)
+		}
+	}
+	t.Logf("%d ops timed, %.3f ms in all", len(times), float64(total)/1e6)
+	if times["rmsnorm"] == nil || times["rmsnorm"].Nanos <= 0 {
+		t.Errorf("rmsnorm not timed: %v", times["rmsnorm"])
+	}
+}
