@@ -124,6 +124,9 @@ func (g *GPU) Close() error {
 	err := g.st.Sync("closing the GPU")
 	for _, p := range g.programs {
 		p.graphs.Release(g.ctx)
+		for _, n := range p.seg.Nodes {
+			whatNames.Delete(n)
+		}
 	}
 	for _, e := range g.events {
 		e.Destroy()

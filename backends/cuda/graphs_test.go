@@ -66,6 +66,9 @@ func TestGraphsMatchReferenceOnGPU(t *testing.T) {
 			}
 			t.Logf("graphs on, prefill + %d decode steps: %d captures, %d replays, %d node updates, %d host launches, %d kernels run",
 				steps, c1.GraphCaptures-c0.GraphCaptures, c1.GraphReplays-c0.GraphReplays, gOn.GraphUpdates(), c1.Launches-c0.Launches, c1.Kernels-c0.Kernels)
+			if why := gOn.GraphsOff(); why != "" {
+				t.Errorf("graphs turned off: %s", why)
+			}
 			if c1.GraphReplays-c0.GraphReplays < steps/2 {
 				t.Errorf("%d graph replays in %d decode steps", c1.GraphReplays-c0.GraphReplays, steps)
 			}

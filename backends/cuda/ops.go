@@ -242,7 +242,7 @@ func opMaskFill(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.st.Copy(out.Ptr, a[0].Ptr, int(a[0].Bytes()), what(n)); err != nil {
+	if err := c.copyFlat(n, a[0].DType, out.Ptr, a[0].Ptr, a[0].Numel()); err != nil {
 		return nil, err
 	}
 	return out, c.k.ApplyCandidates(c.st, what(n), out.Ptr, a[1].Ptr, out.Numel())
@@ -335,6 +335,16 @@ func opReshape(c *call, _ int, n *ir.Node, a []*Value) (*Value, error) {
 // copyStrided is a strided copy of elements of dt.
 func (c *call) copyStrided(n *ir.Node, dt ir.DType, out, in driver.Ptr, dims, inStrides, outStrides []int) error {
 	return c.k.CopyStrided(c.st, what(n), out, in, int(elemBytes(dt)), dims, inStrides, outStrides)
+}
+
+// copyFlat copies elems elements of dt: by the strided-copy kernel where
+// the elements are 4 or 8 bytes (a kernel node, whose size a captured
+// graph updates in place as a cache grows), else by a device copy.
+func (c *call) copyFlat(n *ir.Node, dt ir.DType, out, in driver.Ptr, elems int) error {
+	if e := elemBytes(dt); e != 4 && e != 8 {
+		return c.st.Copy(out, in, int(int64(elems)*e), what(n))
+	}
+	return c.copyStrided(n, dt, out, in, []int{elems}, []int{1}, []int{1})
 }
 
 func offset(p driver.Ptr, elems int, dt ir.DType) driver.Ptr {
@@ -825,7 +835,7 @@ func opIndexMask(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.st.Copy(out.Ptr, s.Ptr, int(s.Bytes()), what(n)); err != nil {
+	if err := c.copyFlat(n, s.DType, out.Ptr, s.Ptr, s.Numel()); err != nil {
 		return nil, err
 	}
 	return out, c.k.IndexCausalMask(c.st, what(n), out.Ptr, s.Shape[0], s.Shape[1], s.Shape[2], c.P, int(n.Attrs.Int("ratio", 1)))

@@ -122,3 +122,14 @@ func (t *opTimer) add(nodes []*ir.Node, times map[string]*backends.OpTime) error
 	}
 	return nil
 }
+
+// GraphsOff is why a program stopped using graphs (a capture failed: its
+// calls run as plain launches), "" when none did.
+func (g *GPU) GraphsOff() string {
+	for _, p := range g.programs {
+		if p.graphs != nil && p.graphs.Off {
+			return p.graphs.Why
+		}
+	}
+	return ""
+}

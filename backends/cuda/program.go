@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cuda/driver"
@@ -169,6 +170,9 @@ func (p *Program) uploadTables(i int, n *ir.Node) error {
 // Close frees the program's constants and graphs.
 func (p *Program) Close() error {
 	p.graphs.Release(p.gpu.ctx)
+	for _, n := range p.seg.Nodes {
+		whatNames.Delete(n)
+	}
 	var err error
 	for _, d := range p.owned {
 		if e := p.gpu.free(d); e != nil && err == nil {
@@ -517,13 +521,22 @@ func (c *call) bindings() ir.Bindings {
 	return ir.Bindings{B: int64(c.B), S: int64(c.S), M: int64(c.M), P: int64(c.P)}
 }
 
-// what names node n in errors.
+// what names node n in errors (every launch passes it: made once a node).
 func what(n *ir.Node) string {
 	if n == nil {
 		return "the GPU program"
 	}
-	return fmt.Sprintf("%%%d (%s)", n.ID, n.Op)
+	if s, ok := whatNames.Load(n); ok {
+		return s.(string)
+	}
+	s := fmt.Sprintf("%%%d (%s)", n.ID, n.Op)
+	whatNames.Store(n, s)
+	return s
 }
+
+// whatNames are the names what made, by node (a program's are dropped
+// when it closes).
+var whatNames sync.Map
 
 // RopeTable computes rope_table node n's table for maximum length m (what
 // the engine uploads as the node's table).

@@ -510,11 +510,12 @@ func chain(graph uintptr, n int) []uintptr {
 	if cu.graphGetRootNodes == nil || (cu.nodeGetDependents == nil && cu.nodeGetDependentsV2 == nil) || n == 0 {
 		return nil
 	}
-	var cnt uint64 = 1
-	var node uintptr
-	if cu.graphGetRootNodes(graph, &node, &cnt) != Success || cnt != 1 {
+	var roots [2]uintptr
+	var cnt uint64 = 2
+	if cu.graphGetRootNodes(graph, &roots[0], &cnt) != Success || cnt != 1 {
 		return nil
 	}
+	node := roots[0]
 	nodes := make([]uintptr, 0, n)
 	for {
 		nodes = append(nodes, node)
