@@ -6,9 +6,11 @@ package cuda
 // captures anew. They skip without a GPU.
 
 import (
+	"math"
 	"testing"
 
 	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/ir"
 )
@@ -168,5 +170,84 @@ func TestProfilerOnGPU(t *testing.T) {
 	t.Logf("%d ops timed, %.3f ms in all", len(times), float64(total)/1e6)
 	if times["rmsnorm"] == nil || times["rmsnorm"].Nanos <= 0 {
 		t.Errorf("rmsnorm not timed: %v", times["rmsnorm"])
+	}
+}
+
+// TestTapeGraphUpdatesOnGPU drives driver.Tape and driver.Graphs directly:
+// a call of an upload, a memset, a kernel and a copy whose upload bytes,
+// kernel scalar, memset size and copy size change every step is captured
+// once and then replayed with its nodes updated (kernel, memset and memcpy
+// nodes, uploads from the step block), each step's results equal to what
+// the same work gives launched directly; a call of another structure is
+// captured anew.
+func TestTapeGraphUpdatesOnGPU(t *testing.T) {
+	e := gpu(t)
+	const n = 1000
+	x := alloc(t, e, 4*n)
+	out := alloc(t, e, 4*n)
+	out2 := alloc(t, e, 4*n)
+	gs, tape := &driver.Graphs{}, &driver.Tape{}
+	defer gs.Release(e.c)
+	defer tape.Free(e.c)
+	c0 := e.s.Counters()
+	for step := range 6 {
+		xs := make([]float32, n)
+		for i := range xs {
+			xs[i] = float32(i*7%13) + float32(step)/8
+		}
+		cp, set := 10+step, 100+3*step // copied and zeroed lengths
+		e.s.BeginTape(tape)
+		if err := Upload(e.s, x, xs, "x"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.Memset(out2, 0xff, 4*n, "out2"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.Memset(out2, 0, 4*set, "out2 head"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.k.Unary(e.s, "add", out, x, n, "add_scalar", float32(step), 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.Copy(out2, out, 4*cp, "out2 copy"); err != nil {
+			t.Fatal(err)
+		}
+		if step == 5 { // another structure
+			if err := e.k.Unary(e.s, "mul", out, out, n, "mul_scalar", 2, 0, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.s.RunTape(e.s.EndTape(), gs); err != nil {
+			t.Fatal(err)
+		}
+		got, got2 := down[float32](t, e, out, n), down[float32](t, e, out2, n)
+		for i := range n {
+			want := xs[i] + float32(step)
+			w2 := want
+			if step == 5 {
+				want *= 2
+			}
+			switch {
+			case i >= set:
+				w2 = math.Float32frombits(0xffffffff)
+			case i >= cp:
+				w2 = 0
+			}
+			if math.Float32bits(got[i]) != math.Float32bits(want) || math.Float32bits(got2[i]) != math.Float32bits(w2) {
+				t.Fatalf("step %d, element %d: out %v out2 %v, want %v and %v", step, i, got[i], got2[i], want, w2)
+			}
+		}
+	}
+	c := e.s.Counters()
+	t.Logf("6 calls: %d captures, %d replays, %d node updates, %d host launches, %d kernels", c.Captures-c0.Captures,
+		c.Replays-c0.Replays, c.Updates-c0.Updates, c.Launches-c0.Launches, c.Kernels-c0.Kernels)
+	if gs.Off {
+		t.Fatalf("graphs turned off: %s", gs.Why)
+	}
+	if c.Captures-c0.Captures != 2 || c.Replays-c0.Replays != 6 || gs.Len() != 2 {
+		t.Errorf("%d captures, %d replays, %d graphs; want 2, 6, 2", c.Captures-c0.Captures, c.Replays-c0.Replays, gs.Len())
+	}
+	if c.Updates-c0.Updates < 4*3 { // the kernel's scalar, a memset's and the copy's size, each step 1-4
+		t.Errorf("%d node updates in steps 1-4, want at least 12", c.Updates-c0.Updates)
 	}
 }
