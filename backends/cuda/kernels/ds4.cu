@@ -11,3 +11,4 @@
 #include "index.cuh"
 #include "compressor_engram.cuh"
 #include "generic.cuh"
+#include "fused.cuh"

@@ -98,17 +98,15 @@ extern "C" __global__ void hc_mixes(float* out, const float* h, int tokens, int 
 
 #define HC_MAX 8
 
-// hc_split_sinkhorn: one thread per token, the reference's sequence
-// exactly (see kernels.HCSplitSinkhorn). hc <= HC_MAX.
-extern "C" __global__ void hc_split_sinkhorn(float* pre, float* post, float* comb, const float* mixes, int tokens, int hc,
-                                             const float* scale, const float* base, int iters, float eps) {
-    const int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= tokens || hc > HC_MAX) return;
-    const int mix = (2 + hc) * hc;
-    const float* m = mixes + (size_t)t * mix;
+// hc_sinkhorn_token is the reference's split and Sinkhorn sequence for one
+// token's mixes m (see kernels.HCSplitSinkhorn): pre and post [hc], comb
+// [hc, hc]. hc <= HC_MAX. Shared by hc_split_sinkhorn and the fused
+// hc_mix_split (fused.cuh), so both round at the same points.
+__device__ __forceinline__ void hc_sinkhorn_token(float* pre, float* post, float* comb, const float* m, int hc,
+                                                  const float* scale, const float* base, int iters, float eps) {
     for (int i = 0; i < hc; i++) {
-        pre[t * hc + i] = sigmoidf32(m[i] * scale[0] + base[i]) + eps;
-        post[t * hc + i] = 2.0f * sigmoidf32(m[hc + i] * scale[1] + base[hc + i]);
+        pre[i] = sigmoidf32(m[i] * scale[0] + base[i]) + eps;
+        post[i] = 2.0f * sigmoidf32(m[hc + i] * scale[1] + base[hc + i]);
     }
     float c[HC_MAX * HC_MAX];
     for (int k = 0; k < hc * hc; k++) c[k] = m[2 * hc + k] * scale[2] + base[2 * hc + k];
@@ -137,7 +135,18 @@ extern "C" __global__ void hc_split_sinkhorn(float* pre, float* post, float* com
             for (int i = 0; i < hc; i++) c[i * hc + j] /= d;
         }
     }
-    for (int k = 0; k < hc * hc; k++) comb[(size_t)t * hc * hc + k] = c[k];
+    for (int k = 0; k < hc * hc; k++) comb[k] = c[k];
+}
+
+// hc_split_sinkhorn: one thread per token, the reference's sequence
+// exactly (see kernels.HCSplitSinkhorn). hc <= HC_MAX.
+extern "C" __global__ void hc_split_sinkhorn(float* pre, float* post, float* comb, const float* mixes, int tokens, int hc,
+                                             const float* scale, const float* base, int iters, float eps) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= tokens || hc > HC_MAX) return;
+    const int mix = (2 + hc) * hc;
+    hc_sinkhorn_token(pre + (size_t)t * hc, post + (size_t)t * hc, comb + (size_t)t * hc * hc, mixes + (size_t)t * mix, hc,
+                      scale, base, iters, eps);
 }
 
 // hc_pre: out[t,d] = bf16(Σ_i fp32(pre[t,i]·h[t,i,d])), i ascending.

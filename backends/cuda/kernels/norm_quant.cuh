@@ -28,6 +28,20 @@ __device__ __forceinline__ float group_absmax(float v, int block) {
     return m;
 }
 
+// act_quant_scale is act_quant's ue8m0 block scale from the block's absmax.
+__device__ __forceinline__ float act_quant_scale(float m) { return ceil_pow2(gomax(m, 1e-4f) * (1.0f / 448.0f)); }
+
+// fp4_quant_scale is fp4_act_quant's block scale from the block's absmax
+// (e4m3: e4m3 scales, else ue8m0).
+__device__ __forceinline__ float fp4_quant_scale(float amax, int e4m3) {
+    if (e4m3) {
+        const float a = gomax(amax, 0.01171875f); // 6·2^-9
+        return e4m3_to_f32(f32_to_e4m3(a / 6.0f));
+    }
+    const float a = gomax(amax, ldexpf(6.0f, -126));
+    return ceil_pow2(a * (1.0f / 6.0f));
+}
+
 // act_quant: act_quant(x, block, "ue8m0") on n elements, one thread per
 // element; block is a power of two <= 32 dividing n. out (may alias x)
 // receives bf16(q·s); codes (e4m3, may be null) and scales (fp32 s per
@@ -37,7 +51,7 @@ extern "C" __global__ void act_quant(float* out, const float* x, unsigned char* 
     const bool ok = i < n;
     const float v = ok ? x[i] : 0.0f;
     const float m = group_absmax(v, block);
-    const float s = ceil_pow2(gomax(m, 1e-4f) * (1.0f / 448.0f));
+    const float s = act_quant_scale(m);
     if (!ok) return;
     const unsigned c = f32_to_e4m3(goclamp(v / s, -448.0f, 448.0f));
     out[i] = bf16r(e4m3_to_f32(c) * s);
@@ -64,14 +78,7 @@ extern "C" __global__ void fp4_act_quant(float* out, const float* x, unsigned ch
     const bool ok = i < n;
     const float v = ok ? x[i] : 0.0f;
     const float amax = group_absmax(v, block);
-    float s;
-    if (e4m3) {
-        const float a = gomax(amax, 0.01171875f); // 6·2^-9
-        s = e4m3_to_f32(f32_to_e4m3(a / 6.0f));
-    } else {
-        const float a = gomax(amax, ldexpf(6.0f, -126));
-        s = ceil_pow2(a * (1.0f / 6.0f));
-    }
+    const float s = fp4_quant_scale(amax, e4m3);
     const unsigned c = ok ? e2m1_quant(v, s) : 0u;
     const unsigned hi = __shfl_down_sync(FULL_MASK, c, 1);
     if (!ok) return;

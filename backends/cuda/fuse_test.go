@@ -1,0 +1,364 @@
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/backends/cpu/kernels"
+	"github.com/ds4go/ds4/backends/cuda/driver"
+	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/internal/numfmt"
+	"github.com/ds4go/ds4/ir"
+	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/passes"
+)
+
+// launchesOf estimates the launches node n's unfused launcher queues (no
+// probe callback): views and bindings none, hc_split_sinkhorn its kernel
+// and three interleaving copies, hc_pre with one mix for all tokens a copy
+// more, mask_fill a copy more, the rest one.
+func launchesOf(n *ir.Node) int {
+	switch {
+	case quiet[n.Op]:
+		return 0
+	case n.Op == "hc_split_sinkhorn":
+		return 4
+	case n.Op == "mask_fill":
+		return 2
+	case n.Op == "hc_pre" && len(n.Args[1].Type.Shape) == 1:
+		return 2
+	}
+	return 1
+}
+
+// fusedLaunches is the estimate with the runs of planFusions: a run is
+// one launch.
+func fusedLaunches(seg *backends.Segment) (before, after int, kinds map[string]int) {
+	inRun := map[int]bool{}
+	kinds = map[string]int{}
+	for _, f := range planFusions(seg) {
+		kinds[f.kind]++
+		for _, i := range f.nodes {
+			inRun[i] = true
+		}
+		after++
+	}
+	for i, n := range seg.Nodes {
+		before += launchesOf(n)
+		if !inRun[i] {
+			after += launchesOf(n)
+		}
+	}
+	return before, after, kinds
+}
+
+func moduleOf(t *testing.T, config string) *ir.Module {
+	t.Helper()
+	cfg, err := deepseekv4.LoadConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := deepseekv4.BuildModule(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := passes.Run(m, passes.ParseNames("default"), passes.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestFusionPlan (no GPU: planning is data): on the tiny, unseen6 and the
+// released-width wide4 graphs every hyper-connection split and every
+// hc_pre is fused, no run breaks the planner's rules, and the estimated
+// launches per call fall. The counts are logged.
+func TestFusionPlan(t *testing.T) {
+	for _, cfg := range []string{"tiny/config.json", "unseen6/config.json", "../backends/cuda/testdata/wide4.config.json", "../bench/configs/slice.json"} {
+		m := moduleOf(t, filepath.Join("..", "..", "testdata", cfg))
+		for _, name := range []string{"prefill", "decode"} {
+			g := m.Graph(name)
+			pl, err := backends.Schedule(g, "cuda")
+			if err != nil {
+				t.Fatalf("%s %s: %v", cfg, name, err)
+			}
+			var before, after int
+			kinds := map[string]int{}
+			ops := map[string]int{}
+			for _, seg := range pl.Segments {
+				b, a, k := fusedLaunches(seg)
+				before, after = before+b, after+a
+				for kind, c := range k {
+					kinds[kind] += c
+				}
+				for _, n := range seg.Nodes {
+					ops[n.Op]++
+				}
+				checkRuns(t, seg)
+			}
+			t.Logf("%s %s: launches per call (estimate) %d unfused, %d fused; runs %v", cfg, name, before, after, kinds)
+			if kinds["hc_mix_split"] != ops["hc_split_sinkhorn"] {
+				t.Errorf("%s %s: %d of %d hc splits fused", cfg, name, kinds["hc_mix_split"], ops["hc_split_sinkhorn"])
+			}
+			if kinds["pre_norm_quant"] < ops["hc_pre"] {
+				t.Errorf("%s %s: %d pre_norm_quant runs for %d hc_pre", cfg, name, kinds["pre_norm_quant"], ops["hc_pre"])
+			}
+		}
+	}
+}
+
+// checkRuns re-checks each run: inner values read only inside it, only
+// quiet nodes between its nodes, one run per node.
+func checkRuns(t *testing.T, seg *backends.Segment) {
+	t.Helper()
+	g := newGraphInfo(seg)
+	seen := map[int]bool{}
+	for _, f := range planFusions(seg) {
+		in := map[int]bool{}
+		for _, i := range f.nodes {
+			if seen[i] {
+				t.Errorf("%s: %s in two runs", f.kind, what(seg.Nodes[i]))
+			}
+			seen[i], in[i] = true, true
+		}
+		for _, i := range f.inner {
+			for _, r := range g.readers[seg.Nodes[i]] {
+				if !in[r] {
+					t.Errorf("%s: inner %s read by %s", f.kind, what(seg.Nodes[i]), what(seg.Nodes[r]))
+				}
+			}
+		}
+		for k := f.nodes[0]; k < f.last; k++ {
+			if !in[k] && !quiet[seg.Nodes[k].Op] {
+				t.Errorf("%s: %s between the run's nodes", f.kind, what(seg.Nodes[k]))
+			}
+		}
+	}
+}
+
+// fusedGPU returns the GPU environment with the fused kernels bound, or
+// skips (fatal with DS4_CUDA_FATBIN: that image should have them).
+func fusedGPU(t *testing.T) *gpuEnv {
+	e := gpu(t)
+	if !e.k.bindFused() {
+		if os.Getenv("DS4_CUDA_FATBIN") != "" {
+			t.Fatal("the image lacks the fused kernels")
+		}
+		t.Skip("the embedded image predates fused.cuh (rebuild the fatbin)")
+	}
+	return e
+}
+
+// TestHCMixSplitGPU: the fused hc_mix_split against hc_mixes then
+// hc_split_sinkhorn (and the reference) at the released widths, bit for bit.
+func TestHCMixSplitGPU(t *testing.T) {
+	e := fusedGPU(t)
+	r := rng(t)
+	for _, c := range []struct{ tokens, hc, dim int }{{1, 4, 5120}, {3, 4, 5120}, {5, 2, 100}, {2, 8, 640}} {
+		const iters, eps, hcEps = 20, 1e-20, 1e-6
+		tokens, hc, dim := c.tokens, c.hc, c.dim
+		mix := (2 + hc) * hc
+		h := bf16s(r, tokens*hc*dim, 1)
+		fn := make([]float32, mix*hc*dim)
+		for i := range fn {
+			fn[i] = float32(r.NormFloat64() * 0.01)
+		}
+		scale := []float32{0.5, 0.7, 1.3}
+		base := make([]float32, mix)
+		for i := range base {
+			base[i] = float32(r.NormFloat64())
+		}
+		wantMix := make([]float32, tokens*mix)
+		kernels.HCMixes(wantMix, h, tokens, hc, dim, fn, eps)
+		wantPre, wantPost, wantComb := make([]float32, tokens*hc), make([]float32, tokens*hc), make([]float32, tokens*hc*hc)
+		kernels.HCSplitSinkhorn(wantPre, wantPost, wantComb, wantMix, tokens, hc, scale, base, iters, hcEps)
+
+		dh, dfn, ds, db := up(t, e, h), up(t, e, fn), up(t, e, scale), up(t, e, base)
+		mixes := alloc(t, e, 4*tokens*mix)
+		uPre, uPost, uComb := alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc*hc)
+		if err := e.k.HCMixes(e.s, "hc_mixes", mixes, dh, tokens, hc, dim, dfn, eps); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.k.HCSplitSinkhorn(e.s, "sinkhorn", uPre, uPost, uComb, mixes, tokens, hc, ds, db, iters, hcEps); err != nil {
+			t.Fatal(err)
+		}
+		pre, post, comb := alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc*hc)
+		if err := e.k.HCMixSplit(e.s, "hc_mix_split", pre, post, comb, dh, tokens, hc, dim, dfn, eps, ds, db, iters, hcEps); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("hc_mix_split %d×%d×%d", tokens, hc, dim)
+		for _, p := range []struct {
+			part      string
+			got, unf  driver.Ptr
+			n         int
+			reference []float32
+		}{{"pre", pre, uPre, tokens * hc, wantPre}, {"post", post, uPost, tokens * hc, wantPost}, {"comb", comb, uComb, tokens * hc * hc, wantComb}} {
+			got := down[float32](t, e, p.got, p.n)
+			exact(t, name+" "+p.part+" vs unfused", got, down[float32](t, e, p.unf, p.n))
+			exact(t, name+" "+p.part+" vs reference", got, p.reference)
+		}
+	}
+}
+
+// TestPreNormQuantGPU: the fused pre_norm_quant against hc_pre, rms_norm
+// and act_quant / fp4_act_quant launched one by one (and the reference),
+// bit for bit: a mix per token and one for all, no hc_pre, the three
+// quantisers, rows of the released widths (5120, q-LoRA 1280, head 512).
+func TestPreNormQuantGPU(t *testing.T) {
+	e := fusedGPU(t)
+	r := rng(t)
+	for _, c := range []struct {
+		rows, hc, dim, qkind, block int
+		constPre                    bool
+	}{
+		{1, 4, 5120, 1, 32, false}, {3, 4, 5120, 1, 32, false}, {2, 4, 5120, 0, 32, true}, {3, 4, 5120, 0, 32, false},
+		{3, 0, 1280, 1, 32, false}, {2, 0, 512, 2, 32, false}, {2, 0, 5120, 3, 16, false}, {4, 0, 100, 1, 4, false},
+	} {
+		const eps = 1e-20
+		rows, hc, dim := c.rows, c.hc, c.dim
+		name := fmt.Sprintf("pre_norm_quant rows %d hc %d dim %d q %d/%d const %v", rows, hc, dim, c.qkind, c.block, c.constPre)
+		w := bf16s(r, dim, 1)
+		var x []float32 // the rmsnorm's input
+		var dh, dpre driver.Ptr
+		preStride := hc
+		if hc > 0 {
+			h := bf16s(r, rows*hc*dim, 1)
+			pre := make([]float32, rows*hc)
+			for i := range pre {
+				pre[i] = float32(r.Float64())
+			}
+			if c.constPre {
+				for i := range pre {
+					pre[i] = pre[i%hc]
+				}
+				preStride = 0
+			}
+			x = make([]float32, rows*dim)
+			kernels.HCPre(x, h, pre, rows, hc, dim)
+			dh, dpre = up(t, e, h), up(t, e, pre)
+		} else {
+			x = bf16s(r, rows*dim, 2)
+			dh = up(t, e, x)
+		}
+		wantNorm := make([]float32, rows*dim)
+		kernels.RMSNorm(wantNorm, x, rows, dim, w, eps)
+		wantQ := append([]float32(nil), wantNorm...)
+		switch c.qkind {
+		case 1:
+			numfmt.ActQuant(wantQ, c.block, nil, nil)
+		case 2:
+			numfmt.FP4ActQuantE8M0(wantQ, c.block, nil, nil)
+		case 3:
+			numfmt.FP4ActQuantE4M3(wantQ, c.block, nil, nil)
+		}
+		dw := up(t, e, w)
+		// unfused
+		ux := dh
+		if hc > 0 {
+			ux = alloc(t, e, 4*rows*dim)
+			if err := e.k.HCPre(e.s, "hc_pre", ux, dh, dpre, rows, hc, dim); err != nil {
+				t.Fatal(err)
+			}
+		}
+		uNorm, uQ := alloc(t, e, 4*rows*dim), alloc(t, e, 4*rows*dim)
+		if err := e.k.RMSNorm(e.s, "rmsnorm", uNorm, ux, dw, rows, dim, eps); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch c.qkind {
+		case 1:
+			err = e.k.ActQuant(e.s, "act_quant", uQ, uNorm, 0, 0, rows*dim, c.block)
+		case 2, 3:
+			err = e.k.FP4ActQuant(e.s, "fp4_act_quant", uQ, uNorm, 0, 0, rows*dim, c.block, c.qkind == 3)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		// fused
+		norm, q := alloc(t, e, 4*rows*dim), alloc(t, e, 4*rows*dim)
+		qp := q
+		if c.qkind == 0 {
+			qp = 0
+		}
+		if err := e.k.PreNormQuant(e.s, "pre_norm_quant", norm, qp, dh, dpre, preStride, hc, dw, rows, dim, eps, c.qkind, c.block); err != nil {
+			t.Fatal(err)
+		}
+		gotNorm := down[float32](t, e, norm, rows*dim)
+		exact(t, name+" norm vs unfused", gotNorm, down[float32](t, e, uNorm, rows*dim))
+		golden(t, name+" norm vs reference", gotNorm, wantNorm)
+		if c.qkind != 0 {
+			gotQ := down[float32](t, e, q, rows*dim)
+			exact(t, name+" quant vs unfused", gotQ, down[float32](t, e, uQ, rows*dim))
+			golden(t, name+" quant vs reference", gotQ, wantQ)
+		}
+	}
+}
+
+// TestFusedModelMatchesUnfusedGPU: the tiny and unseen6 models with and
+// without fusion (cuda-fusions=false): every call's logits (prefill and
+// greedy decode steps, B 2) bit-identical, and the greedy tokens equal.
+// (TestModelsMatchReferenceOnGPU compares the fused run with cpu-ref.)
+func TestFusedModelMatchesUnfusedGPU(t *testing.T) {
+	fusedGPU(t)
+	for _, dir := range []string{"tiny", "unseen6"} {
+		t.Run(dir, func(t *testing.T) {
+			m, path := releasedModule(t, dir)
+			run := func(fuse string) *greedyRun {
+				backends.SetOptions(map[string]string{"cuda-fusions": fuse})
+				defer backends.SetOptions(nil)
+				md, err := engine.Open(m, path, "cuda")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer md.Close()
+				return runGreedy(t, md, prompt(int64(md.Vocab), 2, 11), 8)
+			}
+			f, u := run("true"), run("false")
+			for call := range u.logits {
+				rel, diff := relL2(f.logits[call], u.logits[call])
+				if diff != 0 {
+					t.Errorf("call %d: %d logits differ between fused and unfused (rel-L2 %.3g)", call, diff, rel)
+				}
+			}
+			if fmt.Sprint(f.fed) != fmt.Sprint(u.fed) {
+				t.Errorf("greedy tokens: fused %v, unfused %v", f.fed, u.fed)
+			}
+		})
+	}
+}
+
+// BenchmarkHCMixSplitDecode: one token's fused mix + split at hc 4, dim
+// 5120 (compare BenchmarkHCMixesDecode, the unfused mix alone).
+func BenchmarkHCMixSplitDecode(b *testing.B) {
+	e := gpu(b)
+	if !e.k.bindFused() {
+		b.Skip("the image lacks the fused kernels")
+	}
+	r := benchRand()
+	const hc, dim = 4, 5120
+	mix := (2 + hc) * hc
+	h, fn := up(b, e, bf16s(r, hc*dim, 1)), up(b, e, bf16s(r, mix*hc*dim, 0.01))
+	scale, base := up(b, e, []float32{0.5, 0.7, 1.3}), up(b, e, bf16s(r, mix, 1))
+	pre, post, comb := alloc(b, e, 4*hc), alloc(b, e, 4*hc), alloc(b, e, 4*hc*hc)
+	timeLaunches(b, e, 4*(mix+1)*hc*dim, func() error {
+		return e.k.HCMixSplit(e.s, "bench", pre, post, comb, h, 1, hc, dim, fn, 1e-20, scale, base, 20, 1e-6)
+	})
+}
+
+// BenchmarkPreNormQuantDecode: one token's hc_pre + rmsnorm + act_quant at
+// hc 4, dim 5120.
+func BenchmarkPreNormQuantDecode(b *testing.B) {
+	e := gpu(b)
+	if !e.k.bindFused() {
+		b.Skip("the image lacks the fused kernels")
+	}
+	r := benchRand()
+	const hc, dim = 4, 5120
+	h, pre, w := up(b, e, bf16s(r, hc*dim, 1)), up(b, e, []float32{0.3, 0.2, 0.4, 0.1}), up(b, e, bf16s(r, dim, 1))
+	norm, q := alloc(b, e, 4*dim), alloc(b, e, 4*dim)
+	timeLaunches(b, e, 4*(hc+3)*dim, func() error {
+		return e.k.PreNormQuant(e.s, "bench", norm, q, h, pre, hc, hc, w, 1, dim, 1e-20, 1, 32)
+	})
+}

@@ -1,0 +1,242 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/backends/cuda/driver"
+	"github.com/ds4go/ds4/ir"
+)
+
+// The fused runs (fuse.go) and their launchers (kernels of fused.cuh).
+
+// planFusions returns the runs of seg that fused kernels compute, each
+// checked by graphInfo.check; a node is in at most one run.
+func planFusions(seg *backends.Segment) []*fusion {
+	g := newGraphInfo(seg)
+	used := map[int]bool{}
+	var out []*fusion
+	add := func(f *fusion) {
+		if f == nil || !g.check(f) {
+			return
+		}
+		for _, i := range f.nodes {
+			if used[i] {
+				return
+			}
+		}
+		for _, i := range f.nodes {
+			used[i] = true
+		}
+		out = append(out, f)
+	}
+	for i, n := range seg.Nodes {
+		switch n.Op {
+		case "hc_split_sinkhorn":
+			add(g.hcMixSplit(i, n))
+		case "rmsnorm":
+			add(g.preNormQuant(i, n))
+		}
+	}
+	return out
+}
+
+// hcMixSplit is hc_mix → hc_split_sinkhorn → its three slices (pre, post,
+// comb): one hc_mix_split launch instead of hc_mix, the split, its three
+// interleaving copies and the three slices' copies.
+func (g *graphInfo) hcMixSplit(ps int, s *ir.Node) *fusion {
+	m := s.Args[0]
+	pm, ok := g.pos[m]
+	if !ok || m.Op != "hc_mix" || len(s.Args) != 3 {
+		return nil
+	}
+	hc := int(s.Attrs.Int("hc", 4))
+	mix := (2 + hc) * hc
+	if hc < 1 || hc > hcMax || s.Attrs.Int("iters", 20) < 1 {
+		return nil
+	}
+	sh := s.Type.Shape
+	if len(sh) == 0 || !sh[len(sh)-1].IsConst() || sh[len(sh)-1].N != int64(mix) {
+		return nil
+	}
+	f := &fusion{kind: "hc_mix_split", nodes: []int{pm, ps}, inner: []int{pm, ps}, role: map[string]int{"mix": pm, "split": ps}}
+	parts := map[[2]int64]string{{0, int64(hc)}: "pre", {int64(hc), 2 * int64(hc)}: "post", {2 * int64(hc), int64(mix)}: "comb"}
+	for _, r := range g.readers[s] {
+		n := g.nodes[r]
+		if n.Op != "slice" || axisOf(n, len(sh)) != len(sh)-1 {
+			return nil
+		}
+		part, ok := parts[[2]int64{n.Attrs.Int("start", 0), n.Attrs.Int("end", 0)}]
+		if _, dup := f.role[part]; !ok || dup {
+			return nil
+		}
+		f.role[part] = r
+		f.nodes = append(f.nodes, r)
+	}
+	if len(f.nodes) != 5 {
+		return nil
+	}
+	f.run = runHCMixSplit
+	return f
+}
+
+func runHCMixSplit(c *call, f *fusion, st *runState) error {
+	mn, sn := c.p.seg.Nodes[f.role["mix"]], c.p.seg.Nodes[f.role["split"]]
+	ma, sa := st.args[f.role["mix"]], st.args[f.role["split"]]
+	h, fnv := ma[0], ma[1]
+	tokens, hc, D := hcDims(h)
+	if hc != int(sn.Attrs.Int("hc", 4)) || fnv.Shape[0] != (2+hc)*hc || fnv.Shape[1] != hc*D {
+		return fmt.Errorf("%s: hc fn %v for hc %d, dim %d", what(mn), fnv.Shape, hc, D)
+	}
+	fn, err := c.values(fnv)
+	if err != nil {
+		return err
+	}
+	scale, err := c.values(sa[1])
+	if err != nil {
+		return err
+	}
+	base, err := c.values(sa[2])
+	if err != nil {
+		return err
+	}
+	pre, post, comb := st.vals[f.role["pre"]], st.vals[f.role["post"]], st.vals[f.role["comb"]]
+	return c.k.HCMixSplit(c.st, what(mn), pre.Ptr, post.Ptr, comb.Ptr, h.Ptr, tokens, hc, D, fn, float32(mn.Attrs.Float("eps", 0)),
+		scale, base, int(sn.Attrs.Int("iters", 20)), float32(sn.Attrs.Float("eps", 0)))
+}
+
+// preNormMaxDim is the widest row pre_norm_quant holds in shared memory.
+const preNormMaxDim = 12288
+
+// preNormQuant is [hc_pre →] rmsnorm [→ act_quant | fp4_quant of its value,
+// through views]: one pre_norm_quant launch. The rmsnorm's value is always
+// written (other nodes read it: the gate, the compressor, probes). The
+// widest run that passes the checks is taken: all three, then without the
+// quantiser (work queued before it), then without hc_pre.
+func (g *graphInfo) preNormQuant(pr int, r *ir.Node) *fusion {
+	sh := r.Type.Shape
+	if r.Type.DType != ir.BF16 || len(sh) == 0 || !sh[len(sh)-1].IsConst() || len(r.Args) != 2 {
+		return nil
+	}
+	dim := int(sh[len(sh)-1].N)
+	if dim < 1 || dim > preNormMaxDim {
+		return nil
+	}
+	ph, pq := -1, -1
+	if h := r.Args[0]; h.Op == "hc_pre" && len(h.Args) == 2 {
+		if p, ok := g.pos[h]; ok {
+			ph = p
+		}
+	}
+	for _, q := range g.readsVia(r) {
+		n := g.nodes[q]
+		if (n.Op != "act_quant" && n.Op != "fp4_quant") || root(n.Args[0]) != r || n.Type.DType != ir.BF16 {
+			continue
+		}
+		block := int(n.Attrs.Int("block", 32))
+		if block < 1 || block > 32 || block&(block-1) != 0 || dim%block != 0 || (n.Op == "fp4_quant" && block < 2) {
+			continue
+		}
+		pq = q
+		break
+	}
+	for _, c := range [][2]int{{ph, pq}, {ph, -1}, {-1, pq}} {
+		if c[0] < 0 && c[1] < 0 {
+			continue
+		}
+		f := &fusion{kind: "pre_norm_quant", nodes: []int{pr}, role: map[string]int{"norm": pr}, run: runPreNormQuant}
+		if c[0] >= 0 {
+			f.nodes, f.inner, f.role["pre"] = append(f.nodes, c[0]), []int{c[0]}, c[0]
+		}
+		if c[1] >= 0 {
+			f.nodes, f.role["quant"] = append(f.nodes, c[1]), c[1]
+		}
+		if c[0] < 0 { // rows of x are read before any row is written: the outputs may be x's buffer
+			f.alias = func(i int, a *ir.Node, k int) bool { return i == pr && a == r.Args[0] }
+		}
+		if g.check(f) {
+			return f
+		}
+	}
+	return nil
+}
+
+func runPreNormQuant(c *call, f *fusion, st *runState) error {
+	pr := f.role["norm"]
+	rn := c.p.seg.Nodes[pr]
+	ra := st.args[pr]
+	norm := st.vals[pr]
+	dim := last(norm)
+	rows := norm.Numel() / max(dim, 1)
+	w, err := c.values(ra[1])
+	if err != nil {
+		return err
+	}
+	var x, pre driver.Ptr
+	hc, preStride := 0, 0
+	if ph, ok := f.role["pre"]; ok {
+		h, pv := st.args[ph][0], st.args[ph][1]
+		tokens, n, D := hcDims(h)
+		if tokens != rows || D != dim {
+			return fmt.Errorf("%s: stream %v for rows of %d", what(c.p.seg.Nodes[ph]), h.Shape, dim)
+		}
+		if pre, err = c.values(pv); err != nil {
+			return err
+		}
+		hc, preStride = n, n
+		if pv.Numel() != tokens*n { // one mix for every token (a constant [hc])
+			if pv.Numel() < n {
+				return fmt.Errorf("%s: pre mix of %d values for hc %d", what(c.p.seg.Nodes[ph]), pv.Numel(), n)
+			}
+			pre, preStride = offset(pre, pv.Numel()-n, ir.F32), 0
+		}
+		x = h.Ptr
+	} else {
+		xv := ra[0]
+		if xv.Numel() != rows*dim {
+			return fmt.Errorf("%s: input %v for rows of %d", what(rn), xv.Shape, dim)
+		}
+		x = xv.Ptr
+	}
+	var q driver.Ptr
+	qkind, block := 0, 32
+	if pq, ok := f.role["quant"]; ok {
+		qn := c.p.seg.Nodes[pq]
+		q, block = st.vals[pq].Ptr, int(qn.Attrs.Int("block", 32))
+		qkind = 1
+		if qn.Op == "fp4_quant" {
+			qkind = 2
+			if qn.Attrs.Str("scale", "e8m0") == "e4m3" {
+				qkind = 3
+			}
+		}
+	}
+	return c.k.PreNormQuant(c.st, what(rn), norm.Ptr, q, x, pre, preStride, hc, w, rows, dim, float32(rn.Attrs.Float("eps", 0)), qkind, block)
+}
+
+// HCMixSplit is hc_mix + hc_split_sinkhorn in one launch (hc_mix_split):
+// h [tokens, hc, dim], fn [(2+hc)·hc, hc·dim]; pre, post [tokens, hc],
+// comb [tokens, hc, hc], as HCMixes then HCSplitSinkhorn write them.
+func (k *Kernels) HCMixSplit(s *driver.Stream, what string, pre, post, comb, h driver.Ptr, tokens, hc, dim int, fn driver.Ptr, normEps float32,
+	scale, base driver.Ptr, iters int, eps float32) error {
+	if hc < 1 || hc > hcMax || iters < 1 {
+		return fmt.Errorf("cuda hc_mix_split: hc %d (1..%d) or iters %d (>= 1) not supported", hc, hcMax, iters)
+	}
+	return k.launch(s, "hc_mix_split", what, driver.Dim3{X: uint32(tokens), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
+		driver.P(pre), driver.P(post), driver.P(comb), driver.P(h), driver.I(hc*dim), driver.P(fn), driver.I(hc), driver.F(normEps),
+		driver.P(scale), driver.P(base), driver.I(iters), driver.F(eps))
+}
+
+// PreNormQuant is [HCPre →] RMSNorm [→ ActQuant (qkind 1) | FP4ActQuant
+// ue8m0 (2) or e4m3 (3)] in one launch (pre_norm_quant), one row per
+// block: hc 0 reads rows of x [rows, dim], else the stream x [rows, hc,
+// dim] mixed by pre (preStride hc, or 0: one mix for all rows). norm and q
+// receive RMSNorm's and the quantiser's values; q may be 0 (qkind 0).
+func (k *Kernels) PreNormQuant(s *driver.Stream, what string, norm, q, x, pre driver.Ptr, preStride, hc int, w driver.Ptr, rows, dim int, eps float32, qkind, block int) error {
+	if dim < 1 || dim > preNormMaxDim || (qkind != 0 && (block < 1 || block > 32 || block&(block-1) != 0 || dim%block != 0)) {
+		return fmt.Errorf("cuda pre_norm_quant: rows of %d (at most %d) in blocks of %d", dim, preNormMaxDim, block)
+	}
+	return k.launch(s, "pre_norm_quant", what, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 4*dim,
+		driver.P(norm), driver.P(q), driver.P(x), driver.P(pre), driver.I(preStride), driver.I(hc), driver.P(w), driver.I(dim),
+		driver.F(eps), driver.I(qkind), driver.I(block))
+}

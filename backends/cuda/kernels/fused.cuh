@@ -1,0 +1,129 @@
+// Fused kernels (backends/cuda/fuse.go): a run of graph ops as one launch.
+// Each keeps the arithmetic of the unfused kernels in the same order (the
+// shared device functions of gate_hc.cuh and norm_quant.cuh, the same sum
+// orders), so every value it writes is bit-identical to theirs.
+#pragma once
+#include "common.cuh"
+#include "norm_quant.cuh"
+#include "gate_hc.cuh"
+
+#define HC_MIX_THREADS 256
+#define HC_MIX_SH 3200                               // floats per product buffer (two buffers: 25.6 KB)
+#define HC_MIX_PER (HC_MIX_SH / HC_MIX_THREADS + 1) // products a thread stages per chunk
+
+// hc_mix_split is hc_mix + hc_split_sinkhorn + the slicing of its result
+// into pre [tokens, hc], post [tokens, hc] and comb [tokens, hc·hc], one
+// token per block (blockDim HC_MIX_THREADS). As hc_mixes: ρ by one warp in
+// torch_sum_warp's order, and each mix's dot Σ_c fp32(x_c·fn[i,c]) added
+// in ascending c in fp32 by one thread (thread i). What changes is only who
+// computes the products: the whole block, a chunk ahead, into shared memory
+// (double-buffered), so the adding threads wait on neither loads nor
+// products; the products are rounded to fp32 before they are added, as
+// -fmad=false makes hc_mixes round them. Then thread 0 runs the reference's
+// Sinkhorn sequence (hc_sinkhorn_token) on the mixes. h [tokens, n = hc·dim],
+// fn [(2+hc)·hc, n]; hc <= HC_MAX.
+extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
+    hc_mix_split(float* pre, float* post, float* comb, const float* h, int n, const float* fn, int hc, float norm_eps,
+                 const float* scale, const float* base, int iters, float eps) {
+    __shared__ float prod[2][HC_MIX_SH];
+    __shared__ float mixes[HC_MAX * (HC_MAX + 2)];
+    __shared__ float rho_sh;
+    if (hc < 1 || hc > HC_MAX) return;
+    const int t = blockIdx.x, tid = threadIdx.x;
+    const int mix = (2 + hc) * hc;
+    const float* x = h + (size_t)t * n;
+    const int C = min(HC_MIX_SH / mix - 1, 1024); // chunk of c; a mix's products at stride C+1 (no bank conflicts)
+    const int per = mix * C;                      // products in a chunk (<= HC_MIX_SH - mix)
+    const int chunks = (n + C - 1) / C;
+    float xv[HC_MIX_PER], fv[HC_MIX_PER];
+    auto load = [&](int k) {
+        const int c0 = k * C;
+        for (int q = 0; q < HC_MIX_PER; q++) {
+            const int e = tid + q * HC_MIX_THREADS;
+            const int i = e / C, c = c0 + e % C;
+            const bool ok = e < per && c < n;
+            xv[q] = ok ? x[c] : 0.0f;
+            fv[q] = ok ? fn[(size_t)i * n + c] : 0.0f;
+        }
+    };
+    auto store = [&](int k) {
+        float* p = prod[k & 1];
+        for (int q = 0; q < HC_MIX_PER; q++) {
+            const int e = tid + q * HC_MIX_THREADS;
+            if (e < per) p[(e / C) * (C + 1) + e % C] = xv[q] * fv[q];
+        }
+    };
+    if (tid >= HC_MIX_THREADS - 32) { // the last warp: ρ, as hc_mixes
+        const float ms = torch_sum_warp([&](int j) { float v = x[j]; return v * v; }, n) / (float)n;
+        if (tid == HC_MIX_THREADS - 32) rho_sh = rsqrtf32(ms + norm_eps);
+    }
+    load(0);
+    store(0);
+    __syncthreads();
+    float s = 0.0f;
+    for (int k = 0; k < chunks; k++) {
+        const bool next = k + 1 < chunks;
+        if (next) load(k + 1); // in flight while thread i adds chunk k
+        if (tid < mix) {
+            const float* p = prod[k & 1] + tid * (C + 1);
+            const int len = min(C, n - k * C);
+            for (int j = 0; j < len; j++) s += p[j];
+        }
+        if (next) store(k + 1);
+        __syncthreads();
+    }
+    if (tid < mix) mixes[tid] = s * rho_sh;
+    __syncthreads();
+    if (tid == 0)
+        hc_sinkhorn_token(pre + (size_t)t * hc, post + (size_t)t * hc, comb + (size_t)t * hc * hc, mixes, hc, scale, base,
+                          iters, eps);
+}
+
+// pre_norm_quant is [hc_pre →] rmsnorm [→ act_quant | fp4_quant] for one
+// row per block (blockDim a multiple of 32; dynamic shared memory dim
+// floats):
+//   x   = hc > 0 ? bf16(Σ_i fp32(pre[i]·h[t,i,d])) (hc_pre, i ascending) : h[t,d]
+//   y   = bf16(w·fp32(x·rsqrt(torch_sum(x²)/dim + eps)))   (rms_norm, one warp's sum)
+//   q   = act_quant(y) (qkind 1), fp4_quant(y) ue8m0 (2) or e4m3 (3) scales, per block of the row
+// norm_out (y) and q_out may be null. pre_stride is hc (a mix per token)
+// or 0 (one mix for all). block divides dim (the groups never cross rows).
+extern "C" __global__ void pre_norm_quant(float* norm_out, float* q_out, const float* h, const float* pre, int pre_stride,
+                                          int hc, const float* w, int dim, float eps, int qkind, int block) {
+    extern __shared__ float row[];
+    __shared__ float rs_sh;
+    const int t = blockIdx.x, tid = threadIdx.x;
+    if (hc > 0) {
+        const float* p = pre + (size_t)t * pre_stride;
+        const float* ht = h + (size_t)t * hc * dim;
+        for (int d = tid; d < dim; d += blockDim.x) {
+            float s = 0.0f;
+            for (int i = 0; i < hc; i++) s += p[i] * ht[(size_t)i * dim + d];
+            row[d] = bf16r(s);
+        }
+    } else {
+        for (int d = tid; d < dim; d += blockDim.x) row[d] = h[(size_t)t * dim + d];
+    }
+    __syncthreads();
+    if (tid < 32) {
+        const float ms = torch_sum_warp([&](int j) { float v = row[j]; return v * v; }, dim) / (float)dim;
+        if (tid == 0) rs_sh = rsqrtf32(ms + eps);
+    }
+    __syncthreads();
+    const float rs = rs_sh;
+    for (int d0 = 0; d0 < dim; d0 += blockDim.x) { // whole warps: the groups' shuffles
+        const int d = d0 + tid;
+        const bool ok = d < dim;
+        const float y = ok ? bf16r(w[d] * (row[d] * rs)) : 0.0f;
+        const size_t u = (size_t)t * dim + d;
+        if (ok && norm_out) norm_out[u] = y;
+        if (qkind == 1) {
+            const float s = act_quant_scale(group_absmax(y, block));
+            const unsigned c = f32_to_e4m3(goclamp(y / s, -448.0f, 448.0f));
+            if (ok) q_out[u] = bf16r(e4m3_to_f32(c) * s);
+        } else if (qkind >= 2) {
+            const float s = fp4_quant_scale(group_absmax(y, block), qkind == 3);
+            const unsigned c = ok ? e2m1_quant(y, s) : 0u;
+            if (ok) q_out[u] = bf16r(e2m1_to_f32(c) * s);
+        }
+    }
+}
