@@ -1,0 +1,120 @@
+package simtest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/backends/cuda"
+	"github.com/ds4go/ds4/backends/cuda/driver"
+	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/passes"
+	"github.com/ds4go/ds4/synth"
+)
+
+func TestMain(m *testing.M) {
+	if err := driver.Simulate(); err != nil {
+		panic(err)
+	}
+	os.Exit(m.Run())
+}
+
+// open opens testdata/dir on the simulated GPU (unseen6: its synth
+// checkpoint, written to a temporary folder).
+func open(t *testing.T, dir string, graphs bool) (*engine.Model, *cuda.GPU) {
+	t.Helper()
+	path := filepath.Join("..", "..", "..", "testdata", dir)
+	cfg, err := deepseekv4.LoadConfig(filepath.Join(path, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := deepseekv4.BuildModule(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := passes.Run(m, passes.ParseNames("default"), passes.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(path, "model.safetensors.index.json")); err != nil {
+		path = t.TempDir()
+		if err := synth.Write(path, cfg, 1, synth.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opt := "false"
+	if graphs {
+		opt = "true"
+	}
+	backends.SetOptions(map[string]string{"cuda-graphs": opt})
+	defer backends.SetOptions(nil)
+	md, err := engine.Open(m, path, "cuda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(md.Close)
+	return md, md.Device().(*cuda.GPU)
+}
+
+// TestDecodeStepsSimulated: a prefill of 11 tokens (B 2) and 16 decode
+// steps, past the window and several pooling steps: every decode step
+// after the first few is replayed from a graph, with a few node updates;
+// the launches per step are the same with graphs off.
+func TestDecodeStepsSimulated(t *testing.T) {
+	for _, dir := range []string{"tiny", "unseen6"} {
+		t.Run(dir, func(t *testing.T) {
+			per := map[bool][]backends.Counters{}
+			for _, graphs := range []bool{false, true} {
+				md, g := open(t, dir, graphs)
+				s, err := md.NewSession(engine.Options{Batch: 2, MaxLen: 40, MaxMemory: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := make([][]int64, 2)
+				for b := range p {
+					for j := range 11 {
+						p[b] = append(p[b], int64(7+31*b+17*j*j)%int64(md.Vocab))
+					}
+				}
+				if _, err := s.Prefill(p); err != nil {
+					t.Fatal(err)
+				}
+				for step := range 16 {
+					c0, u0 := g.Counters(), g.GraphUpdates()
+					if _, err := s.Decode([]int64{1, 2}); err != nil {
+						t.Fatal(err)
+					}
+					c1 := g.Counters()
+					d := backends.Counters{Kernels: c1.Kernels - c0.Kernels, Launches: c1.Launches - c0.Launches,
+						GraphReplays: c1.GraphReplays - c0.GraphReplays, GraphCaptures: c1.GraphCaptures - c0.GraphCaptures}
+					per[graphs] = append(per[graphs], d)
+					if graphs {
+						t.Logf("decode step %2d (pos %d): %d kernels, %d host launches, %d replays, %d captures, %d node updates",
+							step, 11+step, d.Kernels, d.Launches, d.GraphReplays, d.GraphCaptures, g.GraphUpdates()-u0)
+					}
+				}
+				if why := g.GraphsOff(); why != "" {
+					t.Errorf("graphs turned off: %s", why)
+				}
+				s.Close()
+			}
+			replays, captures := int64(0), int64(0)
+			for k, on := range per[true] {
+				off := per[false][k]
+				if on.Kernels != off.Kernels {
+					t.Errorf("decode step %d: %d kernels with graphs, %d without", k, on.Kernels, off.Kernels)
+				}
+				if off.GraphReplays != 0 || off.Launches != off.Kernels {
+					t.Errorf("decode step %d without graphs: %+v", k, off)
+				}
+				replays += on.GraphReplays
+				captures += on.GraphCaptures
+			}
+			t.Logf("16 steps: %d replays, %d captures; %d kernels a step without graphs", replays, captures, per[false][0].Kernels)
+			if replays < 14 || captures > 8 {
+				t.Errorf("16 decode steps: %d replays, %d captures", replays, captures)
+			}
+		})
+	}
+}
