@@ -115,6 +115,56 @@ type scratch struct {
 	f   []float32
 	out []byte
 	sc  []byte
+	idx []uint16 // table indices of the quantised kinds' values
+	tab valueTab
+}
+
+// valueTab holds, for one tensor's mean and std, each normTab entry's
+// value mean + std·z as the bits of |value| (for the block maxima) and as
+// its top 13 bits (sign, exponent, 4 mantissa bits: the code tables' index).
+type valueTab struct {
+	mean, std float32
+	ok        bool
+	abs       [len(normTab)]uint32
+	top       [len(normTab)]uint16
+	// codes[e] is every entry's code at block scale byte e (made when a
+	// block first has that scale; fp8 and fp4 codes by their own tables).
+	codes [2][256]*[len(normTab)]byte
+}
+
+func (v *valueTab) set(mean, std float32) {
+	if v.ok && v.mean == mean && v.std == std {
+		return
+	}
+	v.mean, v.std, v.ok = mean, std, true
+	v.codes = [2][256]*[len(normTab)]byte{}
+	for i, z := range normTab {
+		b := math.Float32bits(mean + std*z)
+		v.abs[i], v.top[i] = b&0x7fffffff, uint16(b>>19)
+	}
+}
+
+// indices draws the table indices normals would turn into values: the
+// same random numbers in the same order (five indices per number, the
+// tail of x from one more).
+func (r *rng) indices(x []uint16) {
+	const m = uint64(len(normTab) - 1)
+	i := 0
+	for ; i+5 <= len(x); i += 5 {
+		u := r.next()
+		x[i] = uint16(u & m)
+		x[i+1] = uint16(u >> 12 & m)
+		x[i+2] = uint16(u >> 24 & m)
+		x[i+3] = uint16(u >> 36 & m)
+		x[i+4] = uint16(u >> 48 & m)
+	}
+	if i < len(x) {
+		u := r.next()
+		for ; i < len(x); i++ {
+			x[i] = uint16(u & m)
+			u >>= 12
+		}
+	}
 }
 
 func grow[T any](s []T, n int) []T {
@@ -166,6 +216,10 @@ func gen(j job, s *scratch) (data, scales []byte) {
 	default:
 		panic("gen of a scale tensor")
 	}
+	if t.kind != kindF32 && t.kind != kindBF16 {
+		genQuant(t, r, rows, cols, strip, s)
+		return s.out, s.sc
+	}
 	for r0 := 0; r0 < rows; r0 += strip {
 		n := min(strip, rows-r0)
 		s.f = grow(s.f, n*cols)
@@ -195,6 +249,92 @@ func gen(j job, s *scratch) (data, scales []byte) {
 		return s.out, nil
 	}
 	return s.out, s.sc
+}
+
+// genQuant is gen of the quantised kinds without the float values: each
+// value is a table index, its block maximum and code come from the
+// tensor's valueTab, and the power-of-two scale is applied to the code
+// index's exponent bits (exact: v·2^-e has v's mantissa). Identical to
+// quantising the values normals draws (quantFP8Strip, quantRow).
+func genQuant(t *tensor, r *rng, rows, cols, strip int, s *scratch) {
+	s.tab.set(float32(t.mean), float32(t.std))
+	tab := &s.tab
+	limit, codes, which := float32(numfmt.E4M3Max), &e4m3Tab, 0
+	if t.kind == kindFP4 {
+		limit, codes, which = 6, &e2m1Tab, 1
+	}
+	const m = len(normTab) - 1
+	cb := ceilDiv(cols, 32)
+	for r0 := 0; r0 < rows; r0 += strip {
+		n := min(strip, rows-r0)
+		s.idx = grow(s.idx, n*cols)
+		x := s.idx
+		r.indices(x)
+		// A block is 32 columns of the strip: 32x32 for fp8, one row's 32
+		// for the row-scaled kinds (their strip is one row).
+		sc := s.sc[(r0/strip)*cb:]
+		for bj := 0; bj < cb; bj++ {
+			c0, c1 := bj*32, min(bj*32+32, cols)
+			var a uint32
+			for rr := 0; rr < n; rr++ {
+				a = max(a, blockMax(tab, x[rr*cols+c0:rr*cols+c1]))
+			}
+			e, inv := pow2Scale(max(math.Float32frombits(a), 1e-30), limit)
+			sc[bj] = e
+			ct := tab.codes[which][e]
+			if ct == nil {
+				ct = new([len(normTab)]byte)
+				for k := range ct {
+					ct[k] = scaled(tab, codes, uint16(k), e, inv)
+				}
+				tab.codes[which][e] = ct
+			}
+			for rr := 0; rr < n; rr++ {
+				blk := x[rr*cols+c0 : rr*cols+c1]
+				if t.kind == kindFP4 {
+					o := s.out[(r0+rr)*cols/2+c0/2 : (r0+rr)*cols/2+c1/2]
+					for i := 0; i+1 < len(blk); i += 2 {
+						o[i/2] = ct[int(blk[i])&m] | ct[int(blk[i+1])&m]<<4
+					}
+					continue
+				}
+				o := s.out[(r0+rr)*cols+c0 : (r0+rr)*cols+c1]
+				for i, k := range blk {
+					o[i] = ct[int(k)&m]
+				}
+			}
+		}
+	}
+}
+
+// blockMax is the largest |value| bits of the entries k (four chains).
+func blockMax(tab *valueTab, ks []uint16) uint32 {
+	const m = len(normTab) - 1
+	var a0, a1, a2, a3 uint32
+	i := 0
+	for ; i+4 <= len(ks); i += 4 {
+		a0 = max(a0, tab.abs[int(ks[i])&m])
+		a1 = max(a1, tab.abs[int(ks[i+1])&m])
+		a2 = max(a2, tab.abs[int(ks[i+2])&m])
+		a3 = max(a3, tab.abs[int(ks[i+3])&m])
+	}
+	for ; i < len(ks); i++ {
+		a0 = max(a0, tab.abs[int(ks[i])&m])
+	}
+	return max(a0, a1, a2, a3)
+}
+
+// scaled is the code of value k times 2^-(e-127) (inv): the exponent bits
+// of the code index lowered by e-127, or the float product where that
+// leaves the normal range.
+func scaled(tab *valueTab, codes *[1 << 13]byte, k uint16, e byte, inv float32) byte {
+	top := int(tab.top[k])
+	ex := top>>4&0xff - (int(e) - 127)
+	if ex <= 0 || ex >= 0xff || top>>4&0xff == 0 {
+		v := math.Float32frombits(uint32(top&0x1000)<<19 | tab.abs[k])
+		return codes[math.Float32bits(v*inv)>>19]
+	}
+	return codes[top&0x100f|ex<<4]
 }
 
 // quantFP8Strip quantises a strip of up to 32 rows x cols values to e4m3
