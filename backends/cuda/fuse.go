@@ -80,7 +80,7 @@ func (p *Program) fuse() {
 
 // fusedKernels are the kernels of fused.cuh, looked up when a program is
 // prepared (not at LoadKernels, so an older image still loads).
-var fusedKernels = []string{"hc_mix_split", "pre_norm_quant"}
+var fusedKernels = []string{"hc_mix_split", "pre_norm_quant", "gate_tail"}
 
 var fusedMu sync.Mutex
 
@@ -247,7 +247,7 @@ func (g *graphInfo) check(f *fusion) bool {
 	}
 	for _, i := range f.nodes { // the run's inputs survive until its last node
 		for _, a := range g.nodes[i].Args {
-			if j, ok := g.pos[a]; ok && in[j] {
+			if j, ok := g.pos[root(a)]; ok && in[j] { // a run value (or a view of one)
 				continue
 			}
 			s := slotOf(root(a))

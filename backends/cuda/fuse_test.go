@@ -362,3 +362,77 @@ func BenchmarkPreNormQuantDecode(b *testing.B) {
 		return e.k.PreNormQuant(e.s, "bench", norm, q, h, pre, hc, hc, w, 1, dim, 1e-20, 1, 32)
 	})
 }
+
+// TestGateTailGPU: the fused gate_tail against the nine unfused launches
+// (softplus, sqrt, add bias, topk_idx, gather, sum, add_scalar, div,
+// mul_scalar) on the released router (384 experts, top 6; 5 rows), with
+// ties among the biased scores: ids equal, weights bit for bit.
+func TestGateTailGPU(t *testing.T) {
+	e := fusedGPU(t)
+	r := rng(t)
+	for _, c := range []struct{ rows, experts, k int }{{1, 384, 6}, {5, 384, 6}, {3, 8, 3}, {2, 64, 32}} {
+		rows, E, k := c.rows, c.experts, c.k
+		lg := make([]float32, rows*E)
+		for i := range lg {
+			lg[i] = float32(r.NormFloat64() * 4)
+			if i%7 == 3 { // ties: equal logits give equal scores
+				lg[i] = lg[i-1]
+			}
+		}
+		lg[0] = 25 // the softplus threshold
+		bias := make([]float32, E)
+		for i := range bias {
+			bias[i] = float32(r.IntN(3)) * 0.25
+		}
+		dl, db := up(t, e, lg), up(t, e, bias)
+		n := rows * E
+		sp, sq, ad := alloc(t, e, 4*n), alloc(t, e, 4*n), alloc(t, e, 4*n)
+		idx, ga, su, as, dv, ms := alloc(t, e, 8*rows*k), alloc(t, e, 4*rows*k), alloc(t, e, 4*rows), alloc(t, e, 4*rows), alloc(t, e, 4*rows*k), alloc(t, e, 4*rows*k)
+		steps := []func() error{
+			func() error { return e.k.Unary(e.s, "softplus", sp, dl, n, "softplus", 0, 0, false) },
+			func() error { return e.k.Unary(e.s, "sqrt", sq, sp, n, "sqrt", 0, 0, false) },
+			func() error {
+				_, err := e.k.Binary(e.s, "add", ad, sq, []int{rows, E}, db, []int{E}, "add", false)
+				return err
+			},
+			func() error { return e.k.TopkIdx(e.s, "topk", idx, ad, rows, E, k) },
+			func() error { return e.k.GatherRows(e.s, "gather", ga, sq, rows, E, idx, k) },
+			func() error { return e.k.Sum(e.s, "sum", su, ga, []int{rows, k}, 1, false) },
+			func() error { return e.k.Unary(e.s, "add_scalar", as, su, rows, "add_scalar", 1e-20, 0, false) },
+			func() error {
+				_, err := e.k.Binary(e.s, "div", dv, ga, []int{rows, k}, as, []int{rows, 1}, "div", false)
+				return err
+			},
+			func() error { return e.k.Unary(e.s, "mul_scalar", ms, dv, rows*k, "mul_scalar", 1.5, 0, false) },
+		}
+		for _, s := range steps {
+			if err := s(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fIdx, fW := alloc(t, e, 8*rows*k), alloc(t, e, 4*rows*k)
+		if err := e.k.GateTail(e.s, "gate_tail", fIdx, fW, dl, db, rows, E, k, 1e-20, 1.5); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("gate_tail %d×%d top %d", rows, E, k)
+		gi, ui := down[int64](t, e, fIdx, rows*k), down[int64](t, e, idx, rows*k)
+		if fmt.Sprint(gi) != fmt.Sprint(ui) {
+			t.Errorf("%s: ids %v, unfused %v", name, gi, ui)
+		}
+		exact(t, name+" weights", down[float32](t, e, fW, rows*k), down[float32](t, e, ms, rows*k))
+	}
+}
+
+// BenchmarkGateTailDecode: one token's gate chain after the logits (384
+// experts, top 6).
+func BenchmarkGateTailDecode(b *testing.B) {
+	e := gpu(b)
+	if !e.k.bindFused() {
+		b.Skip("the image lacks the fused kernels")
+	}
+	r := benchRand()
+	const experts, k = 384, 6
+	lg, bias := up(b, e, bf16s(r, experts, 2)), up(b, e, bf16s(r, experts, 0.1))
+	idx, w := alloc(b, e, 8*k), alloc(b, e, 4*k)
+	timeLaunches(b, e, 8*experts, func() error { return e.k.GateTail(e.s, "bench", idx, w, lg, bias, 1, experts, k, 1e-20, 1.5) })
+}

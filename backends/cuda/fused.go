@@ -36,6 +36,8 @@ func planFusions(seg *backends.Segment) []*fusion {
 			add(g.hcMixSplit(i, n))
 		case "rmsnorm":
 			add(g.preNormQuant(i, n))
+		case "topk_idx":
+			add(g.gateTail(i, n))
 		}
 	}
 	return out
@@ -212,6 +214,114 @@ func runPreNormQuant(c *call, f *fusion, st *runState) error {
 		}
 	}
 	return c.k.PreNormQuant(c.st, what(rn), norm.Ptr, q, x, pre, preStride, hc, w, rows, dim, float32(rn.Attrs.Float("eps", 0)), qkind, block)
+}
+
+// gateTail is the sqrt-softplus gate after its logits L: softplus(L) →
+// sqrt (s) → add bias → topk_idx; gather(s, idx) → sum → add_scalar → div
+// → mul_scalar (the weights): one gate_tail launch instead of nine. The
+// indices and the weights are its outputs; the rest is never made.
+func (g *graphInfo) gateTail(pt int, t *ir.Node) *fusion {
+	k := t.Attrs.Int("k", 1)
+	if k < 1 || k > gateTailMaxTopk || t.Type.DType != ir.I64 {
+		return nil
+	}
+	ad := t.Args[0]
+	if ad.Op != "add" || len(ad.Args) != 2 {
+		return nil
+	}
+	sq, bias := ad.Args[0], ad.Args[1]
+	if sq.Op != "sqrt" || sq.Args[0].Op != "softplus" || len(bias.Type.Shape) != 1 {
+		return nil
+	}
+	sp := sq.Args[0]
+	lsh := sp.Args[0].Type.Shape
+	if len(lsh) != 2 || !lsh[1].IsConst() || bias.Type.Shape[0] != lsh[1] || lsh[1].N < k {
+		return nil
+	}
+	for _, n := range []*ir.Node{sp, sq, ad, bias} {
+		if n.Type.DType != ir.F32 {
+			return nil
+		}
+	}
+	// gather(s, idx) → sum → add_scalar → div(gather, ·) → mul_scalar
+	next := func(n *ir.Node, op string) *ir.Node {
+		var found *ir.Node
+		for _, r := range g.readsVia(n) {
+			if m := g.nodes[r]; m.Op == op {
+				if found != nil {
+					return nil
+				}
+				found = m
+			}
+		}
+		return found
+	}
+	ga := next(sq, "gather")
+	if ga == nil || ga.Args[0] != sq || root(ga.Args[1]) != t {
+		return nil
+	}
+	su := next(ga, "sum")
+	if su == nil || su.Args[0] != ga || axisOf(su, 2) != 1 || !su.Attrs.Bool("keepdim", true) {
+		return nil
+	}
+	as := next(su, "add_scalar")
+	dv := next(ga, "div")
+	if as == nil || dv == nil || as.Args[0] != su || dv.Args[0] != ga || dv.Args[1] != as {
+		return nil
+	}
+	ms := next(dv, "mul_scalar")
+	if ms == nil || ms.Args[0] != dv {
+		return nil
+	}
+	for _, n := range []*ir.Node{ga, su, as, dv, ms} {
+		if n.Type.DType != ir.F32 {
+			return nil
+		}
+	}
+	f := &fusion{kind: "gate_tail", role: map[string]int{"softplus": g.pos[sp], "add": g.pos[ad], "topk": pt, "weights": g.pos[ms],
+		"add_scalar": g.pos[as], "mul_scalar": g.pos[ms]}, run: runGateTail}
+	for _, n := range []*ir.Node{sp, sq, ad, t, ga, su, as, dv, ms} {
+		p, ok := g.pos[n]
+		if !ok {
+			return nil
+		}
+		f.nodes = append(f.nodes, p)
+		if n != t && n != ms {
+			f.inner = append(f.inner, p)
+		}
+	}
+	return f
+}
+
+// gateTailMaxTopk is gate_tail's GATE_TAIL_MAX_TOPK.
+const gateTailMaxTopk = 32
+
+func runGateTail(c *call, f *fusion, st *runState) error {
+	nodes := c.p.seg.Nodes
+	lv := st.args[f.role["softplus"]][0]
+	bias, err := c.values(st.args[f.role["add"]][1])
+	if err != nil {
+		return err
+	}
+	lg, err := c.values(lv)
+	if err != nil {
+		return err
+	}
+	tn := nodes[f.role["topk"]]
+	e, k := last(lv), int(tn.Attrs.Int("k", 1))
+	return c.k.GateTail(c.st, what(tn), st.vals[f.role["topk"]].Ptr, st.vals[f.role["weights"]].Ptr, lg, bias, rows(lv), e, k,
+		float32(nodes[f.role["add_scalar"]].Attrs.Float("value", 0)), float32(nodes[f.role["mul_scalar"]].Attrs.Float("value", 0)))
+}
+
+// GateTail is the gate's chain after its logits [rows, e] (gate_tail): the
+// top-k ids (int64) of sqrt(softplus(logits)) + bias and their weights
+// sqrt(softplus(·))[ids] / (Σ + add) · mul, [rows, k] each.
+func (k *Kernels) GateTail(s *driver.Stream, what string, idx, weights, logits, bias driver.Ptr, rows, e, topk int, add, mul float32) error {
+	if topk < 1 || topk > gateTailMaxTopk || topk > e || 8*e > 48<<10 {
+		return fmt.Errorf("cuda gate_tail: top-%d of %d experts not supported", topk, e)
+	}
+	return k.launch(s, "gate_tail", what, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 8*e,
+		driver.P(idx), driver.P(weights), driver.P(logits), driver.P(bias), driver.I(e), driver.I(topk), driver.F(add), driver.F(mul))
 }
 
 // HCMixSplit is hc_mix + hc_split_sinkhorn in one launch (hc_mix_split):

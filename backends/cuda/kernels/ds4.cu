@@ -12,3 +12,4 @@
 #include "compressor_engram.cuh"
 #include "generic.cuh"
 #include "fused.cuh"
+#include "gemm_tc.cuh"

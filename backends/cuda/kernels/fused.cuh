@@ -127,3 +127,54 @@ extern "C" __global__ void pre_norm_quant(float* norm_out, float* q_out, const f
         }
     }
 }
+
+#define GATE_TAIL_MAX_TOPK 32
+
+// gate_tail is the score and selection chain of the sqrt-softplus gate
+// after its logits, one row (token) per block (blockDim a multiple of 32,
+// dynamic shared memory 2·e floats), each step as its unfused kernel:
+//   s   = sqrt(softplus(logits))           (unary_op softplus, sqrt)
+//   b   = s + bias                         (binary_op add)
+//   idx = topk_idx(b, k)                   (descending, ties to the lower id)
+//   g   = s[idx]                           (gather_rows)
+//   w   = g / (torch_sum(g) + add) · mul   (sum_inner, add_scalar, div, mul_scalar)
+// idx (int64) and w are [rows, k]; k <= GATE_TAIL_MAX_TOPK.
+extern "C" __global__ void gate_tail(long long* idx_out, float* w_out, const float* logits, const float* bias, int e, int k,
+                                     float add, float mul) {
+    extern __shared__ float sh[];
+    float* s = sh;
+    float* b = sh + e;
+    __shared__ int sel[GATE_TAIL_MAX_TOPK];
+    __shared__ float g[GATE_TAIL_MAX_TOPK];
+    if (k < 1 || k > GATE_TAIL_MAX_TOPK || k > e) return;
+    const int row = blockIdx.x, tid = threadIdx.x;
+    const float* lg = logits + (size_t)row * e;
+    for (int j = tid; j < e; j += blockDim.x) {
+        const float v = lg[j];
+        const float sp = v > 20.0f ? v : (float)log1p(exp((double)v));
+        const float sq = __fsqrt_rn(sp);
+        s[j] = sq;
+        b[j] = sq + bias[j];
+    }
+    __syncthreads();
+    for (int p = tid; p < e; p += blockDim.x) {
+        const float v = b[p];
+        int rank = 0;
+        for (int q = 0; q < e && rank < k; q++) {
+            const float w = b[q];
+            rank += (w > v || (w == v && q < p)) ? 1 : 0;
+        }
+        if (rank < k) sel[rank] = p;
+    }
+    __syncthreads();
+    if (tid < 32) {
+        if (tid < k) g[tid] = s[sel[tid]];
+        __syncwarp();
+        const float sum = torch_sum_warp([&](int j) { return g[j]; }, k);
+        const float den = sum + add;
+        if (tid < k) {
+            idx_out[(size_t)row * k + tid] = sel[tid];
+            w_out[(size_t)row * k + tid] = (g[tid] / den) * mul;
+        }
+    }
+}

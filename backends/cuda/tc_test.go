@@ -1,0 +1,252 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/ds4go/ds4/backends/cpu/kernels"
+	"github.com/ds4go/ds4/backends/cuda/driver"
+	"github.com/ds4go/ds4/internal/numfmt"
+)
+
+// GPU tests of the tensor-core products (tc.go) against the reference
+// products; the MMA sums each 32-wide block partial in its own order, so
+// they hold to the golden tolerance, not to the bit.
+
+func TestTCEligible(t *testing.T) {
+	for _, c := range []struct {
+		m, k, n int
+		ok      bool
+	}{
+		{1024, 5120, 1280, true}, {8192, 1280, 32768, true}, {128, 128, 1, true},
+		{127, 5120, 1280, false}, {1024, 5120 + 32, 1280, false}, {1024, 0, 1280, false}, {1024, 5120, 0, false},
+	} {
+		if got := tcEligible(c.m, c.k, c.n); got != c.ok {
+			t.Errorf("tcEligible(%d, %d, %d) = %v, want %v", c.m, c.k, c.n, got, c.ok)
+		}
+	}
+	if got, want := TCScratchBytes(3, 128), 3*128+3*4*4; got != want {
+		t.Errorf("TCScratchBytes(3, 128) = %d, want %d", got, want)
+	}
+	// the shared memory the kernels are launched with fits one H200 block (227 KiB)
+	for _, fp4 := range []bool{false, true} {
+		if sh := tcShared(fp4); sh > 227<<10 || sh%16 != 0 {
+			t.Errorf("tcShared(%v) = %d", fp4, sh)
+		}
+	}
+}
+
+// bytePerm is __byte_perm(x, y, s) (PRMT's default mode, selector bit 3
+// clear as e2m1x4_to_e4m3x4 uses it).
+func bytePerm(x, y, s uint32) uint32 {
+	in := uint64(y)<<32 | uint64(x)
+	var r uint32
+	for i := range 4 {
+		sel := (s >> (4 * i)) & 7
+		r |= uint32(in>>(8*sel)&0xff) << (8 * i)
+	}
+	return r
+}
+
+// TestE2M1ToE4M3Widening replays gemm_tc.cuh's e2m1x4_to_e4m3x4 on every
+// 16-bit input and checks each byte is the e4m3 code of the nibble's value.
+func TestE2M1ToE4M3Widening(t *testing.T) {
+	for p := uint32(0); p < 1<<16; p++ {
+		mag := bytePerm(0x3c383000, 0x4c484440, p&0x7777)
+		s := p & 0x8888
+		got := mag | (s&0x8)<<4 | (s&0x80)<<8 | (s&0x800)<<12 | (s&0x8000)<<16
+		for i := range 4 {
+			nib := byte(p >> (4 * i) & 0xf)
+			want := numfmt.E2M1ToF32(nib)
+			if v := numfmt.E4M3ToF32(byte(got >> (8 * i))); v != want || math.Signbit(float64(v)) != math.Signbit(float64(want)) {
+				t.Fatalf("input %#04x nibble %d (%#x): e4m3 %#02x = %g, want %g", p, i, nib, byte(got>>(8*i)), v, want)
+			}
+		}
+	}
+}
+
+// tcCase runs one fp8 or fp4 product three ways on the GPU (from the
+// fake-quantised activations through tc_quant_a, and from act_quant's own
+// codes and scales) and compares with the reference.
+func tcCase(t *testing.T, fp4, real bool, m, k, n int) {
+	e := gpu(t)
+	r := rng(t)
+	x := bf16s(r, m*k, 1)
+	codes, scales := make([]byte, m*k), make([]float32, m*k/32)
+	a := append([]float32(nil), x...)
+	numfmt.ActQuant(a, 32, codes, scales)
+	want := make([]float32, m*n)
+	var w, s []byte
+	if fp4 {
+		w, s = randBytes(r, n*k/2), e8m0s(r, n*(k/32))
+		kernels.MatmulFP4(want, a, m, k, w, s, n)
+	} else {
+		if real {
+			w, s = checkpointFP8(r, n, k)
+		} else {
+			w, s = e4m3Codes(r, n*k), e8m0s(r, ((n+31)/32)*(k/32))
+		}
+		kernels.MatmulFP8(want, a, m, k, w, s, n)
+	}
+	dw, ds := up(t, e, w), up(t, e, s)
+	name := fmt.Sprintf("matmul_%s_tc %dx%dx%d", map[bool]string{false: "fp8", true: "fp4"}[fp4], m, k, n)
+	if !fp4 {
+		name += map[bool]string{false: " uniform codes", true: " checkpoint-like codes"}[real]
+	}
+	exactC := exactProduct(fp4, a, m, k, w, s, n)
+
+	out := alloc(t, e, 4*m*n)
+	scratch := alloc(t, e, TCScratchBytes(m, k))
+	run := e.k.MatmulFP8TC
+	if fp4 {
+		run = e.k.MatmulFP4TC
+	}
+	if err := run(e.s, name, out, up(t, e, a), m, k, dw, ds, n, scratch); err != nil {
+		t.Fatal(err)
+	}
+	got := down[float32](t, e, out, m*n)
+	check := func(what string, got []float32) {
+		t.Helper()
+		if fp4 || real {
+			accuracy(t, name+what, got, want, exactC)
+			golden(t, name+what, got, want)
+			return
+		}
+		// Uniform codes make outputs that cancel to a few ulps of their
+		// terms: there the reference's own fp32 sums are tens of ulps from
+		// the exact product, and the MMA's differ from them by as much. The
+		// kernel must be as accurate as the reference, not equal to it.
+		t.Logf("%s%s: %v", name, what, compare(got, want, 16))
+		if g, r := accuracy(t, name+what, got, want, exactC); g > 2*r+2 {
+			t.Errorf("%s%s: %.2f bf16 ulps from the exact product, the reference %.2f", name, what, g, r)
+		}
+	}
+	check(" (from activations)", got)
+	// tc_quant_a's codes times its scales give back the activations exactly
+	qc, qs := down[byte](t, e, scratch, m*k), down[float32](t, e, scratch+driver.Ptr(m*k), m*k/32)
+	for i := range a {
+		if v := numfmt.E4M3ToF32(qc[i]) * qs[i/32]; v != a[i] {
+			t.Fatalf("%s: tc_quant_a element %d: code %#02x · %g = %g, want %g", name, i, qc[i], qs[i/32], v, a[i])
+		}
+	}
+
+	out2 := alloc(t, e, 4*m*n)
+	codesFn := e.k.MatmulFP8TCCodes
+	if fp4 {
+		codesFn = e.k.MatmulFP4TCCodes
+	}
+	if err := codesFn(e.s, name, out2, up(t, e, codes), up(t, e, scales), m, k, dw, ds, n); err != nil {
+		t.Fatal(err)
+	}
+	check(" (act_quant's codes)", down[float32](t, e, out2, m*n))
+}
+
+func TestMatmulFP8TCGPU(t *testing.T) {
+	// wq_a at 1024 tokens; then rows and columns that are not multiples of
+	// the 128×128 tile (n odd, a partial 32-column scale block), and K of one tile.
+	for _, c := range []struct{ m, k, n int }{{1024, 5120, 1280}, {200, 256, 72}, {129, 1280, 131}, {300, 128, 33}, {257, 2304, 520}} {
+		tcCase(t, false, true, c.m, c.k, c.n)
+	}
+	// codes drawn uniformly over every finite byte (the other kernel tests'
+	// data): products over 2^35 apart in one block, outputs that cancel
+	tcCase(t, false, false, 1024, 5120, 1280)
+}
+
+func TestMatmulFP4TCGPU(t *testing.T) {
+	// the shared/routed expert shapes (dim 5120, moe_inter 2304) and odd tiles
+	for _, c := range []struct{ m, k, n int }{{256, 5120, 2304}, {300, 2304, 520}, {130, 384, 77}, {128, 128, 1}} {
+		tcCase(t, true, false, c.m, c.k, c.n)
+	}
+}
+
+func TestMatmulTCBadK(t *testing.T) {
+	e := gpu(t)
+	if err := e.k.MatmulFP8TCCodes(e.s, "bad", 0, 0, 0, 256, 5120+32, 0, 0, 64); err == nil {
+		t.Error("k = 5152 accepted")
+	}
+}
+
+// checkpointFP8 returns fp8 weights [n,k] as a checkpoint stores them:
+// normal values quantised per 32×32 block with the scale 2^ceil(log2(amax/448)).
+func checkpointFP8(r *rand.Rand, n, k int) ([]byte, []byte) {
+	nb, kb := (n+31)/32, k/32
+	v := make([]float32, n*k)
+	for i := range v {
+		v[i] = float32(r.NormFloat64() * 0.02)
+	}
+	codes, scales := make([]byte, n*k), make([]byte, nb*kb)
+	for bi := range nb {
+		for bk := range kb {
+			var amax float32
+			for j := bi * 32; j < min(n, bi*32+32); j++ {
+				for c := bk * 32; c < bk*32+32; c++ {
+					amax = max(amax, float32(math.Abs(float64(v[j*k+c]))))
+				}
+			}
+			e := int(math.Ceil(math.Log2(float64(amax) / 448)))
+			scales[bi*kb+bk] = byte(e + 127)
+			sc := float32(math.Ldexp(1, e))
+			for j := bi * 32; j < min(n, bi*32+32); j++ {
+				for c := bk * 32; c < bk*32+32; c++ {
+					codes[j*k+c] = numfmt.F32ToE4M3(v[j*k+c] / sc)
+				}
+			}
+		}
+	}
+	return codes, scales
+}
+
+// exactProduct is the block-scaled product in float64 (each block partial
+// and the sum exact but for float64's rounding), to measure how far the
+// reference and the tensor-core kernel each are from it.
+func exactProduct(fp4 bool, a []float32, m, k int, w, s []byte, n int) []float64 {
+	kb := k / 32
+	out := make([]float64, m*n)
+	var wg sync.WaitGroup
+	for j0 := 0; j0 < n; j0 += 64 {
+		wg.Add(1)
+		go func(j0 int) {
+			defer wg.Done()
+			wf := make([]float64, k)
+			for j := j0; j < min(n, j0+64); j++ {
+				for c := range k {
+					if fp4 {
+						b := w[(j*k+c)/2]
+						if c&1 == 1 {
+							b >>= 4
+						}
+						wf[c] = float64(numfmt.E2M1ToF32(b&0xf)) * float64(numfmt.E8M0ToF32(s[j*kb+c/32]))
+					} else {
+						wf[c] = float64(numfmt.E4M3ToF32(w[j*k+c])) * float64(numfmt.E8M0ToF32(s[(j/32)*kb+c/32]))
+					}
+				}
+				for i := range m {
+					var acc float64
+					for c, av := range a[i*k : (i+1)*k] {
+						acc += float64(av) * wf[c]
+					}
+					out[i*n+j] = acc
+				}
+			}
+		}(j0)
+	}
+	wg.Wait()
+	return out
+}
+
+// accuracy logs the largest distance from the exact product, in bf16 ulps of
+// the exact value, of the kernel's and the reference's outputs.
+func accuracy(t *testing.T, name string, got, want []float32, exact []float64) (float64, float64) {
+	t.Helper()
+	var worstGot, worstRef float64
+	for i, x := range exact {
+		ulp := math.Ldexp(1, math.Ilogb(math.Max(math.Abs(x), 0x1p-126))-7)
+		worstGot = math.Max(worstGot, math.Abs(float64(got[i])-x)/ulp)
+		worstRef = math.Max(worstRef, math.Abs(float64(want[i])-x)/ulp)
+	}
+	t.Logf("%s: distance from the exact product, bf16 ulps: kernel %.2f, reference %.2f", name, worstGot, worstRef)
+	return worstGot, worstRef
+}
