@@ -402,7 +402,8 @@ func (c *Context) Close() error {
 // the returned function unlocks it.
 func (c *Context) bind() (func(), error) {
 	runtime.LockOSThread()
-	if err := check(cu.ctxSetCurrent(c.h), "cuCtxSetCurrent", fmt.Sprintf("of GPU %d", c.dev)); err != nil {
+	if r := cu.ctxSetCurrent(c.h); r != Success { // (formatted only on failure: bound for every launch)
+		err := check(r, "cuCtxSetCurrent", fmt.Sprintf("of GPU %d", c.dev))
 		runtime.UnlockOSThread()
 		return nil, err
 	}
@@ -496,6 +497,9 @@ func (s *Stream) Upload(dst Ptr, src []byte, what string) error {
 	return s.c.do(func() error {
 		r := cu.memcpyHtoDAsync(uint64(dst), unsafe.Pointer(&src[0]), uint64(len(src)), s.h)
 		runtime.KeepAlive(src)
+		if r == Success {
+			return nil
+		}
 		return check(r, "cuMemcpyHtoDAsync", fmt.Sprintf("of %s to %q", Size(uint64(len(src))), what))
 	})
 }
@@ -515,10 +519,13 @@ func (s *Stream) Download(dst []byte, src Ptr, what string) error {
 	return s.c.do(func() error {
 		r := cu.memcpyDtoHAsync(unsafe.Pointer(&dst[0]), uint64(src), uint64(len(dst)), s.h)
 		runtime.KeepAlive(dst)
-		if err := check(r, "cuMemcpyDtoHAsync", fmt.Sprintf("of %s from %q", Size(uint64(len(dst))), what)); err != nil {
-			return err
+		if r != Success {
+			return check(r, "cuMemcpyDtoHAsync", fmt.Sprintf("of %s from %q", Size(uint64(len(dst))), what))
 		}
-		return check(cu.streamSync(s.h), "cuStreamSynchronize", fmt.Sprintf("after reading %q", what))
+		if r := cu.streamSync(s.h); r != Success {
+			return check(r, "cuStreamSynchronize", fmt.Sprintf("after reading %q", what))
+		}
+		return nil
 	})
 }
 
@@ -532,8 +539,10 @@ func (s *Stream) Copy(dst, src Ptr, bytes int, what string) error {
 		return nil
 	}
 	return s.c.do(func() error {
-		return check(cu.memcpyDtoDAsync(uint64(dst), uint64(src), uint64(bytes), s.h), "cuMemcpyDtoDAsync",
-			fmt.Sprintf("of %s for %q", Size(uint64(bytes)), what))
+		if r := cu.memcpyDtoDAsync(uint64(dst), uint64(src), uint64(bytes), s.h); r != Success {
+			return check(r, "cuMemcpyDtoDAsync", fmt.Sprintf("of %s for %q", Size(uint64(bytes)), what))
+		}
+		return nil
 	})
 }
 
@@ -547,8 +556,10 @@ func (s *Stream) Memset(dst Ptr, v byte, bytes int, what string) error {
 		return nil
 	}
 	return s.c.do(func() error {
-		return check(cu.memsetD8Async(uint64(dst), v, uint64(bytes), s.h), "cuMemsetD8Async",
-			fmt.Sprintf("of %s of %q", Size(uint64(bytes)), what))
+		if r := cu.memsetD8Async(uint64(dst), v, uint64(bytes), s.h); r != Success {
+			return check(r, "cuMemsetD8Async", fmt.Sprintf("of %s of %q", Size(uint64(bytes)), what))
+		}
+		return nil
 	})
 }
 

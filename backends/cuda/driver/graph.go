@@ -21,7 +21,8 @@ type Tape struct {
 	stage  []byte  // the uploads' bytes
 	step   Ptr     // the device copy of stage, for graphs and captured runs
 	stepN  int
-	broken bool // some of the work ran already (a sync, a read, a large upload): not replayable
+	broken bool    // some of the work ran already (a sync, a read, a large upload): not replayable
+	diff   []int32 // the operations that differ from a graph's (diffs)
 }
 
 type opKind uint8
@@ -242,17 +243,22 @@ func (s *Stream) RunTape(t *Tape, gs *Graphs) error {
 		if err := s.stageUp(t); err != nil {
 			return err
 		}
-		best, bestDiff := -1, 0
+		best, bestDiff, listed := -1, 0, -1 // listed: the graph t.diff was made against
 		for i, g := range gs.list {
 			if !sameStructure(&g.tape, t) {
 				continue
 			}
-			if d := diffs(&g.tape, t); best < 0 || d < bestDiff {
+			d := diffs(&g.tape, t)
+			listed = i
+			if best < 0 || d < bestDiff {
 				best, bestDiff = i, d
 			}
 		}
 		if best >= 0 && bestDiff <= len(t.ops)/4 { // else (another session's buffers, a new B) capture anew
 			g := gs.list[best]
+			if listed != best {
+				diffs(&g.tape, t)
+			}
 			ok, err := s.update(g, t)
 			if err != nil {
 				return err
@@ -337,15 +343,16 @@ func sameStructure(a, b *Tape) bool {
 	return true
 }
 
-// diffs counts the operations of b launched unlike a's (same structure).
+// diffs lists in t.diff the operations of b launched unlike a's (same
+// structure) and returns their count.
 func diffs(a, b *Tape) int {
-	n := 0
+	b.diff = b.diff[:0]
 	for k := range a.ops {
 		if !sameOp(a, b, k) {
-			n++
+			b.diff = append(b.diff, int32(k))
 		}
 	}
-	return n
+	return len(b.diff)
 }
 
 // sameOp reports whether op k of a and of b are launched alike.
@@ -353,19 +360,24 @@ func sameOp(a, b *Tape, k int) bool {
 	x, y := &a.ops[k], &b.ops[k]
 	switch x.kind {
 	case opLaunch:
-		if x.grid != y.grid || x.block != y.block || x.shmem != y.shmem {
-			return false
-		}
-		for j := int32(0); j < x.p1-x.p0; j++ {
-			if string(a.param(x.p0+j)) != string(b.param(y.p0+j)) {
-				return false
-			}
-		}
-		return true
+		return x.grid == y.grid && x.block == y.block && x.shmem == y.shmem && x.p1-x.p0 == y.p1-y.p0 &&
+			string(a.paramRange(x)) == string(b.paramRange(y))
 	case opUpload: // the bytes come from the step block: only where they go matters
 		return x.dst == y.dst && x.src == y.src && x.bytes == y.bytes && a.step == b.step
 	}
 	return x.dst == y.dst && x.src == y.src && x.bytes == y.bytes && x.val == y.val
+}
+
+// paramRange is the bytes of every parameter of launch op (contiguous).
+func (t *Tape) paramRange(op *tapeOp) []byte {
+	if op.p0 == op.p1 {
+		return nil
+	}
+	end := len(t.params)
+	if int(op.p1) < len(t.poff) {
+		end = int(t.poff[op.p1])
+	}
+	return t.params[t.poff[op.p0]:end]
 }
 
 // kernelNodeParams is CUDA_KERNEL_NODE_PARAMS_v2 (its first fields are
@@ -406,16 +418,14 @@ type memcpy3D struct {
 
 const memoryTypeDevice = 2 // CU_MEMORYTYPE_DEVICE
 
-// update brings g's nodes to t's parameters where they differ; false when
-// a node could not be updated (the graph must be captured anew).
+// update brings g's nodes to t's parameters where they differ (t.diff,
+// listed by diffs against g); false when a node could not be updated (the
+// graph must be captured anew).
 func (s *Stream) update(g *Graph, t *Tape) (bool, error) {
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	var ptrs []unsafe.Pointer
-	for k := range t.ops {
-		if sameOp(&g.tape, t, k) {
-			continue
-		}
+	for _, k := range t.diff { // diffs(&g.tape, t) listed them
 		if g.nodes == nil || cu.execKernelSetParams == nil {
 			return false, nil
 		}

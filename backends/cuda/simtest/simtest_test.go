@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 
 // open opens testdata/dir on the simulated GPU (unseen6: its synth
 // checkpoint, written to a temporary folder).
-func open(t *testing.T, dir string, graphs bool) (*engine.Model, *cuda.GPU) {
+func open(t testing.TB, dir string, graphs bool) (*engine.Model, *cuda.GPU) {
 	t.Helper()
 	path := filepath.Join("..", "..", "..", "testdata", dir)
 	cfg, err := deepseekv4.LoadConfig(filepath.Join(path, "config.json"))
