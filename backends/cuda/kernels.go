@@ -137,13 +137,13 @@ func gemvGrid(n, rows int) (driver.Dim3, driver.Dim3) {
 	return driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: uint32(rows), Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}
 }
 
-// blockScaled launches matmul_fp8/fp4: the split-K row kernel for one row
-// (decode), the tiled one otherwise; both give the reference's bits.
+// blockScaled launches matmul_fp8/fp4: the decode kernel (gemv.cuh) for
+// up to gemvMaxRows rows, the tiled one otherwise; both give the
+// reference's bits.
 func (k *Kernels) blockScaled(s *driver.Stream, fp4 bool, what string, out, a driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) error {
 	name := map[bool]string{false: "matmul_fp8", true: "matmul_fp4"}[fp4]
-	if sh := gemvShared(kdim); m == 1 && sh > 0 {
-		g, b := gemvGrid(n, 1)
-		return k.launch(s, name+"_gemv", what, g, b, sh, driver.P(out), driver.P(a), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n))
+	if ok, err := k.gemvBlockScaled(s, fp4, what, out, a, m, kdim, w, wScale, n); ok || err != nil {
+		return err
 	}
 	g, b := gemmGrid(m, n)
 	return k.launch(s, name, what, g, b, 0, driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n))
@@ -174,20 +174,14 @@ type Routed struct {
 
 // MatmulRouted computes rows q < rows of out [rows, n]: a[q/adiv] ·
 // W_{ids[q]} (adiv = topk for the gate/up projections of a token's chosen
-// experts, 1 for the down projection); ids (int64 [rows]) stay on the GPU.
+// experts, 1 for the down projection); ids (int64 [rows]) stay on the GPU,
+// and only the chosen experts' bytes are read (gemv_routed in gemv.cuh).
 // Each row equals MatmulFP4/FP8 with that expert's weights.
 func (k *Kernels) MatmulRouted(s *driver.Stream, what string, out, a driver.Ptr, adiv, kdim int, r Routed, n int, ids driver.Ptr, rows int) error {
-	sh := gemvShared(kdim)
-	if sh == 0 || (r.FP4 && kdim%2 != 0) {
-		return fmt.Errorf("cuda routed matmul for %s: k = %d not supported (even, at most 12288)", what, kdim)
+	if r.FP4 && kdim%2 != 0 {
+		return fmt.Errorf("cuda routed matmul for %s: k = %d is odd (fp4 packs two values per byte)", what, kdim)
 	}
-	name := "matmul_fp8_routed"
-	if r.FP4 {
-		name = "matmul_fp4_routed"
-	}
-	g, b := gemvGrid(n, rows)
-	return k.launch(s, name, what, g, b, sh, driver.P(out), driver.P(a), driver.I(adiv), driver.I(kdim), driver.P(r.W), driver.L(r.WStride),
-		driver.P(r.Scale), driver.L(r.ScaleStride), driver.I(n), driver.P(ids), driver.I(r.Experts))
+	return k.gemvRouted(s, what, out, a, adiv, kdim, r, n, ids, rows)
 }
 
 // SwiGLUClamp is kernels.SwiGLUClamp on g, u [rows, inter]; routeWeight
@@ -303,9 +297,16 @@ type Plain struct {
 	Format   PlainFormat
 }
 
-// plain launches matmul_f32w, matmul_bf16w or matmul_fp8w (gemm_plain in
-// gemm.cuh); wZ is the weight offset of a group in elements.
+// plain launches the decode kernel (gemv_plain in gemv.cuh) for up to
+// gemvMaxRows rows, else matmul_f32w, matmul_bf16w or matmul_fp8w
+// (gemm_plain in gemm.cuh); wZ is the weight offset of a group in elements
+// (the groups of both kernels are consecutive blocks of n weight rows).
 func (k *Kernels) plain(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w Plain, n, lda, ldo, groups, aZ, wZ, oZ int, round bool) error {
+	if groups == 1 || wZ == n*kdim {
+		if ok, err := k.gemvPlain(s, what, out, a, m, kdim, w, n, lda, ldo, groups, aZ, oZ, round); ok || err != nil {
+			return err
+		}
+	}
 	r := 0
 	if round {
 		r = 1

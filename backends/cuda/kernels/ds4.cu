@@ -5,6 +5,7 @@
 #include "common.cuh"
 #include "norm_quant.cuh"
 #include "gemm.cuh"
+#include "gemv.cuh"
 #include "elementwise.cuh"
 #include "gate_hc.cuh"
 #include "attention.cuh"

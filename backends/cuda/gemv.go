@@ -1,0 +1,180 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/ds4go/ds4/backends/cuda/driver"
+)
+
+// The decode kernels of gemv.cuh: block-scaled and plain products for at
+// most gemvMaxRows activation rows (weights read once for all of them), the
+// routed experts, and the routed gate/up projections fused with SwiGLU.
+// Every one keeps the reference's summation order, so its bits equal the
+// tiled kernels' (and cpu-ref's).
+
+// gemvMaxRows is the most activation rows the gemv kernels take (GEMV_MR).
+const gemvMaxRows = 8
+
+// gemvThreads is GEMV_THREADS, the block of the block-scaled kernels.
+const gemvThreads = 256
+
+// gemvSharedMax is the dynamic shared memory a launch may take without
+// opting in to more.
+const gemvSharedMax = 48 << 10
+
+// gemvTargetBlocks is the grid the launch shapes aim at: 4 blocks on each
+// of the H200's 132 SMs, enough to keep its memory busy.
+const gemvTargetBlocks = 4 * 132
+
+func init() {
+	kernelNames = append(kernelNames,
+		"gemv_fp8_m1", "gemv_fp8_m2", "gemv_fp8_m4", "gemv_fp8_m8",
+		"gemv_fp4_m1", "gemv_fp4_m2", "gemv_fp4_m4", "gemv_fp4_m8",
+		"gemv_routed_fp4", "gemv_routed_fp8", "gemv_routed_swiglu_fp4", "gemv_routed_swiglu_fp8",
+		"gemv_plain_m1_f32w", "gemv_plain_m1_bf16w", "gemv_plain_m1_fp8w",
+		"gemv_plain_m2_f32w", "gemv_plain_m2_bf16w", "gemv_plain_m2_fp8w",
+		"gemv_plain_m4_f32w", "gemv_plain_m4_bf16w", "gemv_plain_m4_fp8w",
+		"gemv_plain_m8_f32w", "gemv_plain_m8_bf16w", "gemv_plain_m8_fp8w")
+}
+
+// gemvMR is the instantiation (1, 2, 4 or 8 rows) that takes m rows.
+func gemvMR(m int) int {
+	mr := 1
+	for mr < m {
+		mr *= 2
+	}
+	return mr
+}
+
+// gemvShape picks the rows a block of the block-scaled kernels computes (rb,
+// a power of two, returned as its log2) for an n-row weight of kdim columns,
+// with ys blocks along y and mr activation rows and dual partial sets
+// (1 or 2) in shared memory: the largest rb with rb·mr <= 32 whose partials
+// fit, halved while the grid is short of gemvTargetBlocks and the block's
+// 256/rb K groups still have a 32-byte chunk each (chunk: 2 K blocks of fp4,
+// 1 of fp8). ok is false when even one row's partials do not fit.
+func gemvShape(fp4 bool, n, kdim, ys, mr, dual int) (rbLog2, shmem int, ok bool) {
+	kb := ceilDiv(kdim, 32)
+	chunks := kb
+	if fp4 {
+		chunks = ceilDiv(kb, 2)
+	}
+	rb := 32 / mr
+	for rb > 1 && kb*rb*mr*4*dual > gemvSharedMax {
+		rb /= 2
+	}
+	if kb*rb*mr*4*dual > gemvSharedMax {
+		return 0, 0, false
+	}
+	for rb > 1 && ceilDiv(n, rb)*ys < gemvTargetBlocks && gemvThreads/(rb/2) <= chunks {
+		rb /= 2
+	}
+	for rb>>rbLog2 > 1 {
+		rbLog2++
+	}
+	return rbLog2, kb * rb * mr * 4 * dual, true
+}
+
+// gemvBlockScaled launches gemv_fp8/fp4_mR for m <= gemvMaxRows rows; ok
+// is false when the shape does not fit (the caller takes the tiled kernel).
+func (k *Kernels) gemvBlockScaled(s *driver.Stream, fp4 bool, what string, out, a driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) (bool, error) {
+	if m > gemvMaxRows {
+		return false, nil
+	}
+	mr := gemvMR(m)
+	rbLog2, sh, ok := gemvShape(fp4, n, kdim, 1, mr, 1)
+	if !ok {
+		return false, nil
+	}
+	name := fmt.Sprintf("gemv_fp8_m%d", mr)
+	if fp4 {
+		name = fmt.Sprintf("gemv_fp4_m%d", mr)
+	}
+	g := driver.Dim3{X: uint32(ceilDiv(n, 1<<rbLog2)), Y: 1, Z: 1}
+	return true, k.launch(s, name, what, g, driver.Dim3{X: gemvThreads, Y: 1, Z: 1}, sh,
+		driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n), driver.I(rbLog2))
+}
+
+// gemvRouted launches gemv_routed_fp4/fp8 (MatmulRouted's contract).
+func (k *Kernels) gemvRouted(s *driver.Stream, what string, out, a driver.Ptr, adiv, kdim int, r Routed, n int, ids driver.Ptr, rows int) error {
+	rbLog2, sh, ok := gemvShape(r.FP4, n, kdim, rows, 1, 1)
+	if !ok {
+		return fmt.Errorf("cuda routed matmul for %s: k = %d is too long for one block's partials", what, kdim)
+	}
+	name := "gemv_routed_fp8"
+	if r.FP4 {
+		name = "gemv_routed_fp4"
+	}
+	g := driver.Dim3{X: uint32(ceilDiv(n, 1<<rbLog2)), Y: uint32(rows), Z: 1}
+	return k.launch(s, name, what, g, driver.Dim3{X: gemvThreads, Y: 1, Z: 1}, sh, driver.P(out), driver.P(a), driver.I(adiv), driver.I(kdim),
+		driver.P(r.W), driver.L(r.WStride), driver.P(r.Scale), driver.L(r.ScaleStride), driver.I(n), driver.P(ids), driver.I(r.Experts), driver.I(rbLog2))
+}
+
+// MatmulRoutedSwiGLU computes out [rows, n] = SwiGLUClamp(MatmulRouted(a,
+// w1), MatmulRouted(a, w3), limit, routeWeight) in one launch, with the
+// same bits as those three launches (each product rounded to bf16 as
+// MatmulRouted writes it, then swiglu_clamp's arithmetic): the gate and up
+// projections of the routed experts, reading each chosen expert's w1 and w3
+// rows together. It replaces the IR run expert_matmul(x, w1, idx),
+// expert_matmul(x, w3, idx), swiglu_clamp(g, u[, route weights]) when both
+// products take the same x and idx and nothing else reads g or u (the
+// "fusions" pass decides that). w1 and w3 must have the same format, shape
+// and strides; routeWeight (fp32 [rows]) may be 0.
+func (k *Kernels) MatmulRoutedSwiGLU(s *driver.Stream, what string, out, a driver.Ptr, adiv, kdim int, w1, w3 Routed, n int, ids driver.Ptr, rows int,
+	limit float32, routeWeight driver.Ptr) error {
+	if w1.FP4 != w3.FP4 || w1.WStride != w3.WStride || w1.ScaleStride != w3.ScaleStride || w1.Experts != w3.Experts {
+		return fmt.Errorf("cuda routed swiglu for %s: w1 and w3 differ in format or layout", what)
+	}
+	if w1.FP4 && kdim%2 != 0 {
+		return fmt.Errorf("cuda routed swiglu for %s: k = %d is odd (fp4 packs two values per byte)", what, kdim)
+	}
+	rbLog2, sh, ok := gemvShape(w1.FP4, n, kdim, rows, 1, 2)
+	if !ok {
+		return fmt.Errorf("cuda routed swiglu for %s: k = %d is too long", what, kdim)
+	}
+	name := "gemv_routed_swiglu_fp8"
+	if w1.FP4 {
+		name = "gemv_routed_swiglu_fp4"
+	}
+	g := driver.Dim3{X: uint32(ceilDiv(n, 1<<rbLog2)), Y: uint32(rows), Z: 1}
+	return k.launch(s, name, what, g, driver.Dim3{X: gemvThreads, Y: 1, Z: 1}, sh, driver.P(out), driver.P(a), driver.I(adiv), driver.I(kdim),
+		driver.P(w1.W), driver.P(w1.Scale), driver.P(w3.W), driver.P(w3.Scale), driver.L(w1.WStride), driver.L(w1.ScaleStride), driver.I(n),
+		driver.P(ids), driver.I(w1.Experts), driver.F(limit), driver.P(routeWeight), driver.I(rbLog2))
+}
+
+// gemvPlainBlock is the block of gemv_plain (one thread per output row):
+// 256 threads, halved down to 32 while the grid is short of
+// gemvTargetBlocks (the grouped wo_a has only 8×1024 rows).
+func gemvPlainBlock(n, groups int) int {
+	bs := 256
+	for bs > 32 && ceilDiv(n, bs)*groups < gemvTargetBlocks {
+		bs /= 2
+	}
+	return bs
+}
+
+// gemvPlain launches gemv_plain_mR_* for m <= gemvMaxRows rows (plain's
+// arguments); ok is false for more rows.
+func (k *Kernels) gemvPlain(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w Plain, n, lda, ldo, groups, aZ, oZ int, round bool) (bool, error) {
+	if m > gemvMaxRows {
+		return false, nil
+	}
+	r := 0
+	if round {
+		r = 1
+	}
+	bs := gemvPlainBlock(n, groups)
+	grid, block := driver.Dim3{X: uint32(ceilDiv(n, bs)), Y: 1, Z: uint32(groups)}, driver.Dim3{X: uint32(bs), Y: 1, Z: 1}
+	base := fmt.Sprintf("gemv_plain_m%d_", gemvMR(m))
+	head := []driver.Arg{driver.P(out), driver.P(a), driver.I(m), driver.I(kdim)}
+	tail := []driver.Arg{driver.I(n), driver.I(lda), driver.I(ldo), driver.L(aZ), driver.L(oZ), driver.I(r)}
+	switch w.Format {
+	case PlainF32:
+		return true, k.launch(s, base+"f32w", what, grid, block, 0, append(append(head, driver.P(w.W)), tail...)...)
+	case PlainBF16:
+		return true, k.launch(s, base+"bf16w", what, grid, block, 0, append(append(head, driver.P(w.W)), tail...)...)
+	case PlainFP8:
+		return true, k.launch(s, base+"fp8w", what, grid, block, 0, append(append(head, driver.P(w.W), driver.P(w.Scale)), tail...)...)
+	}
+	return true, fmt.Errorf("cuda matmul for %s: unknown weight format %d", what, w.Format)
+}

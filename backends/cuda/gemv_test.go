@@ -1,0 +1,254 @@
+package cuda
+
+// GPU tests of the decode kernels of gemv.cuh against the reference: every
+// output must be bit-identical (they keep cpu-ref's summation order). They
+// skip without a GPU.
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/ds4go/ds4/backends/cpu/kernels"
+	"github.com/ds4go/ds4/backends/cuda/driver"
+	"github.com/ds4go/ds4/internal/numfmt"
+)
+
+// gemvFP8Shapes and gemvFP4Shapes are (k, n) of the released decode products and odd ones: k
+// not a multiple of 32 or 128, n not a multiple of a block's rows.
+var gemvFP8Shapes = []struct{ k, n int }{
+	{5120, 1280},  // wq_a
+	{1280, 32768}, // wq_b
+	{5120, 512},   // wkv
+	{8192, 5120},  // wo_b
+	{5120, 2304},  // shared expert w1/w3
+	{2304, 5120},  // shared expert w2
+	{1280, 4096},  // index wq_b
+	{200, 100}, {1000, 77}, {48, 3}, {4100, 33},
+}
+
+var gemvFP4Shapes = []struct{ k, n int }{
+	{5120, 2304}, {2304, 5120}, {80, 40}, {1000, 77}, {4100, 33}, {64, 1},
+}
+
+func TestGemvFP8GPU(t *testing.T) {
+	e := gpu(t)
+	r := rng(t)
+	for _, c := range gemvFP8Shapes {
+		for _, m := range []int{1, 3, 8} {
+			if m > 1 && c.k*c.n > 8<<20 {
+				continue // the reference takes too long on the largest at 8 rows
+			}
+			a := quantActs(r, m, c.k)
+			w := e4m3Codes(r, c.n*c.k)
+			if c.n == 77 {
+				w[5] = 0x7f // a NaN code: its row's block takes the byte path
+				w[c.k+7] = 0xff
+			}
+			s := e8m0s(r, ceilDiv(c.n, 32)*ceilDiv(c.k, 32))
+			want := make([]float32, m*c.n)
+			kernels.MatmulFP8(want, a, m, c.k, w, s, c.n)
+			out := alloc(t, e, 4*len(want))
+			if err := e.k.MatmulFP8(e.s, "gemv fp8", out, up(t, e, a), m, c.k, up(t, e, w), up(t, e, s), c.n); err != nil {
+				t.Fatal(err)
+			}
+			exact(t, fmt.Sprintf("gemv fp8 %dx%dx%d", m, c.k, c.n), down[float32](t, e, out, len(want)), want)
+		}
+	}
+}
+
+func TestGemvFP4GPU(t *testing.T) {
+	e := gpu(t)
+	r := rng(t)
+	for _, c := range gemvFP4Shapes {
+		for _, m := range []int{1, 3, 8} {
+			a := quantActs(r, m, c.k)
+			w := randBytes(r, c.n*c.k/2)
+			s := e8m0s(r, c.n*ceilDiv(c.k, 32))
+			want := make([]float32, m*c.n)
+			kernels.MatmulFP4(want, a, m, c.k, w, s, c.n)
+			out := alloc(t, e, 4*len(want))
+			if err := e.k.MatmulFP4(e.s, "gemv fp4", out, up(t, e, a), m, c.k, up(t, e, w), up(t, e, s), c.n); err != nil {
+				t.Fatal(err)
+			}
+			exact(t, fmt.Sprintf("gemv fp4 %dx%dx%d", m, c.k, c.n), down[float32](t, e, out, len(want)), want)
+		}
+	}
+}
+
+// routedIDs chooses topk distinct experts of experts for each token.
+func routedIDs(r interface{ Perm(int) []int }, tokens, topk, experts int) []int64 {
+	ids := make([]int64, tokens*topk)
+	for tk := range tokens {
+		for j, p := range r.Perm(experts)[:topk] {
+			ids[tk*topk+j] = int64(p)
+		}
+	}
+	return ids
+}
+
+// TestGemvRoutedSwiGLUGPU compares the fused routed gate/up + SwiGLU with
+// the reference's two products and swiglu_clamp, fp4 at the released
+// widths and fp8 on a small odd shape, with and without route weights, one
+// id out of range (its row NaN).
+func TestGemvRoutedSwiGLUGPU(t *testing.T) {
+	e := gpu(t)
+	r := rng(t)
+	const tokens, topk, experts = 2, 6, 9
+	for _, c := range []struct {
+		fp4      bool
+		k, n     int
+		weighted bool
+	}{{true, 5120, 2304, true}, {true, 5120, 2304, false}, {true, 80, 40, true}, {false, 1000, 77, true}, {false, 5120, 2304, false}} {
+		ids := routedIDs(r, tokens, topk, experts)
+		ids[3] = experts // out of range
+		rows := tokens * topk
+		a := quantActs(r, tokens, c.k)
+		kb := ceilDiv(c.k, 32)
+		wPer, sPer := c.n*c.k/2, c.n*kb
+		if !c.fp4 {
+			wPer, sPer = c.n*c.k, ceilDiv(c.n, 32)*kb
+		}
+		var w1, w3 []byte
+		if c.fp4 {
+			w1, w3 = randBytes(r, experts*wPer), randBytes(r, experts*wPer)
+		} else {
+			w1, w3 = e4m3Codes(r, experts*wPer), e4m3Codes(r, experts*wPer)
+		}
+		s1, s3 := e8m0s(r, experts*sPer), e8m0s(r, experts*sPer)
+		g, u := make([]float32, rows*c.n), make([]float32, rows*c.n)
+		for q := range rows {
+			ex := int(ids[q])
+			gr, ur := g[q*c.n:(q+1)*c.n], u[q*c.n:(q+1)*c.n]
+			if ex >= experts {
+				for j := range gr {
+					gr[j], ur[j] = float32(math.NaN()), float32(math.NaN())
+				}
+				continue
+			}
+			ar := a[(q/topk)*c.k : (q/topk+1)*c.k]
+			mm := kernels.MatmulFP8
+			if c.fp4 {
+				mm = kernels.MatmulFP4
+			}
+			mm(gr, ar, 1, c.k, w1[ex*wPer:(ex+1)*wPer], s1[ex*sPer:(ex+1)*sPer], c.n)
+			mm(ur, ar, 1, c.k, w3[ex*wPer:(ex+1)*wPer], s3[ex*sPer:(ex+1)*sPer], c.n)
+		}
+		var rw []float32
+		if c.weighted {
+			rw = make([]float32, rows)
+			for i := range rw {
+				rw[i] = r.Float32()
+			}
+		}
+		want := make([]float32, rows*c.n)
+		kernels.SwiGLUClamp(want, g, u, rows, c.n, 10, rw)
+		out := alloc(t, e, 4*len(want))
+		rt1 := Routed{FP4: c.fp4, W: up(t, e, w1), Scale: up(t, e, s1), WStride: wPer, ScaleStride: sPer, Experts: experts}
+		rt3 := Routed{FP4: c.fp4, W: up(t, e, w3), Scale: up(t, e, s3), WStride: wPer, ScaleStride: sPer, Experts: experts}
+		drw := driver.Ptr(0)
+		if c.weighted {
+			drw = up(t, e, rw)
+		}
+		if err := e.k.MatmulRoutedSwiGLU(e.s, "routed swiglu", out, up(t, e, a), topk, c.k, rt1, rt3, c.n, up(t, e, ids), rows, 10, drw); err != nil {
+			t.Fatal(err)
+		}
+		// swiglu's exp is float64 on both sides, rounded to fp32 (see
+		// TestSwiGLUClampGPU): expected bit-identical.
+		exact(t, fmt.Sprintf("routed swiglu fp4 %v k %d n %d weighted %v", c.fp4, c.k, c.n, c.weighted), down[float32](t, e, out, len(want)), want)
+	}
+}
+
+func TestGemvPlainGPU(t *testing.T) {
+	e := gpu(t)
+	r := rng(t)
+	for _, c := range []struct {
+		m, k, n     int
+		bf16, round bool
+	}{
+		{1, 5120, 129280, true, false}, // the head
+		{3, 5120, 8192, true, false}, {8, 1000, 300, true, true}, {2, 1001, 33, true, true},
+		{1, 5120, 4096, false, false}, {3, 1003, 70, false, true}, {8, 64, 5, false, false},
+	} {
+		a := bf16s(r, c.m*c.k, 1)
+		w := bf16s(r, c.n*c.k, 0.02)
+		if !c.bf16 {
+			for i := range w {
+				w[i] = float32(r.NormFloat64() * 0.02)
+			}
+		}
+		want := make([]float32, c.m*c.n)
+		if c.round {
+			kernels.MatmulBF16(want, a, w, c.m, c.k, c.n)
+		} else {
+			kernels.MatmulF32(want, a, w, c.m, c.k, c.n)
+		}
+		pw := Plain{Format: PlainF32}
+		if c.bf16 {
+			pw.Format = PlainBF16
+			bits := make([]uint16, len(w))
+			for i, v := range w {
+				bits[i] = numfmt.BF16Bits(v)
+			}
+			pw.W = up(t, e, bits)
+		} else {
+			pw.W = up(t, e, w)
+		}
+		out := alloc(t, e, 4*len(want))
+		if err := e.k.MatmulF32(e.s, "gemv plain", out, up(t, e, a), c.m, c.k, pw, c.n, c.round); err != nil {
+			t.Fatal(err)
+		}
+		exact(t, fmt.Sprintf("gemv plain %dx%dx%d bf16 %v round %v", c.m, c.k, c.n, c.bf16, c.round), down[float32](t, e, out, len(want)), want)
+	}
+}
+
+// TestGemvGroupedFP8GPU: the released fp8 wo_a (8 groups of 4096 -> 1024)
+// at 1 and 3 tokens, and an odd group width, against the widened reference.
+func TestGemvGroupedFP8GPU(t *testing.T) {
+	e := gpu(t)
+	r := rng(t)
+	for _, c := range []struct{ m, groups, dg, rank int }{{1, 8, 4096, 1024}, {3, 8, 4096, 1024}, {2, 3, 1000, 70}} {
+		o := bf16s(r, c.m*c.groups*c.dg, 1)
+		codes, scales := e4m3Codes(r, c.groups*c.rank*c.dg), e8m0s(r, ceilDiv(c.groups*c.rank, 32)*ceilDiv(c.dg, 32))
+		codes[1] = 0x7f // a NaN code
+		kb := ceilDiv(c.dg, 32)
+		wide := make([]float32, len(codes))
+		for row := range c.groups * c.rank {
+			for col := range c.dg {
+				wide[row*c.dg+col] = numfmt.BF16Round(numfmt.E4M3ToF32(codes[row*c.dg+col]) * numfmt.E8M0ToF32(scales[(row/32)*kb+col/32]))
+			}
+		}
+		want := make([]float32, c.m*c.groups*c.rank)
+		kernels.GroupedLoRA(want, o, c.m, c.groups, c.dg, wide, c.rank)
+		out := alloc(t, e, 4*len(want))
+		if err := e.k.GroupedLoRA(e.s, "wo_a fp8", out, up(t, e, o), c.m, c.groups, c.dg, Plain{W: up(t, e, codes), Scale: up(t, e, scales), Format: PlainFP8}, c.rank); err != nil {
+			t.Fatal(err)
+		}
+		exact(t, fmt.Sprintf("gemv grouped fp8 %d×%d groups×%d→%d", c.m, c.groups, c.dg, c.rank), down[float32](t, e, out, len(want)), want)
+	}
+}
+
+// TestGemvShape checks the launch shapes the decode products get (no GPU).
+func TestGemvShape(t *testing.T) {
+	for _, c := range []struct {
+		fp4              bool
+		n, k, ys, mr, du int
+		rb               int
+	}{
+		{false, 1280, 5120, 1, 1, 1, 2},   // wq_a: 640 blocks
+		{false, 32768, 1280, 1, 1, 1, 32}, // wq_b: 1024 blocks
+		{false, 512, 5120, 1, 1, 1, 2},    // wkv: 256 blocks, 128 K groups of 160 chunks
+		{false, 5120, 8192, 1, 1, 1, 8},   // wo_b
+		{true, 2304, 5120, 6, 1, 2, 16},   // routed w1+w3 of one token
+		{true, 5120, 2304, 6, 1, 1, 32},   // routed w2
+		{false, 1280, 5120, 1, 8, 1, 2},
+	} {
+		l, sh, ok := gemvShape(c.fp4, c.n, c.k, c.ys, c.mr, c.du)
+		if !ok || 1<<l != c.rb || sh > gemvSharedMax {
+			t.Errorf("gemvShape(%v, n %d, k %d, ys %d, mr %d, dual %d) = rb %d, %d bytes, %v; want rb %d", c.fp4, c.n, c.k, c.ys, c.mr, c.du, 1<<l, sh, ok, c.rb)
+		}
+	}
+	if _, _, ok := gemvShape(false, 10, 1<<20, 1, 8, 2); ok {
+		t.Errorf("gemvShape took k = 2^20 at 8 rows, dual")
+	}
+}
