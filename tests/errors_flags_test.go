@@ -56,6 +56,20 @@ func flagsExec(args ...string) func(t *testing.T, fx *errsFixture, in string) []
 	}
 }
 
+// flagsArgs is an exec case with these flags only: {tiny} is the tiny
+// config, {mini} bench/configs/mini.json, {plan} the good plan.
+func flagsArgs(args ...string) func(t *testing.T, fx *errsFixture, in string) []string {
+	return func(t *testing.T, fx *errsFixture, in string) []string {
+		r := strings.NewReplacer("{tiny}", filepath.Join(tinyDir(), "config.json"), "{plan}", fx.goodPlan,
+			"{mini}", filepath.Join(repoRoot(), "bench", "configs", "mini.json"))
+		out := make([]string, len(args))
+		for i, a := range args {
+			out[i] = r.Replace(a)
+		}
+		return out
+	}
+}
+
 // flagsTrace writes a trace file holding the prompt [1, 3] I64 and, when
 // dtype is set, decode ids of that dtype and shape.
 func flagsTrace(t *testing.T, in, dtype string, shape []int) string {
@@ -130,6 +144,16 @@ func init() {
 		{name: "compile-explain-both", cmd: "compile", want: "give one of -explain or -explain-json", setup: flagsCompile("-explain", "-explain-json")},
 
 		// ---- exec: flags ----
+		{name: "synthetic-without-bench", cmd: "exec", want: "-synthetic only makes sense with -bench", setup: flagsArgs("-synthetic", "-config", "{tiny}")},
+		{name: "synthetic-without-config", cmd: "exec", want: "-synthetic needs -config FILE (the model whose weights it generates)", setup: flagsArgs("-bench", "-synthetic")},
+		{name: "config-without-synthetic", cmd: "exec", want: "-config only makes sense with -synthetic", setup: flagsExec("-bench", "-config", "x.json")},
+		{name: "synthetic-with-model", cmd: "exec", want: "-model has no effect with -synthetic (the weights are generated from -config)", setup: flagsExec("-bench", "-synthetic", "-config", "x.json")},
+		{name: "synthetic-plan-config", cmd: "exec", want: "was compiled for config cb572782415088ac but -config ", setup: flagsArgs("-plan", "{plan}", "-bench", "-synthetic", "-config", "{mini}")},
+		{name: "backend-opt-unread", cmd: "exec", want: "backend option nope: backend cpu (and its fallbacks) does not read it", setup: flagsExec("-prompt-ids", "1,2", "-backend-opt", "nope=1")},
+		{name: "cuda-graphs-not-cuda", cmd: "exec", want: "backend option cuda-graphs: backend cpu (and its fallbacks) does not read it", setup: flagsExec("-prompt-ids", "1,2", "-cuda-graphs=false")},
+		{name: "backend-opt-syntax", cmd: "exec", want: `invalid value "nope" for flag -backend-opt: want KEY=VALUE`, setup: flagsExec("-prompt-ids", "1,2", "-backend-opt", "nope")},
+		{name: "backend-opt-twice", cmd: "exec", want: "-backend-opt a: given twice", setup: flagsExec("-prompt-ids", "1,2", "-backend-opt", "a=1", "-backend-opt", "a=2")},
+		{name: "bench-floor-negative", cmd: "exec", want: "-bench-floor-gbs -1: must be a finite number ≥ 0", setup: flagsExec("-bench", "-bench-floor-gbs", "-1")},
 		{name: "temperature-subnormal", cmd: "exec", want: "-temperature 1e-320: must be 0 (greedy) or ≥ 1e-06", setup: flagsExec("-prompt-ids", "1,2", "-temperature", "1e-320")},
 		{name: "temperature-inf", cmd: "exec", want: "-temperature +Inf: must be a finite number", setup: flagsExec("-prompt-ids", "1,2", "-temperature", "Inf")},
 		{name: "temperature-nan", cmd: "exec", want: "-temperature NaN: must be ≥ 0", setup: flagsExec("-prompt-ids", "1,2", "-temperature", "NaN")},

@@ -88,9 +88,10 @@ func (b *benchOptions) check() error {
 }
 
 // runBench runs bench.Run on an opened model and prints the report.
-func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64) error {
+// floorGBs is -bench-floor-gbs (0: the device's probe).
+func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64, floorGBs float64) error {
 	opt := bench.Options{PrefillTokens: b.lens, Batch: batch, DecodeContext: b.context, DecodeSteps: b.steps,
-		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory, OpTimes: b.opTimes}
+		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory, OpTimes: b.opTimes, FloorBytesPerS: floorGBs * 1e9}
 	if b.probeMB == 0 {
 		opt.ProbeBytes = -1
 	}

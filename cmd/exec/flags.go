@@ -24,12 +24,15 @@ const minTemperature = 1e-6
 // check refuses flags out of range and flags given without the one they
 // only make sense with (set: the flags given on the command line).
 func (o *options) check(set map[string]bool) error {
-	if o.plan == "" {
+	if o.plan == "" && !o.synth.on {
 		return fmt.Errorf("-plan is required (make one with: compile -model DIR -o FILE)")
 	}
 	for _, err := range []error{
 		cli.Needs(set, "bench", "json", "bench-prefill", "bench-context", "bench-decode", "bench-repeats", "probe-mb", "op-times"),
-		cli.Excludes(set, "bench", "it times random prompts", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "max-len", "temperature", "seed", "top-k", "top-p"),
+		cli.Excludes(set, "bench", "it times random prompts", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "max-len", "temperature", "top-k", "top-p"),
+		// with -synthetic, -seed picks the weights
+		cli.Excludes(map[string]bool{"bench": set["bench"] && !set["synthetic"], "seed": set["seed"]}, "bench", "it times random prompts", "seed"),
+		o.synth.check(set),
 		cli.Excludes(set, "trace-in", "the prompt comes from the trace", "prompt-ids"),
 		o.text.check(set),
 		cli.Excludes(set, "placement", "it prints the placement and runs nothing", "bench", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "temperature", "seed", "top-k", "top-p", "max-memory", "model", "cpuprofile"),
@@ -43,7 +46,7 @@ func (o *options) check(set map[string]bool) error {
 		}
 	}
 	for _, f := range []string{"seed", "top-k", "top-p"} {
-		if set[f] && o.temperature == 0 {
+		if set[f] && o.temperature == 0 && !(f == "seed" && o.synth.on) {
 			return fmt.Errorf("-%s only makes sense with -temperature > 0 (greedy decoding draws no random numbers)", f)
 		}
 	}

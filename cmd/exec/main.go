@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ds4go/ds4/backends"
 	_ "github.com/ds4go/ds4/backends/cpu"
 	_ "github.com/ds4go/ds4/backends/cuda"
 	_ "github.com/ds4go/ds4/backends/gorgonia"
@@ -38,6 +39,7 @@ type options struct {
 	maxMemory                                             int64
 	listBackends, placement                               bool
 	bench                                                 benchOptions // cmd/exec/bench.go
+	synth                                                 synthOptions // cmd/exec/synthetic.go
 	text                                                  textOptions  // cmd/exec/text.go
 }
 
@@ -49,7 +51,9 @@ const usage = `exec -plan FILE [-model DIR] (-prompt TEXT | -prompt-file FILE) [
        exec -plan FILE [-model DIR] (-prompt-ids "1,2,3;4,5,6" | -trace-in FILE) [-max-new-tokens N] [-max-len N]
             [-temperature T [-seed S] [-top-k K] [-top-p P]] [-dump FILE] [-trace-out FILE] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
        exec -plan FILE [-model DIR] -bench [-json] [-bench-prefill LIST] [-bench-context N] [-bench-decode N]
-            [-bench-repeats N] [-probe-mb N] [-op-times] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
+            [-bench-repeats N] [-probe-mb N] [-op-times] [-bench-floor-gbs GBS] [-backend NAME] [-backend-opt KEY=VALUE ...]
+            [-cuda-graphs] [-max-memory BYTES] [-cpuprofile FILE]
+       exec [-plan FILE] -bench -synthetic -config FILE [-seed N] [the -bench flags above]
        exec -plan FILE -placement [-backend NAME] [-max-len N]
        exec -list-backends`
 
@@ -77,6 +81,7 @@ func newFlags(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.listBackends, "list-backends", false, "print every registered backend and, for those that cannot run here, why")
 	fs.BoolVar(&o.placement, "placement", false, "print which backend runs each op of the plan's graphs, the segments and the bytes crossing per call, and run nothing")
 	o.bench.register(fs)
+	o.synth.register(fs)
 	o.text.register(fs)
 	return fs
 }
@@ -93,6 +98,19 @@ func run(args []string) error {
 	}
 	if err := o.check(set); err != nil {
 		return err
+	}
+	bopts, err := o.synth.options(set)
+	if err != nil {
+		return err
+	}
+	backends.SetOptions(bopts)
+	if o.synth.on {
+		stopProfile, err := o.bench.startProfile()
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+		return runSynthetic(&o)
 	}
 	p, err := plan.Read(o.plan)
 	if err != nil {
@@ -124,10 +142,13 @@ func run(args []string) error {
 			return md.wrap(err)
 		}
 		defer model.Close()
+		if err := checkUnread(o.backend); err != nil {
+			return err
+		}
 		if err := checkOutputs(o); err != nil {
 			return err
 		}
-		return runBench(&o.bench, model, 1, o.maxMemory)
+		return runBench(&o.bench, model, 1, o.maxMemory, o.synth.floorGBs)
 	}
 	if o.text.on(set) {
 		return runText(&o, p, md)
@@ -181,6 +202,9 @@ func run(args []string) error {
 		return md.wrap(err)
 	}
 	defer model.Close()
+	if err := checkUnread(o.backend); err != nil {
+		return err
+	}
 	if err := checkOutputs(o); err != nil {
 		return err
 	}

@@ -225,6 +225,9 @@ func runText(o *options, p *plan.Plan, md modelDir) error {
 		return md.wrap(err)
 	}
 	defer model.Close()
+	if err := checkUnread(o.backend); err != nil {
+		return err
+	}
 	if err := v.fits(model); err != nil {
 		return err
 	}
