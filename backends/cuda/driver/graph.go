@@ -468,16 +468,17 @@ func (s *Stream) update(g *Graph, t *Tape) (bool, error) {
 		}
 		s.count.Updates++
 	}
-	g.tape.copyFrom(t)
+	g.take(t)
 	return true, nil
 }
 
-// copyFrom makes t a copy of u's operations and parameters (no stage).
-func (t *Tape) copyFrom(u *Tape) {
-	t.ops = append(t.ops[:0], u.ops...)
-	t.params = append(t.params[:0], u.params...)
-	t.poff = append(t.poff[:0], u.poff...)
-	t.step = u.step
+// take makes t's operations the graph's record, swapping buffers with it
+// (t is reset at its next recording; its stage stays).
+func (g *Graph) take(t *Tape) {
+	g.tape.ops, t.ops = t.ops, g.tape.ops
+	g.tape.params, t.params = t.params, g.tape.params
+	g.tape.poff, t.poff = t.poff, g.tape.poff
+	g.tape.step = t.step
 }
 
 // capture records t's work into a new graph (uploads from the step block).
@@ -509,7 +510,7 @@ func (s *Stream) capture(t *Tape) (*Graph, error) {
 		}
 	}
 	g.nodes = chain(g.graph, len(t.ops))
-	g.tape.copyFrom(t)
+	g.take(t)
 	s.count.Captures++
 	return g, nil
 }

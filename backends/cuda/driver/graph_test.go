@@ -65,3 +65,11 @@ func TestTapeRecords(t *testing.T) {
 		t.Fatal("Reset left operations")
 	}
 }
+
+// copyFrom makes t a copy of u's operations and parameters (no stage).
+func (t *Tape) copyFrom(u *Tape) {
+	t.ops = append(t.ops[:0], u.ops...)
+	t.params = append(t.params[:0], u.params...)
+	t.poff = append(t.poff[:0], u.poff...)
+	t.step = u.step
+}
