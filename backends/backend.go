@@ -101,6 +101,16 @@ type OpTime struct {
 	Nanos int64
 }
 
+// add counts one call of d nanoseconds (t nil: the first).
+func (t *OpTime) add(d int64) *OpTime {
+	if t == nil {
+		t = &OpTime{}
+	}
+	t.Calls++
+	t.Nanos += d
+	return t
+}
+
 var (
 	mu       sync.Mutex
 	registry = map[string]Backend{}

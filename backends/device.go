@@ -89,6 +89,10 @@ type Env struct {
 	// OpTimes, when not nil, accumulates kernel wall time by op name (a
 	// device that cannot time ops leaves it alone).
 	OpTimes map[string]*OpTime
+	// NodeTimes, when not nil, accumulates the same time by node (for a
+	// breakdown by layer; a kernel that runs several nodes charges it to
+	// the first).
+	NodeTimes map[*ir.Node]*OpTime
 }
 
 // Buffer is a value held by a device. Host devices use *Tensor; a GPU

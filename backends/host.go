@@ -158,18 +158,18 @@ func (p *hostProgram) Launch(env *Env) (err error) {
 			args = append(args, t)
 		}
 		var t0 time.Time
-		if env.OpTimes != nil {
+		if env.OpTimes != nil || env.NodeTimes != nil {
 			t0 = time.Now()
 		}
 		v, err := p.kernels[i](env, n, args)
-		if env.OpTimes != nil {
-			ot := env.OpTimes[n.Op]
-			if ot == nil {
-				ot = &OpTime{}
-				env.OpTimes[n.Op] = ot
+		if env.OpTimes != nil || env.NodeTimes != nil {
+			d := time.Since(t0).Nanoseconds()
+			if env.OpTimes != nil {
+				env.OpTimes[n.Op] = env.OpTimes[n.Op].add(d)
 			}
-			ot.Calls++
-			ot.Nanos += time.Since(t0).Nanoseconds()
+			if env.NodeTimes != nil {
+				env.NodeTimes[n] = env.NodeTimes[n].add(d)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("%%%d (%s): %w", n.ID, n.Op, err)

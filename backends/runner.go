@@ -71,6 +71,8 @@ type Call struct {
 	// device holding it (to Download it, or Upload a replacement).
 	Probe   func(d Device, name string, force bool, v Buffer) (Buffer, error)
 	OpTimes map[string]*OpTime
+	// NodeTimes, when not nil, is Env.NodeTimes of every launch.
+	NodeTimes map[*ir.Node]*OpTime
 }
 
 // Run launches every segment, waits for the devices and returns the
@@ -123,7 +125,7 @@ func (r *Runner) env(c *Call, seg *Segment, inputs []string, envs map[string]*En
 	env, ok := envs[be]
 	if !ok {
 		env = &Env{B: c.B, S: c.S, M: c.M, StartPos: c.StartPos, State: c.State, Arena: c.Arenas[be],
-			Inputs: map[string]Buffer{}, Values: make(map[*ir.Node]Buffer, r.values[be]), OpTimes: c.OpTimes}
+			Inputs: map[string]Buffer{}, Values: make(map[*ir.Node]Buffer, r.values[be]), OpTimes: c.OpTimes, NodeTimes: c.NodeTimes}
 		if c.Weight != nil {
 			env.Weight = func(n *ir.Node) (Buffer, error) { return c.Weight(be, n) }
 		}

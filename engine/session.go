@@ -234,6 +234,9 @@ type Session struct {
 
 	// OpTimes, when not nil, accumulates each op's kernel wall time.
 	OpTimes map[string]*backends.OpTime
+	// NodeTimes, when not nil, accumulates it by node (devices that time
+	// nodes fill it: the host devices do).
+	NodeTimes map[*ir.Node]*backends.OpTime
 
 	// Observer, when set (and Tracer is nil), sees the probe values it
 	// wants (a benchmark counting the experts chosen).
@@ -472,7 +475,7 @@ func (s *Session) call(r *backends.Runner, tokens [][]int64, prefix string) (lg 
 	}
 	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
-		Weight: s.m.weight, State: s.state, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes}
+		Weight: s.m.weight, State: s.state, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes}
 	var forced []forcedValue
 	c.Probe = s.probe(prefix, B, S, &forced)
 	outs, err := r.Run(c)

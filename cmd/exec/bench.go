@@ -18,6 +18,7 @@ import (
 // benchOptions are the flags of exec -bench.
 type benchOptions struct {
 	on, json, opTimes    bool
+	layerTimes           bool
 	prefill              string
 	lens                 []int // prefill parsed by check
 	context, steps, reps int
@@ -38,6 +39,7 @@ func (b *benchOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&b.reps, "bench-repeats", 2, "with -bench: runs of each prefill length (the best is reported)")
 	fs.Int64Var(&b.probeMB, "probe-mb", 1024, "with -bench: bandwidth probe buffer in MiB (0 = no probe)")
 	fs.BoolVar(&b.opTimes, "op-times", false, "with -bench: report the kernel time per token of each op (prefill and decode) (adds a clock read per kernel)")
+	fs.BoolVar(&b.layerTimes, "layer-times", false, "with -bench: report the decode kernel time per token of each layer (backends that time nodes: the host ones)")
 	fs.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (or of the benchmark) to this file")
 }
 
@@ -91,7 +93,7 @@ func (b *benchOptions) check() error {
 // floorGBs is -bench-floor-gbs (0: the device's probe).
 func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64, floorGBs float64) error {
 	opt := bench.Options{PrefillTokens: b.lens, Batch: batch, DecodeContext: b.context, DecodeSteps: b.steps,
-		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory, OpTimes: b.opTimes, FloorBytesPerS: floorGBs * 1e9}
+		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory, OpTimes: b.opTimes, LayerTimes: b.layerTimes, FloorBytesPerS: floorGBs * 1e9}
 	if b.probeMB == 0 {
 		opt.ProbeBytes = -1
 	}

@@ -51,7 +51,7 @@ const usage = `exec -plan FILE [-model DIR] (-prompt TEXT | -prompt-file FILE) [
        exec -plan FILE [-model DIR] (-prompt-ids "1,2,3;4,5,6" | -trace-in FILE) [-max-new-tokens N] [-max-len N]
             [-temperature T [-seed S] [-top-k K] [-top-p P]] [-dump FILE] [-trace-out FILE] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
        exec -plan FILE [-model DIR] -bench [-json] [-bench-prefill LIST] [-bench-context N] [-bench-decode N]
-            [-bench-repeats N] [-probe-mb N] [-op-times] [-bench-floor-gbs GBS] [-backend NAME] [-backend-opt KEY=VALUE ...]
+            [-bench-repeats N] [-probe-mb N] [-op-times] [-layer-times] [-bench-floor-gbs GBS] [-backend NAME] [-backend-opt KEY=VALUE ...]
             [-cuda-graphs] [-max-memory BYTES] [-cpuprofile FILE]
        exec [-plan FILE] -bench -synthetic -config FILE [-seed N] [the -bench flags above]
        exec -plan FILE -placement [-backend NAME] [-max-len N]

@@ -27,6 +27,7 @@ type Options struct {
 	Seed          uint64
 	MaxMemory     int64 // Options.MaxMemory of the sessions
 	OpTimes       bool  // time every kernel of the decode steps, by op (costs a clock read per node)
+	LayerTimes    bool  // time the decode steps' kernels by layer (Session.NodeTimes)
 	// FloorBytesPerS is the bandwidth of the weight-bandwidth floor decode
 	// is measured against (e.g. 4.3e12 for an H200); 0 uses the device's
 	// own probe (a backends.Profiler), else the host probe.
@@ -124,6 +125,10 @@ type Report struct {
 	// DecodeOpTimes (with Options.OpTimes) is the kernel wall time per
 	// decoded token by op, longest first.
 	DecodeOpTimes []OpTimeFigure `json:"decode_op_times,omitempty"`
+
+	// DecodeLayerTimes (with Options.LayerTimes, on devices that fill
+	// Env.NodeTimes) is the kernel time per decoded token by layer.
+	DecodeLayerTimes []LayerTimeFigure `json:"decode_layer_times,omitempty"`
 
 	// Device figures (devices that are a backends.Profiler; absent else).
 	Device *DeviceFigures `json:"device,omitempty"`
@@ -374,6 +379,9 @@ func decode(m *engine.Model, opt Options, rep *Report, p [][]int64) error {
 	if opt.OpTimes {
 		s.OpTimes = map[string]*backends.OpTime{}
 	}
+	if opt.LayerTimes {
+		s.NodeTimes = map[*ir.Node]*backends.OpTime{}
+	}
 	c0 := counters(m)
 	t0 := time.Now()
 	for range opt.DecodeSteps {
@@ -391,6 +399,7 @@ func decode(m *engine.Model, opt Options, rep *Report, p [][]int64) error {
 	counting = false
 	tokens := float64(opt.DecodeSteps * opt.Batch)
 	rep.DecodeOpTimes = opTimeFigures(s.OpTimes, tokens, rep.DecodeSeconds)
+	rep.DecodeLayerTimes = layerTimeFigures(m.Module.Graph("decode"), s.NodeTimes, tokens, rep.DecodeSeconds)
 	rep.DecodeTokensPerS = tokens / rep.DecodeSeconds
 	pos := int64(opt.DecodeContext + opt.DecodeWarmup + opt.DecodeSteps/2)
 	fl, _ := graphFLOPs(m.Module.Graph("decode"), ir.Bindings{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
@@ -592,6 +601,22 @@ func (r *Report) Text() string {
 			d.KernelsPerStep, d.LaunchesPerStep, d.GraphReplaysPerStep, d.GraphCapturesPerStep)
 	}
 	writeOpTimes(&b, r.DecodeOpTimes, "decoded token")
+	if len(r.DecodeLayerTimes) > 0 {
+		b.WriteString("  kernel time per decoded token by layer:\n")
+		for _, l := range r.DecodeLayerTimes {
+			name := fmt.Sprintf("layer %d", l.Layer)
+			if l.Layer < 0 {
+				name = "outside layers"
+			}
+			parts := "no compressor/indexer" // sliding-window or reuse
+			if l.Layer < 0 {
+				parts = "embedding, head"
+			} else if len(l.Parts) > 0 {
+				parts = strings.Join(l.Parts, "+")
+			}
+			fmt.Fprintf(&b, "    %-15s %-26s %9.4f ms %5.1f %% (%.0f kernels)\n", name, parts, l.MsPerToken, 100*l.Share, l.KernelsPerTok)
+		}
+	}
 	fmt.Fprintf(&b, "resident memory after decode: %s (anonymous %s, mapped file %s of which %s in 2 MiB pages; peak %s)\n",
 		engine.FormatBytes(r.RSS), engine.FormatBytes(r.RSSAnon), engine.FormatBytes(r.RSSFile), engine.FormatBytes(r.FileHuge), engine.FormatBytes(r.PeakRSS))
 	if r.RSSFile > 64<<20 && r.FileHuge < r.RSSFile/2 {

@@ -130,3 +130,33 @@ func TestBenchTextHugePageNote(t *testing.T) {
 		}
 	}
 }
+
+// With LayerTimes the decode time is broken down by layer: every layer of
+// the tiny model and the part outside them, in order, within the wall time.
+func TestBenchLayerTimes(t *testing.T) {
+	md := openTiny(t)
+	rep, err := Run(md, Options{PrefillTokens: []int{}, DecodeContext: 4, DecodeSteps: 2, Repeats: 1, ProbeBytes: -1, LayerTimes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := map[int]bool{}
+	for _, n := range md.Module.Graph("decode").Weights() {
+		layers[int(n.Attrs.Int("layer", -1))] = true
+	}
+	if len(rep.DecodeLayerTimes) != len(layers) {
+		t.Fatalf("%d layer figures, want %d (every layer and -1): %+v", len(rep.DecodeLayerTimes), len(layers), rep.DecodeLayerTimes)
+	}
+	var share float64
+	for i, l := range rep.DecodeLayerTimes {
+		if l.Layer != i-1 || !(l.MsPerToken > 0) || !(l.KernelsPerTok > 0) {
+			t.Errorf("figure %d: %+v", i, l)
+		}
+		share += l.Share
+	}
+	if share > 1 {
+		t.Errorf("layer shares sum to %.3f of the wall time", share)
+	}
+	if !strings.Contains(rep.Text(), "by layer:") {
+		t.Error("the text report has no layer breakdown")
+	}
+}
