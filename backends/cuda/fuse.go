@@ -3,6 +3,7 @@ package cuda
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/ir"
@@ -70,6 +71,7 @@ func (p *Program) fuse() {
 		return
 	}
 	for _, f := range planFusions(p.seg) {
+		fusedRuns.Add(1)
 		f.orig = map[int]opFunc{}
 		for _, i := range f.nodes {
 			f.orig[i] = p.steps[i]
@@ -83,6 +85,9 @@ func (p *Program) fuse() {
 var fusedKernels = []string{"hc_mix_split", "pre_norm_quant", "gate_tail"}
 
 var fusedMu sync.Mutex
+
+// fusedRuns counts the runs programs were given (tests read it).
+var fusedRuns atomic.Int64
 
 // bindFused adds the fused kernels to k.fn; false if the image lacks one.
 func (k *Kernels) bindFused() bool {

@@ -305,17 +305,24 @@ func TestFusedModelMatchesUnfusedGPU(t *testing.T) {
 	for _, dir := range []string{"tiny", "unseen6"} {
 		t.Run(dir, func(t *testing.T) {
 			m, path := releasedModule(t, dir)
-			run := func(fuse string) *greedyRun {
+			run := func(fuse string) (*greedyRun, int64) {
 				backends.SetOptions(map[string]string{"cuda-fusions": fuse})
 				defer backends.SetOptions(nil)
+				before := fusedRuns.Load()
 				md, err := engine.Open(m, path, "cuda")
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer md.Close()
-				return runGreedy(t, md, prompt(int64(md.Vocab), 2, 11), 8)
+				g := runGreedy(t, md, prompt(int64(md.Vocab), 2, 11), 8)
+				return g, fusedRuns.Load() - before
 			}
-			f, u := run("true"), run("false")
+			f, nf := run("true")
+			u, nu := run("false")
+			t.Logf("fused runs planned: %d with fusion, %d without", nf, nu)
+			if nf == 0 || nu != 0 {
+				t.Errorf("fused runs planned: %d with fusion (want > 0), %d without (want 0)", nf, nu)
+			}
 			for call := range u.logits {
 				rel, diff := relL2(f.logits[call], u.logits[call])
 				if diff != 0 {

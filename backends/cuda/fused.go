@@ -38,6 +38,8 @@ func planFusions(seg *backends.Segment) []*fusion {
 			add(g.preNormQuant(i, n))
 		case "topk_idx":
 			add(g.gateTail(i, n))
+		case "swiglu_clamp":
+			add(g.routedSwiGLU(i, n))
 		}
 	}
 	return out
@@ -322,6 +324,64 @@ func (k *Kernels) GateTail(s *driver.Stream, what string, idx, weights, logits, 
 	}
 	return k.launch(s, "gate_tail", what, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 8*e,
 		driver.P(idx), driver.P(weights), driver.P(logits), driver.P(bias), driver.I(e), driver.I(topk), driver.F(add), driver.F(mul))
+}
+
+// routedSwiGLU is expert_matmul(x, w1, idx) [→ cast to f32],
+// expert_matmul(x, w3, idx) [→ cast to f32] → swiglu_clamp(g, u [, route
+// weights]): one MatmulRoutedSwiGLU launch (gemv.go) instead of five. A
+// cast of the bf16 products to f32 keeps their values (the buffers hold
+// fp32 already), so swiglu_clamp reads what the fused kernel computes.
+func (g *graphInfo) routedSwiGLU(psw int, sw *ir.Node) *fusion {
+	if len(sw.Args) < 2 || sw.Type.DType != ir.BF16 {
+		return nil
+	}
+	f := &fusion{kind: "routed_swiglu", nodes: []int{psw}, role: map[string]int{"swiglu": psw}, run: runRoutedSwiGLU}
+	var mm [2]*ir.Node
+	for k, a := range sw.Args[:2] {
+		if a.Op == "cast" && a.Type.DType == ir.F32 && a.Args[0].Type.DType == ir.BF16 {
+			p, ok := g.pos[a]
+			if !ok {
+				return nil
+			}
+			f.nodes, f.inner = append(f.nodes, p), append(f.inner, p)
+			a = a.Args[0]
+		}
+		p, ok := g.pos[a]
+		if !ok || a.Op != "expert_matmul" || len(a.Args) != 3 || a.Type.DType != ir.BF16 {
+			return nil
+		}
+		f.nodes, f.inner = append(f.nodes, p), append(f.inner, p)
+		f.role[[]string{"w1", "w3"}[k]] = p
+		mm[k] = a
+	}
+	if mm[0] == mm[1] || root(mm[0].Args[0]) != root(mm[1].Args[0]) || root(mm[0].Args[2]) != root(mm[1].Args[2]) {
+		return nil
+	}
+	return f
+}
+
+func runRoutedSwiGLU(c *call, f *fusion, st *runState) error {
+	a1, a3, as := st.args[f.role["w1"]], st.args[f.role["w3"]], st.args[f.role["swiglu"]]
+	x, w1, w3, idx := a1[0], a1[1], a3[1], a1[2]
+	if w1.W == nil || w1.W.Routed == nil || w3.W == nil || w3.W.Routed == nil {
+		return fmt.Errorf("%s: the weight is not an expert stack", what(c.p.seg.Nodes[f.role["w1"]]))
+	}
+	if fmt.Sprint(w1.Shape) != fmt.Sprint(w3.Shape) || len(idx.Shape) != 2 {
+		return fmt.Errorf("%s: expert stacks %v and %v", what(c.p.seg.Nodes[f.role["w3"]]), w1.Shape, w3.Shape)
+	}
+	N, k := idx.Shape[0], idx.Shape[1]
+	O, K := w1.Shape[1], w1.Shape[2]
+	adiv := k // one token's input for its k experts
+	if len(x.Shape) == 3 {
+		adiv = 1 // an input per (token, expert)
+	}
+	var rw driver.Ptr
+	if len(as) > 2 {
+		rw = as[2].Ptr
+	}
+	sw := c.p.seg.Nodes[f.role["swiglu"]]
+	return c.k.MatmulRoutedSwiGLU(c.st, what(sw), st.vals[f.role["swiglu"]].Ptr, x.Ptr, adiv, K, *w1.W.Routed, *w3.W.Routed, O, idx.Ptr, N*k,
+		float32(sw.Attrs.Float("limit", 0)), rw)
 }
 
 // HCMixSplit is hc_mix + hc_split_sinkhorn in one launch (hc_mix_split):
