@@ -29,6 +29,8 @@ type Program struct {
 	flags  driver.Ptr // int32 per flag, zeroed at each launch
 	owned  []driver.Ptr
 	graphs *driver.Graphs // the captured decode calls; nil: graphs off
+	memoOK []bool         // nodes that may be memoised (memo.go); nil: none
+	memo   []nodeMemo
 }
 
 // opFunc enqueues node i's kernels.
@@ -102,6 +104,9 @@ func (gpu *GPU) prepare(seg *backends.Segment) (*Program, error) {
 	p.owned = append(p.owned, p.flags)
 	if gpu.graphs {
 		p.graphs = &driver.Graphs{}
+		if p.memoOK = p.memoable(); p.memoOK != nil {
+			p.memo = make([]nodeMemo, len(seg.Nodes))
+		}
 	}
 	return p, nil
 }
@@ -193,6 +198,7 @@ func (p *Program) Close() error {
 // parts, visible lengths).
 type Arena struct {
 	gpu     *GPU
+	gen     int64 // buffers (re)allocated so far (node memos depend on them)
 	slots   []*buffer
 	own     map[*ir.Node]*buffer
 	scratch map[*ir.Node][]*buffer
@@ -282,6 +288,7 @@ func (a *Arena) free() error {
 		}
 	}
 	a.slots, a.own, a.scratch = nil, map[*ir.Node]*buffer{}, map[*ir.Node][]*buffer{}
+	a.gen++
 	return err
 }
 
@@ -308,6 +315,7 @@ func (a *Arena) hold(b *buffer, bytes int64) error {
 	if err != nil {
 		return err
 	}
+	a.gen++
 	b.p, b.bytes = d, max(bytes, 1)
 	return nil
 }
@@ -349,8 +357,11 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 		a = p.gpu.scratchArena
 	}
 	c := &call{env: env, p: p, a: a, gpu: p.gpu, k: p.gpu.k, st: p.gpu.st, B: env.B, S: env.S, M: env.M, P: env.StartPos}
+	var tape *driver.Tape // recording: graphs, memos
+	verify := false
 	if p.graphs != nil && env.S == 1 && env.Probe == nil && env.OpTimes == nil {
-		c.st.BeginTape(&p.gpu.tape)
+		tape, verify = &p.gpu.tape, memoMode() == "verify"
+		c.st.BeginTape(tape)
 		defer func() {
 			t := c.st.EndTape()
 			if err == nil {
@@ -395,11 +406,27 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 		if err := tm.mark(c.st, i); err != nil {
 			return err
 		}
+		var memo *nodeMemo
+		var mark driver.Mark
+		if tape != nil && p.memoOK != nil && p.memoOK[i] {
+			memo, mark = &p.memo[i], tape.Mark()
+			if memo.hit(c, args) && !verify {
+				tape.Append(&memo.rec)
+				vals[i] = memo.out
+				continue
+			}
+		}
 		v, err := p.steps[i](c, i, n, args)
 		if err != nil {
 			return fmt.Errorf("%s: %w", what(n), err)
 		}
 		vals[i] = v
+		if memo != nil {
+			if verify && memo.hit(c, args) && (!tape.Same(mark, &memo.rec) || !sameOut(v, memo.out)) {
+				return fmt.Errorf("%s: DS4_CUDA_MEMO=verify: the launcher queued other work than its memo", what(n))
+			}
+			memo.store(c, args, v, tape, mark)
+		}
 	}
 	if err := tm.mark(c.st, len(p.seg.Nodes)); err != nil {
 		return err

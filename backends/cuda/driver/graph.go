@@ -15,14 +15,15 @@ import (
 // to the device in one copy before the work, so they may differ from one
 // call to the next without touching the graph).
 type Tape struct {
-	ops    []tapeOp
-	params []byte  // every launch's parameter bytes, in order
-	poff   []int32 // each parameter's start in params (one past the last: len(params))
-	stage  []byte  // the uploads' bytes
-	step   Ptr     // the device copy of stage, for graphs and captured runs
-	stepN  int
-	broken bool    // some of the work ran already (a sync, a read, a large upload): not replayable
-	diff   []int32 // the operations that differ from a graph's (diffs)
+	ops     []tapeOp
+	params  []byte  // every launch's parameter bytes, in order
+	poff    []int32 // each parameter's start in params (one past the last: len(params))
+	stage   []byte  // the uploads' bytes
+	step    Ptr     // the device copy of stage, for graphs and captured runs
+	stepN   int
+	broken  bool    // some of the work ran already (a sync, a read, a large upload): not replayable
+	flushes int     // times the recorded work had to run before the call ended
+	diff    []int32 // the operations that differ from a graph's (diffs)
 }
 
 type opKind uint8
@@ -126,7 +127,93 @@ func (s *Stream) flush() error {
 	defer func() { s.tape = t }()
 	err := s.runDirect(t)
 	t.ops, t.params, t.poff, t.stage, t.broken = t.ops[:0], t.params[:0], t.poff[:0], t.stage[:0], true
+	t.flushes++
 	return err
+}
+
+// Mark is a position in a tape's record (Tape.Mark).
+type Mark struct{ ops, poff, params, flushes int }
+
+// Mark returns the tape's position now, for Slice.
+func (t *Tape) Mark() Mark { return Mark{len(t.ops), len(t.poff), len(t.params), t.flushes} }
+
+// Recording is a copy of the operations a tape recorded from a Mark on:
+// what one node's launcher queued, kept to be appended to a later tape
+// in place of running the launcher again.
+type Recording struct {
+	ops    []tapeOp // launches' p0, p1: indices into poff
+	poff   []int32  // offsets into params
+	params []byte
+}
+
+// Len is the number of operations recorded.
+func (r *Recording) Len() int { return len(r.ops) }
+
+// Slice copies into r what t recorded since m; false when that cannot be
+// replayed as is: the record was run in between (a flush) or holds an
+// upload (its bytes belong to the call).
+func (t *Tape) Slice(m Mark, r *Recording) bool {
+	if t.flushes != m.flushes {
+		return false
+	}
+	r.ops = append(r.ops[:0], t.ops[m.ops:]...)
+	for k := range r.ops {
+		op := &r.ops[k]
+		if op.kind == opUpload {
+			return false
+		}
+		if op.kind == opLaunch {
+			op.p0 -= int32(m.poff)
+			op.p1 -= int32(m.poff)
+		}
+	}
+	r.poff = r.poff[:0]
+	for _, o := range t.poff[m.poff:] {
+		r.poff = append(r.poff, o-int32(m.params))
+	}
+	r.params = append(r.params[:0], t.params[m.params:]...)
+	return true
+}
+
+// Append records r's operations as if their launcher had queued them.
+func (t *Tape) Append(r *Recording) {
+	base, pbase := int32(len(t.poff)), int32(len(t.params))
+	for _, op := range r.ops {
+		if op.kind == opLaunch {
+			op.p0 += base
+			op.p1 += base
+		}
+		t.ops = append(t.ops, op)
+	}
+	for _, o := range r.poff {
+		t.poff = append(t.poff, o+pbase)
+	}
+	t.params = append(t.params, r.params...)
+}
+
+// Same reports whether t recorded since m exactly what r holds.
+func (t *Tape) Same(m Mark, r *Recording) bool {
+	if t.flushes != m.flushes || len(t.ops)-m.ops != len(r.ops) || len(t.poff)-m.poff != len(r.poff) ||
+		string(t.params[m.params:]) != string(r.params) {
+		return false
+	}
+	for k, op := range t.ops[m.ops:] {
+		q := r.ops[k]
+		if op.kind == opLaunch {
+			op.p0 -= int32(m.poff)
+			op.p1 -= int32(m.poff)
+		}
+		op.what, q.what = "", ""
+		if op != q {
+			return false
+		}
+	}
+	for k, o := range t.poff[m.poff:] {
+		if o-int32(m.params) != r.poff[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // runDirect launches t's operations one by one (uploads from the host).

@@ -73,3 +73,39 @@ func (t *Tape) copyFrom(u *Tape) {
 	t.poff = append(t.poff[:0], u.poff...)
 	t.step = u.step
 }
+
+// TestRecordingSliceAppend: what a tape recorded since a mark is copied
+// and appended to another tape as if its launcher had run there.
+func TestRecordingSliceAppend(t *testing.T) {
+	f := Function{h: 1, Name: "f"}
+	s := &Stream{}
+	a, b := &Tape{}, &Tape{}
+	s.BeginTape(a)
+	s.Launch(f, Dim3{1, 1, 1}, Dim3{32, 1, 1}, 0, "first", P(1))
+	m := a.Mark()
+	s.Launch(f, Dim3{2, 1, 1}, Dim3{32, 1, 1}, 0, "second", P(2), I(3))
+	s.Copy(10, 20, 8, "copy")
+	var r Recording
+	if !a.Slice(m, &r) || r.Len() != 2 {
+		t.Fatalf("Slice: %d operations", r.Len())
+	}
+	if !a.Same(m, &r) {
+		t.Fatal("a tape differs from its own recording")
+	}
+	s.Upload(30, []byte{1}, "upload")
+	var r2 Recording
+	if a.Slice(m, &r2) {
+		t.Fatal("a recording with an upload was accepted")
+	}
+	s.EndTape()
+	s.BeginTape(b)
+	s.Launch(f, Dim3{1, 1, 1}, Dim3{32, 1, 1}, 0, "other", P(9), I(9), I(9))
+	b.Append(&r)
+	s.EndTape()
+	if b.Len() != 3 || string(b.param(b.ops[1].p0)) != string(a.param(a.ops[1].p0)) || string(b.param(b.ops[1].p0+1)) != string(a.param(a.ops[1].p0+1)) {
+		t.Fatalf("appended recording: %d operations, params %v", b.Len(), b.params)
+	}
+	if b.ops[2].kind != opCopy || b.ops[2].dst != 10 {
+		t.Fatalf("appended copy %+v", b.ops[2])
+	}
+}

@@ -118,3 +118,39 @@ func TestDecodeStepsSimulated(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoVerifySimulated runs decode steps with DS4_CUDA_MEMO=verify:
+// every memoised node's launcher still runs and must queue exactly what its
+// memo holds (across the window, pooling steps, a second session and a new
+// batch size).
+func TestMemoVerifySimulated(t *testing.T) {
+	t.Setenv("DS4_CUDA_MEMO", "verify")
+	for _, dir := range []string{"tiny", "unseen6"} {
+		t.Run(dir, func(t *testing.T) {
+			md, _ := open(t, dir, true)
+			for _, batch := range []int{2, 2, 1} {
+				s, err := md.NewSession(engine.Options{Batch: batch, MaxLen: 40, MaxMemory: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := make([][]int64, batch)
+				for b := range p {
+					for j := range 11 {
+						p[b] = append(p[b], int64(7+31*b+17*j*j)%int64(md.Vocab))
+					}
+				}
+				if _, err := s.Prefill(p); err != nil {
+					t.Fatal(err)
+				}
+				ids := make([]int64, batch)
+				for step := range 20 {
+					ids[0] = int64(step)
+					if _, err := s.Decode(ids); err != nil {
+						t.Fatalf("B %d, decode step %d: %v", batch, step, err)
+					}
+				}
+				s.Close()
+			}
+		})
+	}
+}
