@@ -156,20 +156,30 @@ __device__ __forceinline__ void gemv_bs_rows(float* part, float* part2, const fl
     const bool aligned = (((size_t)wr | (size_t)wr2 | (size_t)a) & 15u) == 0 && (rowBytes & 15u) == 0 && (lda & 3) == 0;
     const size_t srow = FP4 ? (size_t)j * kb : (size_t)(j / 32) * kb;
     const uint4 zero = {0u, 0u, 0u, 0u};
-    for (int ch = g; ch < nch; ch += groups) {
-        const int b0 = ch * cb;
-        const bool full = aligned && (b0 + cb) * 32 <= k;
-        uint4 v0 = zero, v1 = zero, x0 = zero, x1 = zero;
-        if (full) {
-            const uint4* src = (const uint4*)(wr + (size_t)b0 * (FP4 ? 16 : 32));
+    // chunk ch is full when the fast path may take it; its loads are issued
+    // one chunk ahead of the arithmetic (the next chunk's 32 or 64 bytes are
+    // in flight while this one is decoded)
+    auto full = [&](int ch) { return aligned && (ch * cb + cb) * 32 <= k; };
+    auto load = [&](int ch, uint4& v0, uint4& v1, uint4& x0, uint4& x1) {
+        v0 = v1 = x0 = x1 = zero;
+        if (ch < nch && full(ch)) {
+            const uint4* src = (const uint4*)(wr + (size_t)ch * 32);
             v0 = __ldg(src);
             v1 = __ldg(src + 1);
             if (DUAL) {
-                const uint4* src2 = (const uint4*)(wr2 + (size_t)b0 * (FP4 ? 16 : 32));
+                const uint4* src2 = (const uint4*)(wr2 + (size_t)ch * 32);
                 x0 = __ldg(src2);
                 x1 = __ldg(src2 + 1);
             }
         }
+    };
+    uint4 v0, v1, x0, x1;
+    load(g, v0, v1, x0, x1);
+    for (int ch = g; ch < nch; ch += groups) {
+        uint4 n0, n1, y0, y1;
+        load(ch + groups, n0, n1, y0, y1);
+        const int b0 = ch * cb;
+        const bool f = full(ch);
 #pragma unroll
         for (int h = 0; h < cb; h++) {
             const int b = b0 + h;
@@ -177,15 +187,16 @@ __device__ __forceinline__ void gemv_bs_rows(float* part, float* part2, const fl
                 const int lo = b * 32, cnt = min(32, k - lo);
                 const size_t first = (size_t)j * k + lo;
                 float* d = part + ((size_t)b * rb + r) * MR;
-                if (FP4) gemv_one_block<FP4, MR>(d, full, h ? v1 : v0, zero, w, first, cnt, a + lo, lda, m, e8m0_to_f32(ws[srow + b]));
-                else gemv_one_block<FP4, MR>(d, full, v0, v1, w, first, cnt, a + lo, lda, m, e8m0_to_f32(ws[srow + b]));
+                if (FP4) gemv_one_block<FP4, MR>(d, f, h ? v1 : v0, zero, w, first, cnt, a + lo, lda, m, e8m0_to_f32(ws[srow + b]));
+                else gemv_one_block<FP4, MR>(d, f, v0, v1, w, first, cnt, a + lo, lda, m, e8m0_to_f32(ws[srow + b]));
                 if (DUAL) {
                     float* d2 = part2 + ((size_t)b * rb + r) * MR;
-                    if (FP4) gemv_one_block<FP4, MR>(d2, full, h ? x1 : x0, zero, w2, first, cnt, a + lo, lda, m, e8m0_to_f32(ws2[srow + b]));
-                    else gemv_one_block<FP4, MR>(d2, full, x0, x1, w2, first, cnt, a + lo, lda, m, e8m0_to_f32(ws2[srow + b]));
+                    if (FP4) gemv_one_block<FP4, MR>(d2, f, h ? x1 : x0, zero, w2, first, cnt, a + lo, lda, m, e8m0_to_f32(ws2[srow + b]));
+                    else gemv_one_block<FP4, MR>(d2, f, x0, x1, w2, first, cnt, a + lo, lda, m, e8m0_to_f32(ws2[srow + b]));
                 }
             }
         }
+        v0 = n0, v1 = n1, x0 = y0, x1 = y1;
     }
 }
 
@@ -390,14 +401,17 @@ __device__ void gemv_plain(float* out, const float* a, int m, int k, L ld, int n
     if ((((size_t)wr) & 15u) == 0) {
         const uint4* src = (const uint4*)wr;
         const int steps = k / L::V;
-        // four steps in flight
+        // U steps (16 bytes each) in flight: a thread's row is one long
+        // dependent sum, so its loads must run far ahead of it (the grouped
+        // wo_a has only 8192 rows to spread over 132 SMs)
+        constexpr int U = MR <= 2 ? 16 : (MR == 4 ? 8 : 4);
         int s = 0;
-        for (; s + 4 <= steps; s += 4) {
-            uint4 u[4];
+        for (; s + U <= steps; s += U) {
+            uint4 u[U];
 #pragma unroll
-            for (int t = 0; t < 4; t++) u[t] = __ldg(src + s + t);
+            for (int t = 0; t < U; t++) u[t] = __ldg(src + s + t);
 #pragma unroll
-            for (int t = 0; t < 4; t++) {
+            for (int t = 0; t < U; t++) {
                 float wv[L::V];
                 ld.step(wv, u[t], row, (s + t) * L::V);
 #pragma unroll

@@ -1,0 +1,62 @@
+// Host emulation of the CUDA builtins the gemv.cuh kernels use, to run them
+// on the CPU against a reference where there is no GPU: one std::thread per
+// CUDA thread of a block (blocks one after another), __syncthreads a
+// std::barrier (a thread that returns drops out of it, as an exited CUDA
+// thread does), extern __shared__ "part" a static array. x86 keeps
+// subnormals and g++ -ffp-contract=off keeps a*b+c two roundings, as the
+// build's -fmad=false does, so the bits are the device's. See gemv_emu.cpp.
+#pragma once
+#include <cstring>
+#include <cmath>
+#include <cstdint>
+#include <barrier>
+#include <thread>
+#include <vector>
+#include <functional>
+#define __host__
+#define __device__
+#define __global__
+#define __shared__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+#define __restrict__ __restrict
+struct uint3 { unsigned x, y, z; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct dim3 { unsigned x, y, z; };
+inline thread_local uint3 threadIdx;
+inline uint3 blockIdx;
+inline dim3 blockDim, gridDim;
+inline std::barrier<>* g_bar;
+inline void __syncthreads() { g_bar->arrive_and_wait(); }
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+inline float __fsqrt_rn(float x) { return std::sqrt(x); }
+using std::min; using std::max; using std::signbit; using std::isinf;
+inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+inline float __shfl_sync(unsigned, float v, int, int = 32) { return v; }
+inline unsigned __shfl_sync(unsigned, unsigned v, int, int = 32) { return v; }
+inline int __shfl_sync(unsigned, int v, int, int = 32) { return v; }
+// the kernels' dynamic shared memory (every kernel of gemv.cuh names it part)
+alignas(16) inline float part_storage[1 << 16];
+#define part part_storage
+// launch runs kernel over grid × block threads
+inline void launch(dim3 grid, dim3 block, std::function<void()> k) {
+    gridDim = grid; blockDim = block;
+    int nt = block.x * block.y * block.z;
+    for (unsigned bz = 0; bz < grid.z; bz++) for (unsigned by = 0; by < grid.y; by++) for (unsigned bx = 0; bx < grid.x; bx++) {
+        blockIdx = {bx, by, bz};
+        std::barrier<> bar(nt);
+        g_bar = &bar;
+        std::vector<std::thread> ts;
+        for (int t = 0; t < nt; t++) ts.emplace_back([&, t] {
+            threadIdx = {(unsigned)(t % block.x), (unsigned)((t / block.x) % block.y), (unsigned)(t / (block.x * block.y))};
+            k();
+            g_bar->arrive_and_drop();
+            // threads that returned early still count at later barriers
+        });
+        for (auto& th : ts) th.join();
+    }
+}
