@@ -98,14 +98,38 @@ func (k *Kernels) TCQuantA(s *driver.Stream, what string, codes, scales, a drive
 	return k.tcLaunch(s, "tc_quant_a", what, g, b, 0, driver.P(codes), driver.P(scales), driver.P(a), driver.L(nb))
 }
 
+// tcWGMMA picks matmul_fp8_wg (Hopper wgmma) over matmul_fp8_tc (mma.sync)
+// for the fp8 products; the fp4 ones always run matmul_fp4_tc. Off: on the
+// H200 the wgmma kernel ran at 1.75x the mma.sync one (386 against 220
+// TFLOP/s, wq_a at 8192 tokens) but wgmma's fp8 sums keep only about 13
+// bits of each 32-block partial (errors ~2^-13 of the block's largest
+// product: 2.7 % of outputs off the reference on checkpoint-like data, up to
+// thousands of ulps where outputs cancel), outside the golden tolerance;
+// mma.sync's e4m3 partials matched the reference bit for bit there.
+var tcWGMMA = false
+
+// tcWGShared is matmul_fp8_wg's shared memory: TC_STAGES stages of
+// TC_WG_STAGE bytes and 1024 for aligning them.
+const tcWGShared = tcStages*35840 + 1024
+
 func (k *Kernels) tcProduct(s *driver.Stream, fp4 bool, what string, out, codes, scales driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) error {
-	name := map[bool]string{false: "matmul_fp8_tc", true: "matmul_fp4_tc"}[fp4]
+	name, sh := "matmul_fp8_tc", tcShared(false)
+	switch {
+	case fp4:
+		name, sh = "matmul_fp4_tc", tcShared(true)
+	case tcWGMMA:
+		name, sh = "matmul_fp8_wg", tcWGShared
+	}
+	return k.tcKernel(s, name, sh, what, out, codes, scales, m, kdim, w, wScale, n)
+}
+
+func (k *Kernels) tcKernel(s *driver.Stream, name string, sh int, what string, out, codes, scales driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) error {
 	if kdim <= 0 || kdim%tcBK != 0 {
 		return fmt.Errorf("cuda %s for %s: k = %d is not a positive multiple of %d", name, what, kdim, tcBK)
 	}
 	grid := driver.Dim3{X: uint32(ceilDiv(n, tcBN)), Y: uint32(ceilDiv(m, tcBM)), Z: 1}
 	block := driver.Dim3{X: tcThreads, Y: 1, Z: 1}
-	return k.tcLaunch(s, name, what, grid, block, tcShared(fp4),
+	return k.tcLaunch(s, name, what, grid, block, sh,
 		driver.P(out), driver.P(codes), driver.P(scales), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n))
 }
 

@@ -33,6 +33,13 @@ func BenchmarkMatmulTC(b *testing.B) {
 			for _, quant := range []bool{false, true} {
 				b.Run(fmt.Sprintf("%s/m=%d/quant=%v", c.name, m, quant), func(b *testing.B) { benchTC(b, m, c.k, c.n, c.fp4, quant) })
 			}
+			if !c.fp4 { // the wgmma kernel (off: see tcWGMMA), for comparison
+				b.Run(fmt.Sprintf("%s/m=%d/wgmma", c.name, m), func(b *testing.B) {
+					tcWGMMA = true
+					defer func() { tcWGMMA = false }()
+					benchTC(b, m, c.k, c.n, false, false)
+				})
+			}
 		}
 	}
 }
