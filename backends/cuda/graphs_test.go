@@ -152,8 +152,8 @@ func TestProfilerOnGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	times := map[string]*backends.OpTime{}
-	s.OpTimes = times
+	times, nodes := map[string]*backends.OpTime{}, map[*ir.Node]*backends.OpTime{}
+	s.OpTimes, s.NodeTimes = times, nodes
 	if _, err := s.Prefill(prompt(int64(md.Vocab), 1, 8)); err != nil {
 		t.Fatal(err)
 	}
@@ -168,6 +168,13 @@ func TestProfilerOnGPU(t *testing.T) {
 		}
 	}
 	t.Logf("%d ops timed, %.3f ms in all", len(times), float64(total)/1e6)
+	var byNode int64
+	for _, ot := range nodes {
+		byNode += ot.Nanos
+	}
+	if byNode != total {
+		t.Errorf("node times add to %d ns, op times to %d", byNode, total)
+	}
 	if times["rmsnorm"] == nil || times["rmsnorm"].Nanos <= 0 {
 		t.Errorf("rmsnorm not timed: %v", times["rmsnorm"])
 	}

@@ -102,8 +102,10 @@ func (t *opTimer) mark(s *driver.Stream, i int) error {
 	return t.ev[i].Record(s)
 }
 
-// add waits for the call and adds each node's time to times by op name.
-func (t *opTimer) add(nodes []*ir.Node, times map[string]*backends.OpTime) error {
+// add waits for the call and adds each node's time to times by op name
+// and to nodes by node (either may be nil). A fused run's kernel is
+// charged to the node that launches it (the run's last).
+func (t *opTimer) add(nodes []*ir.Node, times map[string]*backends.OpTime, byNode map[*ir.Node]*backends.OpTime) error {
 	if t == nil {
 		return nil
 	}
@@ -112,15 +114,24 @@ func (t *opTimer) add(nodes []*ir.Node, times map[string]*backends.OpTime) error
 		if err != nil {
 			return err
 		}
-		ot := times[n.Op]
-		if ot == nil {
-			ot = &backends.OpTime{}
-			times[n.Op] = ot
+		ns := int64(float64(ms) * 1e6)
+		if times != nil {
+			times[n.Op] = addTime(times[n.Op], ns)
 		}
-		ot.Calls++
-		ot.Nanos += int64(float64(ms) * 1e6)
+		if byNode != nil {
+			byNode[n] = addTime(byNode[n], ns)
+		}
 	}
 	return nil
+}
+
+func addTime(ot *backends.OpTime, ns int64) *backends.OpTime {
+	if ot == nil {
+		ot = &backends.OpTime{}
+	}
+	ot.Calls++
+	ot.Nanos += ns
+	return ot
 }
 
 // GraphsOff is why a program stopped using graphs (a capture failed: its

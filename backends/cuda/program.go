@@ -339,7 +339,7 @@ type call struct {
 // Launch implements backends.Program: it queues the segment's nodes on the
 // stream and returns; Sync waits and checks the error flags.
 //
-// A decode call (S = 1) without a probe callback or op timing is recorded
+// A decode call (S = 1) without a probe callback or op or node timing is recorded
 // (driver.Tape) and replayed from a CUDA graph of the program: the first
 // such call is captured, later ones whose launches differ only in
 // parameters (a position, a cache length, a new session's buffers) update
@@ -359,7 +359,7 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 	c := &call{env: env, p: p, a: a, gpu: p.gpu, k: p.gpu.k, st: p.gpu.st, B: env.B, S: env.S, M: env.M, P: env.StartPos}
 	var tape *driver.Tape // recording: graphs, memos
 	verify := false
-	if p.graphs != nil && env.S == 1 && env.Probe == nil && env.OpTimes == nil {
+	if p.graphs != nil && env.S == 1 && env.Probe == nil && env.OpTimes == nil && env.NodeTimes == nil {
 		tape, verify = &p.gpu.tape, memoMode() == "verify"
 		c.st.BeginTape(tape)
 		defer func() {
@@ -370,7 +370,7 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 		}()
 	}
 	var tm *opTimer
-	if env.OpTimes != nil {
+	if env.OpTimes != nil || env.NodeTimes != nil {
 		if tm, err = p.gpu.newOpTimer(len(p.seg.Nodes)); err != nil {
 			return err
 		}
@@ -446,7 +446,7 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 		}
 		env.Values[n] = v
 	}
-	return tm.add(p.seg.Nodes, env.OpTimes)
+	return tm.add(p.seg.Nodes, env.OpTimes, env.NodeTimes)
 }
 
 // ownCopy copies v into node i's own buffer.

@@ -9,6 +9,7 @@ import (
 	"github.com/ds4go/ds4/backends/cuda"
 	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/passes"
 	"github.com/ds4go/ds4/synth"
@@ -152,5 +153,40 @@ func TestMemoVerifySimulated(t *testing.T) {
 				s.Close()
 			}
 		})
+	}
+}
+
+// TestOpTimesSimulated: with op and node times asked for, every node of a
+// decode call is timed (no graph: events around each node), by op name and
+// by node alike.
+func TestOpTimesSimulated(t *testing.T) {
+	md, g := open(t, "tiny", true)
+	s, err := md.NewSession(engine.Options{Batch: 1, MaxLen: 16, MaxMemory: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Prefill([][]int64{{1, 2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	s.OpTimes, s.NodeTimes = map[string]*backends.OpTime{}, map[*ir.Node]*backends.OpTime{}
+	c0 := g.Counters()
+	if _, err := s.Decode([]int64{4}); err != nil {
+		t.Fatal(err)
+	}
+	if c := g.Counters(); c.GraphReplays != c0.GraphReplays {
+		t.Errorf("a timed call was replayed from a graph")
+	}
+	var byOp, byNode int64
+	calls := 0
+	for _, ot := range s.OpTimes {
+		byOp += ot.Nanos
+		calls += ot.Calls
+	}
+	for _, ot := range s.NodeTimes {
+		byNode += ot.Nanos
+	}
+	if calls == 0 || calls != len(s.NodeTimes) || byOp != byNode || byOp == 0 {
+		t.Errorf("%d op calls, %d nodes timed, %d ns by op, %d by node", calls, len(s.NodeTimes), byOp, byNode)
 	}
 }
