@@ -339,13 +339,16 @@ type call struct {
 // Launch implements backends.Program: it queues the segment's nodes on the
 // stream and returns; Sync waits and checks the error flags.
 //
-// A decode call (S = 1) without a probe callback or op or node timing is recorded
-// (driver.Tape) and replayed from a CUDA graph of the program: the first
-// such call is captured, later ones whose launches differ only in
-// parameters (a position, a cache length, a new session's buffers) update
-// the differing nodes and replay. What the host computes from the start
-// position (positions, window indices, visible lengths) is staged and
-// uploaded in one copy before the graph, so those values never touch it.
+// A decode call (S = 1) without a probe callback or op or node timing is
+// recorded (driver.Tape) and replayed from a CUDA graph of the program: the
+// first call of a structure is captured, later ones whose launches differ
+// only in parameters (a position, a cache length) update the differing
+// nodes and replay; one differing in over a quarter of its operations (a
+// new session's buffers, a new B) is captured anew. What the host computes
+// from the start position (positions, window indices, visible lengths) is
+// staged and uploaded in one copy before the graph, so those values never
+// touch it; nodes that do not read the start position replay their memo
+// (memo.go) instead of running their launcher.
 func (p *Program) Launch(env *backends.Env) (err error) {
 	a, _ := env.Arena.(*Arena)
 	if a == nil {
