@@ -479,11 +479,13 @@ type kernelNodeParams struct {
 	kern, ctx  uintptr
 }
 
-// memsetNodeParams is CUDA_MEMSET_NODE_PARAMS.
+// memsetNodeParams is CUDA_MEMSET_NODE_PARAMS_v2 (CUDA_MEMSET_NODE_PARAMS
+// and a context: a driver that reads the first version ignores it).
 type memsetNodeParams struct {
 	dst, pitch         uint64
 	value, elementSize uint32
 	width, height      uint64
+	ctx                uintptr
 }
 
 // memcpy3D is CUDA_MEMCPY3D, for 1-D device-to-device copies.
@@ -536,7 +538,7 @@ func (s *Stream) update(g *Graph, t *Tape) (bool, error) {
 			if cu.execMemsetSetParams == nil {
 				return false, nil
 			}
-			mp := memsetNodeParams{dst: uint64(op.dst), pitch: op.bytes, value: uint32(op.val), elementSize: 1, width: op.bytes, height: 1}
+			mp := memsetNodeParams{dst: uint64(op.dst), pitch: op.bytes, value: uint32(op.val), elementSize: 1, width: op.bytes, height: 1, ctx: s.c.h}
 			r = cu.execMemsetSetParams(g.exec, g.nodes[k], unsafe.Pointer(&mp), s.c.h)
 		default:
 			if cu.execMemcpySetParams == nil {
