@@ -53,6 +53,13 @@ __device__ __forceinline__ void gemv_e4m3x4(float* w, unsigned x) {
     }
 }
 
+// gemv_e8m0 is e8m0_to_f32 on the float bits (no ldexpf call): 2^(b-127),
+// 2^-127 (subnormal) for 0, NaN for 0xff.
+__device__ __forceinline__ float gemv_e8m0(unsigned b) {
+    if (b == 0xffu) return __uint_as_float(0x7fc00000u);
+    return __uint_as_float(b ? b << 23 : 0x00400000u);
+}
+
 // gemv_e4m3_nan is nonzero when a byte of x has its low 7 bits all set.
 __device__ __forceinline__ unsigned gemv_e4m3_nan(unsigned x) { return ((x & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u; }
 
@@ -187,12 +194,12 @@ __device__ __forceinline__ void gemv_bs_rows(float* part, float* part2, const fl
                 const int lo = b * 32, cnt = min(32, k - lo);
                 const size_t first = (size_t)j * k + lo;
                 float* d = part + ((size_t)b * rb + r) * MR;
-                if (FP4) gemv_one_block<FP4, MR>(d, f, h ? v1 : v0, zero, w, first, cnt, a + lo, lda, m, e8m0_to_f32(ws[srow + b]));
-                else gemv_one_block<FP4, MR>(d, f, v0, v1, w, first, cnt, a + lo, lda, m, e8m0_to_f32(ws[srow + b]));
+                if (FP4) gemv_one_block<FP4, MR>(d, f, h ? v1 : v0, zero, w, first, cnt, a + lo, lda, m, gemv_e8m0(ws[srow + b]));
+                else gemv_one_block<FP4, MR>(d, f, v0, v1, w, first, cnt, a + lo, lda, m, gemv_e8m0(ws[srow + b]));
                 if (DUAL) {
                     float* d2 = part2 + ((size_t)b * rb + r) * MR;
-                    if (FP4) gemv_one_block<FP4, MR>(d2, f, h ? x1 : x0, zero, w2, first, cnt, a + lo, lda, m, e8m0_to_f32(ws2[srow + b]));
-                    else gemv_one_block<FP4, MR>(d2, f, x0, x1, w2, first, cnt, a + lo, lda, m, e8m0_to_f32(ws2[srow + b]));
+                    if (FP4) gemv_one_block<FP4, MR>(d2, f, h ? x1 : x0, zero, w2, first, cnt, a + lo, lda, m, gemv_e8m0(ws2[srow + b]));
+                    else gemv_one_block<FP4, MR>(d2, f, x0, x1, w2, first, cnt, a + lo, lda, m, gemv_e8m0(ws2[srow + b]));
                 }
             }
         }
@@ -358,7 +365,7 @@ struct GemvFP8W {
     __device__ void step(float* wv, const uint4& u, size_t row, int c0) const {
         const unsigned x[4] = {u.x, u.y, u.z, u.w};
         const int kb = kdim / 32 + (kdim % 32 != 0);
-        const float sc = e8m0_to_f32(s[(row / 32) * kb + c0 / 32]); // 16 values never straddle a 32 block (c0 % 16 == 0)
+        const float sc = gemv_e8m0(s[(row / 32) * kb + c0 / 32]); // 16 values never straddle a 32 block (c0 % 16 == 0)
         unsigned bad = 0;
 #pragma unroll
         for (int t = 0; t < 4; t++) bad |= gemv_e4m3_nan(x[t]);
