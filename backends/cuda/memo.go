@@ -3,6 +3,7 @@ package cuda
 import (
 	"os"
 	"reflect"
+	"strings"
 
 	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/ir"
@@ -18,7 +19,7 @@ import (
 // shrinks to the nodes that read the start position and what follows from
 // it. Never memoised: the leaves (inputs, weights, state, tables: they
 // read the call's environment), probes, the ops that read the start
-// position, fused runs (their nodes pass state to one another), and a node
+// position (a reshape to a shape naming P among them), fused runs (their nodes pass state to one another), and a node
 // whose recording holds an upload or ran mid-call (a sync).
 //
 // DS4_CUDA_MEMO=off runs every launcher; DS4_CUDA_MEMO=verify runs every
@@ -83,7 +84,8 @@ func (p *Program) memoable() []bool {
 	out := make([]bool, len(p.seg.Nodes))
 	for i, n := range p.seg.Nodes {
 		f, ok := ops[n.Op]
-		out[i] = ok && !noMemo[n.Op] && !outs[n] && reflect.ValueOf(f).Pointer() == reflect.ValueOf(p.steps[i]).Pointer()
+		out[i] = ok && !noMemo[n.Op] && !outs[n] && reflect.ValueOf(f).Pointer() == reflect.ValueOf(p.steps[i]).Pointer() &&
+			!(n.Op == "reshape" && strings.Contains(n.Attrs.Str("shape", ""), "P")) // a shape of the start position
 	}
 	return out
 }
