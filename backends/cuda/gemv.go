@@ -81,6 +81,9 @@ func (k *Kernels) gemvBlockScaled(s *driver.Stream, fp4 bool, what string, out, 
 	if m > gemvMaxRows {
 		return false, nil
 	}
+	if m <= 0 {
+		return true, nil // nothing to compute
+	}
 	mr := gemvMR(m)
 	rbLog2, sh, ok := gemvShape(fp4, n, kdim, 1, mr, 1)
 	if !ok {
@@ -158,6 +161,9 @@ func gemvPlainBlock(n, groups int) int {
 func (k *Kernels) gemvPlain(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w Plain, n, lda, ldo, groups, aZ, oZ int, round bool) (bool, error) {
 	if m > gemvMaxRows {
 		return false, nil
+	}
+	if m <= 0 {
+		return true, nil // nothing to compute
 	}
 	r := 0
 	if round {
