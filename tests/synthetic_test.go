@@ -28,7 +28,7 @@ func TestExecBenchSynthetic(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
 			t.Fatalf("stdout is not the JSON report: %v\n%s", err, r.stdout)
 		}
-		for _, k := range []string{"decode_tokens_per_s", "weight_bytes_per_decode_token", "checkpoint_bytes", "experts_per_token"} {
+		for _, k := range []string{"decode_tokens_per_s", "weight_bytes_per_decode_token", "checkpoint_bytes", "experts_per_token", "synthetic_bytes", "synthetic_gen_seconds", "open_seconds"} {
 			if v, ok := m[k].(float64); !ok || !(v > 0) {
 				t.Errorf("%s = %v, want a positive number", k, m[k])
 			}
@@ -39,6 +39,11 @@ func TestExecBenchSynthetic(t *testing.T) {
 		return m
 	}
 	a, b := run("5"), run("5")
+	// Each weight the plan binds is generated once (the passes may drop a
+	// few of the model's tensors: checkpoint_bytes counts every one).
+	if g, c := a["synthetic_bytes"].(float64), a["checkpoint_bytes"].(float64); g > c || g < 0.9*c {
+		t.Errorf("synthetic_bytes %v, checkpoint_bytes %v: want each bound weight generated once", g, c)
+	}
 	for _, k := range []string{"checkpoint_bytes", "weight_bytes_per_decode_token", "experts_per_token", "decode_flops_per_token"} {
 		if a[k] != b[k] {
 			t.Errorf("seed 5 twice: %s %v then %v", k, a[k], b[k])

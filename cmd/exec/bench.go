@@ -90,8 +90,9 @@ func (b *benchOptions) check() error {
 }
 
 // runBench runs bench.Run on an opened model and prints the report.
-// floorGBs is -bench-floor-gbs (0: the device's probe).
-func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64, floorGBs float64) error {
+// floorGBs is -bench-floor-gbs (0: the device's probe); fill, when not
+// nil, adds the caller's figures to the report.
+func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64, floorGBs float64, fill func(*bench.Report)) error {
 	opt := bench.Options{PrefillTokens: b.lens, Batch: batch, DecodeContext: b.context, DecodeSteps: b.steps,
 		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory, OpTimes: b.opTimes, LayerTimes: b.layerTimes, FloorBytesPerS: floorGBs * 1e9}
 	if b.probeMB == 0 {
@@ -106,6 +107,9 @@ func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64, 
 	rep, err := bench.Run(model, opt)
 	if err != nil {
 		return err
+	}
+	if fill != nil {
+		fill(rep)
 	}
 	if b.json {
 		enc := json.NewEncoder(os.Stdout)

@@ -148,7 +148,7 @@ func run(args []string) error {
 		if err := checkOutputs(o); err != nil {
 			return err
 		}
-		return runBench(&o.bench, model, 1, o.maxMemory, o.synth.floorGBs)
+		return runBench(&o.bench, model, 1, o.maxMemory, o.synth.floorGBs, nil)
 	}
 	if o.text.on(set) {
 		return runText(&o, p, md)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/engine/bench"
 	"github.com/ds4go/ds4/internal/cli"
 	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
@@ -153,10 +154,13 @@ func runSynthetic(o *options) error {
 		return err
 	}
 	b, d := src.Generated()
+	open := time.Since(t0).Seconds()
 	fmt.Fprintf(os.Stderr, "synthetic weights: %s generated in %.1fs (%.2f GB/s, %d threads), opened with binding in %.1fs\n",
-		engine.FormatBytes(b), d.Seconds(), float64(b)/1e9/max(d.Seconds(), 1e-9), runtime.GOMAXPROCS(0), time.Since(t0).Seconds())
+		engine.FormatBytes(b), d.Seconds(), float64(b)/1e9/max(d.Seconds(), 1e-9), runtime.GOMAXPROCS(0), open)
 	if err := checkOutputs(*o); err != nil {
 		return err
 	}
-	return runBench(&o.bench, model, 1, o.maxMemory, o.synth.floorGBs)
+	return runBench(&o.bench, model, 1, o.maxMemory, o.synth.floorGBs, func(r *bench.Report) {
+		r.SyntheticBytes, r.SyntheticSeconds, r.OpenSeconds = b, d.Seconds(), open
+	})
 }

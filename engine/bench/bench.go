@@ -95,6 +95,12 @@ type Report struct {
 	Threads    int    `json:"threads"`          // GOMAXPROCS
 	KernelISA  string `json:"kernel_isa"`       // the device and its kernels (Device.Describe)
 	Checkpoint int64  `json:"checkpoint_bytes"` // size of the checkpoint files
+	// Synthetic weights (exec -synthetic; set by the caller): the bytes
+	// generated in memory, the wall time generating them, and the time
+	// Open took (generation and binding on the device).
+	SyntheticBytes   int64   `json:"synthetic_bytes,omitempty"`
+	SyntheticSeconds float64 `json:"synthetic_gen_seconds,omitempty"`
+	OpenSeconds      float64 `json:"open_seconds,omitempty"`
 
 	Prefill []PrefillFigure `json:"prefill"`
 
@@ -570,6 +576,10 @@ func graphFLOPs(g *ir.Graph, env ir.Bindings) (total, weights float64) {
 func (r *Report) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "backend %s (%s), %d threads, checkpoint %s\n", r.Backend, r.KernelISA, r.Threads, engine.FormatBytes(r.Checkpoint))
+	if r.SyntheticBytes > 0 {
+		fmt.Fprintf(&b, "synthetic weights: %s generated in %.1f s (%.2f GB/s); open with binding %.1f s\n",
+			engine.FormatBytes(r.SyntheticBytes), r.SyntheticSeconds, float64(r.SyntheticBytes)/1e9/max(r.SyntheticSeconds, 1e-9), r.OpenSeconds)
+	}
 	figs := append([]PrefillFigure(nil), r.Prefill...)
 	sort.SliceStable(figs, func(i, j int) bool { return figs[i].Tokens < figs[j].Tokens })
 	for _, f := range figs {
