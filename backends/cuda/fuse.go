@@ -70,7 +70,8 @@ func (p *Program) fuse() {
 	if !p.gpu.k.bindFused() {
 		return
 	}
-	for _, f := range planFusions(p.seg) {
+	runs := planFusions(p.seg)
+	for _, f := range runs {
 		fusedRuns.Add(1)
 		f.orig = map[int]opFunc{}
 		for _, i := range f.nodes {
@@ -78,6 +79,95 @@ func (p *Program) fuse() {
 			p.steps[i] = f.step
 		}
 	}
+	for _, i := range planCastViews(p.seg, runs) {
+		p.steps[i] = castView(p.steps[i])
+	}
+}
+
+// castView is a cast of bf16 values to f32 as a view of its argument's
+// buffer (activations hold fp32 already: the cast copies them unchanged);
+// a weight, or a call with a probe callback, runs the copy.
+func castView(orig opFunc) opFunc {
+	return func(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
+		if c.env.Probe != nil || a[0].W != nil || a[0].DType != ir.BF16 {
+			return orig(c, i, n, a)
+		}
+		v := *a[0]
+		v.DType = ir.F32
+		v.Shape = clone(a[0].Shape)
+		return &v, nil
+	}
+}
+
+// planCastViews returns the casts bf16 → f32 that may be views: the
+// argument's plan slot is written by no node from the cast to the last
+// reader of its value (through views; a reader in a fused run reads at the
+// run's last node), no node that writes in place (no slot, not quiet)
+// reads the argument in that span, and the value is not a segment output.
+func planCastViews(seg *backends.Segment, runs []*fusion) []int {
+	g := newGraphInfo(seg)
+	at := map[int]int{} // run position → the run's last position
+	inRun := map[int]bool{}
+	for _, f := range runs {
+		for _, i := range f.nodes {
+			at[i], inRun[i] = f.last, true
+		}
+	}
+	var out []int
+	for i, n := range seg.Nodes {
+		if n.Op != "cast" || inRun[i] || n.Type.DType != ir.F32 || n.Args[0].Type.DType != ir.BF16 || n.Attrs.Str("to", "") != "f32" {
+			continue
+		}
+		src := root(n.Args[0])
+		s := slotOf(src)
+		if s < 0 || src.Op == "weight" {
+			continue
+		}
+		end, ok := g.lastRead(n, at)
+		if !ok || slices.ContainsFunc(g.readsVia(n), func(r int) bool { return slotOf(g.nodes[r]) < 0 }) {
+			continue // read by a node that may write in place (or own its buffer)
+		}
+		safe := true
+		for k := i + 1; k <= end && safe; k++ {
+			m := g.nodes[k]
+			if slotOf(m) == s {
+				safe = false
+			}
+			if slotOf(m) < 0 && !quiet[m.Op] && slices.ContainsFunc(m.Args, func(a *ir.Node) bool { return root(a) == src }) {
+				safe = false
+			}
+		}
+		if safe {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// lastRead is the last position at which n's value is read (through
+// views), a reader in a fused run counted at the run's last node; false
+// if the value leaves the segment.
+func (g *graphInfo) lastRead(n *ir.Node, at map[int]int) (int, bool) {
+	if g.escapes[n] {
+		return 0, false
+	}
+	end := g.pos[n]
+	for _, r := range g.readers[n] {
+		m := g.nodes[r]
+		if view[m.Op] {
+			e, ok := g.lastRead(m, at)
+			if !ok {
+				return 0, false
+			}
+			end = max(end, e)
+			continue
+		}
+		if l, ok := at[r]; ok {
+			r = max(r, l)
+		}
+		end = max(end, r)
+	}
+	return end, true
 }
 
 // fusedKernels are the kernels of fused.cuh, looked up when a program is

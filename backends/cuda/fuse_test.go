@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cpu/kernels"
@@ -39,12 +40,17 @@ func launchesOf(n *ir.Node) int {
 func fusedLaunches(seg *backends.Segment) (before, after int, kinds map[string]int) {
 	inRun := map[int]bool{}
 	kinds = map[string]int{}
-	for _, f := range planFusions(seg) {
+	runs := planFusions(seg)
+	for _, f := range runs {
 		kinds[f.kind]++
 		for _, i := range f.nodes {
 			inRun[i] = true
 		}
 		after++
+	}
+	for _, i := range planCastViews(seg, runs) {
+		kinds["cast_view"]++
+		inRun[i] = true
 	}
 	for i, n := range seg.Nodes {
 		before += launchesOf(n)
@@ -442,4 +448,61 @@ func BenchmarkGateTailDecode(b *testing.B) {
 	lg, bias := up(b, e, bf16s(r, experts, 2)), up(b, e, bf16s(r, experts, 0.1))
 	idx, w := alloc(b, e, 8*k), alloc(b, e, 4*k)
 	timeLaunches(b, e, 8*experts, func() error { return e.k.GateTail(e.s, "bench", idx, w, lg, bias, 1, experts, k, 1e-20, 1.5) })
+}
+
+// TestFusedDecodeStepGPU logs the kernels and launches per decode step of
+// tiny and unseen6 (B 1, after a 16-token prompt, no probe callback) and the
+// wall time of a step, with fusion and CUDA graphs each on and off; fusion
+// must run fewer kernels.
+func TestFusedDecodeStepGPU(t *testing.T) {
+	fusedGPU(t)
+	for _, dir := range []string{"tiny", "unseen6"} {
+		m, path := releasedModule(t, dir)
+		kernels := map[string]float64{}
+		for _, graphs := range []string{"true", "false"} {
+			for _, fuse := range []string{"true", "false"} {
+				backends.SetOptions(map[string]string{"cuda-fusions": fuse, "cuda-graphs": graphs})
+				md, err := engine.Open(m, path, "cuda")
+				if err != nil {
+					t.Fatal(err)
+				}
+				const steps = 50
+				s, err := md.NewSession(engine.Options{Batch: 1, MaxLen: 16 + 5 + steps + 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				lg, err := s.Prefill(prompt(int64(md.Vocab), 1, 16))
+				if err != nil {
+					t.Fatal(err)
+				}
+				next := []int64{argmax(lg.Last()[0])}
+				step := func() {
+					if lg, err = s.Decode(next); err != nil {
+						t.Fatal(err)
+					}
+					next = []int64{argmax(lg.Last()[0])}
+				}
+				for range 5 {
+					step()
+				}
+				p := md.Device().(backends.Profiler)
+				c0, t0 := p.Counters(), time.Now()
+				for range steps {
+					step()
+				}
+				el, c1 := time.Since(t0), p.Counters()
+				s.Close()
+				md.Close()
+				backends.SetOptions(nil)
+				k := float64(c1.Kernels-c0.Kernels) / steps
+				kernels[fuse] = k
+				t.Logf("%s graphs %s fusions %s: %.1f kernels, %.1f launches, %.2f graph replays a step; %.1f µs a step (%.0f tokens/s)",
+					dir, graphs, fuse, k, float64(c1.Launches-c0.Launches)/steps, float64(c1.GraphReplays-c0.GraphReplays)/steps,
+					float64(el.Microseconds())/steps, steps/el.Seconds())
+			}
+			if kernels["true"] >= kernels["false"] {
+				t.Errorf("%s graphs %s: %.1f kernels a step fused, %.1f unfused", dir, graphs, kernels["true"], kernels["false"])
+			}
+		}
+	}
 }

@@ -10,7 +10,6 @@
 #define HC_MIX_THREADS 256
 #define HC_MIX_SH 3200                               // floats per product buffer (two buffers: 25.6 KB)
 #define HC_MIX_PER (HC_MIX_SH / HC_MIX_THREADS + 1) // products a thread stages per chunk
-#define HC_MIX_AHEAD 6                              // chunks prefetched to L2 ahead of the loads
 
 // hc_mix_split is hc_mix + hc_split_sinkhorn + the slicing of its result
 // into pre [tokens, hc], post [tokens, hc] and comb [tokens, hc·hc], one
@@ -36,53 +35,34 @@ extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
     const int C = min(HC_MIX_SH / mix - 1, 1024); // chunk of c; a mix's products at stride C+1 (no bank conflicts)
     const int per = mix * C;                      // products in a chunk (<= HC_MIX_SH - mix)
     const int chunks = (n + C - 1) / C;
-    // this thread's products of a chunk: fn offset i·n + j, column j, and
-    // place in the buffer i·(C+1) + j (the same every chunk)
-    int fo[HC_MIX_PER], jq[HC_MIX_PER], so[HC_MIX_PER];
-    for (int q = 0; q < HC_MIX_PER; q++) {
-        const int e = tid + q * HC_MIX_THREADS, i = e / C, j = e % C;
-        fo[q] = i * n + j;
-        jq[q] = e < per ? j : n; // past every chunk's end: not loaded
-        so[q] = i * (C + 1) + j;
-    }
     float xv[HC_MIX_PER], fv[HC_MIX_PER];
     auto load = [&](int k) {
         const int c0 = k * C;
         for (int q = 0; q < HC_MIX_PER; q++) {
-            const bool ok = c0 + jq[q] < n;
-            xv[q] = ok ? x[c0 + jq[q]] : 0.0f;
-            fv[q] = ok ? fn[(size_t)fo[q] + c0] : 0.0f;
+            const int e = tid + q * HC_MIX_THREADS;
+            const int i = e / C, c = c0 + e % C;
+            const bool ok = e < per && c < n;
+            xv[q] = ok ? x[c] : 0.0f;
+            fv[q] = ok ? fn[(size_t)i * n + c] : 0.0f;
         }
     };
     auto store = [&](int k) {
         float* p = prod[k & 1];
-        for (int q = 0; q < HC_MIX_PER; q++)
-            if (jq[q] < n) p[so[q]] = xv[q] * fv[q];
-    };
-    // L2 prefetch of the chunk HC_MIX_AHEAD ahead, a 128-byte line a thread,
-    // so that the loads of the next chunk wait on L2, not on HBM
-    const int lines = (C + 31) / 32;
-    auto prefetch = [&](int k) {
-        const int c0 = k * C;
-        for (int u = tid; u < (mix + 1) * lines; u += HC_MIX_THREADS) {
-            const int i = u / lines, c = c0 + (u % lines) * 32;
-            if (c >= n) continue;
-            const float* a = i < mix ? fn + (size_t)i * n + c : x + c;
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+        for (int q = 0; q < HC_MIX_PER; q++) {
+            const int e = tid + q * HC_MIX_THREADS;
+            if (e < per) p[(e / C) * (C + 1) + e % C] = xv[q] * fv[q];
         }
     };
     if (tid >= HC_MIX_THREADS - 32) { // the last warp: ρ, as hc_mixes
         const float ms = torch_sum_warp([&](int j) { float v = x[j]; return v * v; }, n) / (float)n;
         if (tid == HC_MIX_THREADS - 32) rho_sh = rsqrtf32(ms + norm_eps);
     }
-    for (int k = 1; k <= HC_MIX_AHEAD && k < chunks; k++) prefetch(k);
     load(0);
     store(0);
     __syncthreads();
     float s = 0.0f;
     for (int k = 0; k < chunks; k++) {
         const bool next = k + 1 < chunks;
-        if (k + 1 + HC_MIX_AHEAD < chunks) prefetch(k + 1 + HC_MIX_AHEAD);
         if (next) load(k + 1); // in flight while thread i adds chunk k
         if (tid < mix) {
             const float* p = prod[k & 1] + tid * (C + 1);
