@@ -25,7 +25,9 @@ import (
 // DS4_CUDA_MEMO=off runs every launcher; DS4_CUDA_MEMO=verify runs every
 // launcher and checks that a memoised node would have queued the same.
 
-// noMemo are the ops never memoised.
+// noMemo are the ops never memoised. A launcher that reads the call's
+// start position (c.P) or its environment must be listed here (the
+// simulated DS4_CUDA_MEMO=verify test, simtest, catches one that is not).
 var noMemo = map[string]bool{
 	"input": true, "weight": true, "const": true, "state": true, "rope_table": true, "probe": true,
 	// the start position
