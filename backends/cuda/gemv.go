@@ -22,9 +22,10 @@ const gemvThreads = 256
 // opting in to more.
 const gemvSharedMax = 48 << 10
 
-// gemvTargetBlocks is the grid the launch shapes aim at: 4 blocks on each
-// of the H200's 132 SMs, enough to keep its memory busy.
-const gemvTargetBlocks = 4 * 132
+// gemvTargetBlocks is the grid the launch shapes aim at: 8 blocks for each
+// of the H200's 132 SMs (about two waves of 4 resident blocks: enough
+// loads in flight, and a short last wave).
+const gemvTargetBlocks = 8 * 132
 
 func init() {
 	kernelNames = append(kernelNames,

@@ -235,12 +235,12 @@ func TestGemvShape(t *testing.T) {
 		n, k, ys, mr, du int
 		rb               int
 	}{
-		{false, 1280, 5120, 1, 1, 1, 2},   // wq_a: 640 blocks
-		{false, 32768, 1280, 1, 1, 1, 32}, // wq_b: 1024 blocks
+		{false, 1280, 5120, 1, 1, 1, 2},   // wq_a: 640 blocks (rb 1 would leave K groups without a chunk)
+		{false, 32768, 1280, 1, 1, 1, 16}, // wq_b: 2048 blocks
 		{false, 512, 5120, 1, 1, 1, 2},    // wkv: 256 blocks, 128 K groups of 160 chunks
-		{false, 5120, 8192, 1, 1, 1, 8},   // wo_b
-		{true, 2304, 5120, 6, 1, 2, 16},   // routed w1+w3 of one token
-		{true, 5120, 2304, 6, 1, 1, 32},   // routed w2
+		{false, 5120, 8192, 1, 1, 1, 4},   // wo_b: 1280 blocks
+		{true, 2304, 5120, 6, 1, 2, 8},    // routed w1+w3 of one token: 1728 blocks
+		{true, 5120, 2304, 6, 1, 1, 16},   // routed w2: 1920 blocks
 		{false, 1280, 5120, 1, 8, 1, 2},
 	} {
 		l, sh, ok := gemvShape(c.fp4, c.n, c.k, c.ys, c.mr, c.du)
