@@ -12,6 +12,10 @@
 // several goroutines and written in place (pwrite at offsets known from the
 // header), so memory stays small whatever the checkpoint size.
 //
+// Source generates the same bytes in memory instead, weight by weight as
+// the engine binds them (engine.OpenSource; exec -bench -synthetic), so a
+// benchmark on a bare machine needs no checkpoint on disk.
+//
 //	c, _ := deepseekv4.LoadConfig("bench/configs/mini.json")
 //	rep, err := synth.Generate("/tmp/mini", c, 1, synth.Options{})
 //	fmt.Println(rep) // bytes, tensors, shards, MB/s

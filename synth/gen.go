@@ -293,6 +293,10 @@ func genQuant(t *tensor, r *rng, rows, cols, strip int, s *scratch) {
 				blk := x[rr*cols+c0 : rr*cols+c1]
 				if t.kind == kindFP4 {
 					o := s.out[(r0+rr)*cols/2+c0/2 : (r0+rr)*cols/2+c1/2]
+					if len(blk) == 32 { // fixed sizes: no bounds checks
+						pack32((*[16]byte)(o), (*[32]uint16)(blk), ct)
+						continue
+					}
 					for i := 0; i+1 < len(blk); i += 2 {
 						o[i/2] = ct[int(blk[i])&m] | ct[int(blk[i+1])&m]<<4
 					}
@@ -304,6 +308,14 @@ func genQuant(t *tensor, r *rng, rows, cols, strip int, s *scratch) {
 				}
 			}
 		}
+	}
+}
+
+// pack32 packs the codes of 32 entries two a byte, the even one low.
+func pack32(o *[16]byte, ks *[32]uint16, ct *[len(normTab)]byte) {
+	const m = len(normTab) - 1
+	for i := range o {
+		o[i] = ct[int(ks[2*i])&m] | ct[int(ks[2*i+1])&m]<<4
 	}
 }
 
