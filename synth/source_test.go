@@ -96,3 +96,34 @@ func TestSourceMatchesWrite(t *testing.T) {
 		t.Errorf("%s: seeds 7 and 8 generate the same bytes", a.Name)
 	}
 }
+
+// The benchmark slice is planned, not generated (55 GB): its size and an
+// expert stack's, from the shapes and formats alone.
+func TestSourceSliceSizes(t *testing.T) {
+	c, err := deepseekv4.LoadConfig(filepath.Join("..", "bench", "configs", "slice.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewSource(c, 1, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := src.TotalBytes(); got != 54_841_952_024 {
+		t.Errorf("slice TotalBytes %d, want 54841952024", got)
+	}
+	g, err := deepseekv4.BuildGraph(c, deepseekv4.Prefill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range g.Weights() {
+		if n.Attrs.Str("name", "") == "layers.0.ffn.experts.{e}.w1.weight" {
+			// 384 experts x 2304 rows x (5120/2 code bytes + 5120/32 scales)
+			if got, want := src.StoredBytes(n), int64(384*2304*(2560+160)); got != want {
+				t.Errorf("expert stack w1: %d bytes, want %d", got, want)
+			}
+		}
+	}
+	if b, _ := src.Generated(); b != 0 {
+		t.Errorf("planning generated %d bytes", b)
+	}
+}
