@@ -22,17 +22,16 @@
 // -fmad=false makes hc_mixes round them. Then thread 0 runs the reference's
 // Sinkhorn sequence (hc_sinkhorn_token) on the mixes. h [tokens, n = hc·dim],
 // fn [(2+hc)·hc, n]; hc <= HC_MAX.
-extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
-    hc_mix_split(float* pre, float* post, float* comb, const float* h, int n, const float* fn, int hc, float norm_eps,
-                 const float* scale, const float* base, int iters, float eps) {
-    __shared__ float prod[2][HC_MIX_SH];
-    __shared__ float mixes[HC_MAX * (HC_MAX + 2)];
-    __shared__ float rho_sh;
-    if (hc < 1 || hc > HC_MAX) return;
+// CC is the chunk of c when a constant (hc <= 4: 128, so the index
+// arithmetic is shifts), 0 when computed from mix.
+template <int CC>
+__device__ __forceinline__ void hc_mix_split_body(float* pre, float* post, float* comb, const float* h, int n, const float* fn, int hc,
+                                                  float norm_eps, const float* scale, const float* base, int iters, float eps,
+                                                  float (*prod)[HC_MIX_SH], float* mixes, float* rho_sh) {
     const int t = blockIdx.x, tid = threadIdx.x;
     const int mix = (2 + hc) * hc;
     const float* x = h + (size_t)t * n;
-    const int C = min(HC_MIX_SH / mix - 1, 1024); // chunk of c; a mix's products at stride C+1 (no bank conflicts)
+    const int C = CC > 0 ? CC : min(HC_MIX_SH / mix - 1, 1024); // chunk of c; a mix's products at stride C+1 (no bank conflicts)
     const int per = mix * C;                      // products in a chunk (<= HC_MIX_SH - mix)
     const int chunks = (n + C - 1) / C;
     float xv[HC_MIX_PER], fv[HC_MIX_PER];
@@ -55,7 +54,7 @@ extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
     };
     if (tid >= HC_MIX_THREADS - 32) { // the last warp: ρ, as hc_mixes
         const float ms = torch_sum_warp([&](int j) { float v = x[j]; return v * v; }, n) / (float)n;
-        if (tid == HC_MIX_THREADS - 32) rho_sh = rsqrtf32(ms + norm_eps);
+        if (tid == HC_MIX_THREADS - 32) *rho_sh = rsqrtf32(ms + norm_eps);
     }
     load(0);
     store(0);
@@ -72,11 +71,24 @@ extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
         if (next) store(k + 1);
         __syncthreads();
     }
-    if (tid < mix) mixes[tid] = s * rho_sh;
+    if (tid < mix) mixes[tid] = s * *rho_sh;
     __syncthreads();
     if (tid == 0)
         hc_sinkhorn_token(pre + (size_t)t * hc, post + (size_t)t * hc, comb + (size_t)t * hc * hc, mixes, hc, scale, base,
                           iters, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
+    hc_mix_split(float* pre, float* post, float* comb, const float* h, int n, const float* fn, int hc, float norm_eps,
+                 const float* scale, const float* base, int iters, float eps) {
+    __shared__ float prod[2][HC_MIX_SH];
+    __shared__ float mixes[HC_MAX * (HC_MAX + 2)];
+    __shared__ float rho_sh;
+    if (hc < 1 || hc > HC_MAX) return;
+    if ((2 + hc) * hc * 129 <= HC_MIX_SH)
+        hc_mix_split_body<128>(pre, post, comb, h, n, fn, hc, norm_eps, scale, base, iters, eps, prod, mixes, &rho_sh);
+    else
+        hc_mix_split_body<0>(pre, post, comb, h, n, fn, hc, norm_eps, scale, base, iters, eps, prod, mixes, &rho_sh);
 }
 
 // pre_norm_quant is [hc_pre →] rmsnorm [→ act_quant | fp4_quant] for one
