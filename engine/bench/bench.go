@@ -332,7 +332,7 @@ func preflight(m *engine.Model, opt Options) error {
 			return fmt.Errorf("prefill of %d tokens: %v", S, err)
 		}
 	}
-	total := ir.SatAdd(ir.SatAdd(int64(opt.DecodeContext), int64(max(opt.DecodeWarmup, 0))), ir.SatAdd(int64(opt.DecodeSteps), 1))
+	total := ir.SatAdd(ir.SatAdd(int64(opt.DecodeContext), int64(max(opt.DecodeWarmup, 0))), ir.SatAdd(2*int64(opt.DecodeSteps), 1))
 	if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: int(total), PrefillLen: opt.DecodeContext, MaxMemory: opt.MaxMemory}, "lower -bench-context or -bench-decode"); err != nil {
 		return fmt.Errorf("decode after %d tokens: %v", opt.DecodeContext, err)
 	}
@@ -349,17 +349,19 @@ func preflight(m *engine.Model, opt Options) error {
 // decode times opt.DecodeSteps greedy decode steps after a prompt and
 // counts the weight bytes they read.
 func decode(m *engine.Model, opt Options, rep *Report, p [][]int64) error {
-	total := opt.DecodeContext + opt.DecodeWarmup + opt.DecodeSteps + 1
+	// The timed steps run with no observer (a probe callback would keep a
+	// GPU from replaying its captured graph); the experts are counted over
+	// as many steps after them.
+	total := opt.DecodeContext + opt.DecodeWarmup + 2*opt.DecodeSteps + 1
 	s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: total, PrefillLen: opt.DecodeContext, MaxMemory: opt.MaxMemory})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	// Distinct experts chosen per layer, summed over the timed steps.
+	// Distinct experts chosen per layer, summed over the counting steps.
 	chosen := map[int]int{}
-	counting := false
-	s.Observer = &engine.Observer{
-		Wants: func(name string) bool { return counting && strings.HasSuffix(name, ".gate_indices") },
+	counter := &engine.Observer{
+		Wants: func(name string) bool { return strings.HasSuffix(name, ".gate_indices") },
 		See: func(name string, t *backends.Tensor) {
 			if l, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, "L"), ".gate_indices")); err == nil {
 				seen := map[int64]bool{}
@@ -381,7 +383,6 @@ func decode(m *engine.Model, opt Options, rep *Report, p [][]int64) error {
 		}
 		next = argmaxRows(lg.Last())
 	}
-	counting = true
 	if opt.OpTimes {
 		s.OpTimes = map[string]*backends.OpTime{}
 	}
@@ -402,10 +403,19 @@ func decode(m *engine.Model, opt Options, rep *Report, p [][]int64) error {
 		rep.Device = &DeviceFigures{KernelsPerStep: float64(c1.Kernels-c0.Kernels) / n, LaunchesPerStep: float64(c1.Launches-c0.Launches) / n,
 			GraphReplaysPerStep: float64(c1.GraphReplays-c0.GraphReplays) / n, GraphCapturesPerStep: float64(c1.GraphCaptures-c0.GraphCaptures) / n}
 	}
-	counting = false
+	opTimes, nodeTimes := s.OpTimes, s.NodeTimes
+	s.OpTimes, s.NodeTimes = nil, nil
+	s.Observer = counter
+	for range opt.DecodeSteps {
+		if lg, err = s.Decode(next); err != nil {
+			return err
+		}
+		next = argmaxRows(lg.Last())
+	}
+	s.Observer = nil
 	tokens := float64(opt.DecodeSteps * opt.Batch)
-	rep.DecodeOpTimes = opTimeFigures(s.OpTimes, tokens, rep.DecodeSeconds)
-	rep.DecodeLayerTimes = layerTimeFigures(m.Module.Graph("decode"), s.NodeTimes, tokens, rep.DecodeSeconds)
+	rep.DecodeOpTimes = opTimeFigures(opTimes, tokens, rep.DecodeSeconds)
+	rep.DecodeLayerTimes = layerTimeFigures(m.Module.Graph("decode"), nodeTimes, tokens, rep.DecodeSeconds)
 	rep.DecodeTokensPerS = tokens / rep.DecodeSeconds
 	pos := int64(opt.DecodeContext + opt.DecodeWarmup + opt.DecodeSteps/2)
 	fl, _ := graphFLOPs(m.Module.Graph("decode"), ir.Bindings{B: int64(opt.Batch), S: 1, M: int64(total), P: pos})
