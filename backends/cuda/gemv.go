@@ -35,7 +35,8 @@ func init() {
 		"gemv_plain_m1_f32w", "gemv_plain_m1_bf16w", "gemv_plain_m1_fp8w",
 		"gemv_plain_m2_f32w", "gemv_plain_m2_bf16w", "gemv_plain_m2_fp8w",
 		"gemv_plain_m4_f32w", "gemv_plain_m4_bf16w", "gemv_plain_m4_fp8w",
-		"gemv_plain_m8_f32w", "gemv_plain_m8_bf16w", "gemv_plain_m8_fp8w")
+		"gemv_plain_m8_f32w", "gemv_plain_m8_bf16w", "gemv_plain_m8_fp8w",
+		"gemv_pc_m1_fp8w", "gemv_pc_m2_fp8w", "gemv_pc_m4_fp8w", "gemv_pc_m8_fp8w")
 }
 
 // gemvMR is the instantiation (1, 2, 4 or 8 rows) that takes m rows.
@@ -181,6 +182,12 @@ func (k *Kernels) gemvPlain(s *driver.Stream, what string, out, a driver.Ptr, m,
 	case PlainBF16:
 		return true, k.launch(s, base+"bf16w", what, grid, block, 0, append(append(head, driver.P(w.W)), tail...)...)
 	case PlainFP8:
+		if kdim%16 == 0 && lda%4 == 0 && aZ%4 == 0 && a%16 == 0 && w.W%16 == 0 {
+			// the producer/consumer kernel: 32 rows a block of 128 threads
+			grid, block = driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: 1, Z: uint32(groups)}, driver.Dim3{X: 128, Y: 1, Z: 1}
+			name := fmt.Sprintf("gemv_pc_m%d_fp8w", gemvMR(m))
+			return true, k.launch(s, name, what, grid, block, 0, append(append(head, driver.P(w.W), driver.P(w.Scale)), tail...)...)
+		}
 		return true, k.launch(s, base+"fp8w", what, grid, block, 0, append(append(head, driver.P(w.W), driver.P(w.Scale)), tail...)...)
 	}
 	return true, fmt.Errorf("cuda matmul for %s: unknown weight format %d", what, w.Format)

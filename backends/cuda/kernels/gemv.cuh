@@ -20,6 +20,9 @@
 #include "common.cuh"
 
 #define GEMV_THREADS 256
+#ifndef GEMV_DYN_SHARED
+#define GEMV_DYN_SHARED(T, name) extern __shared__ T name[] // dynamic shared memory (shim/emu.h redefines it)
+#endif
 #define GEMV_MR 8 // most activation rows one launch takes
 
 // gemv_shl shifts left by s (right by -s when s < 0).
@@ -223,7 +226,7 @@ __device__ __forceinline__ float gemv_fold(const float* part, int kb, int rb, in
 template <bool FP4, int MR>
 __device__ void gemv_bs(float* out, int ldo, const float* a, int lda, int m, int k, const unsigned char* w, const unsigned char* ws, int n,
                         int rb_log2) {
-    extern __shared__ float part[];
+    GEMV_DYN_SHARED(float, part);
     const int rb = 1 << rb_log2, row0 = blockIdx.x * rb, kb = (k + 31) / 32;
     gemv_bs_rows<FP4, MR, false>(part, nullptr, a, lda, m, k, w, ws, nullptr, nullptr, n, row0, rb_log2);
     __syncthreads();
@@ -291,7 +294,7 @@ template <bool FP4>
 __device__ void gemv_routed_swiglu(float* out, const float* a, int adiv, int k, const unsigned char* w1, const unsigned char* ws1,
                                    const unsigned char* w3, const unsigned char* ws3, long long wstride, long long sstride, int n,
                                    const long long* ids, int nexperts, float limit, const float* rw, int rb_log2) {
-    extern __shared__ float part[];
+    GEMV_DYN_SHARED(float, part);
     const int q = blockIdx.y;
     const long long e = ids[q];
     const int rb = 1 << rb_log2, row0 = blockIdx.x * rb, kb = (k + 31) / 32;
@@ -477,3 +480,134 @@ GEMV_PLAIN(gemv_plain_m2, 2)
 GEMV_PLAIN(gemv_plain_m4, 4)
 GEMV_PLAIN(gemv_plain_m8, 8)
 #undef GEMV_PLAIN
+
+// gemv_plain_fp8w_pc: gemv_plain on fp8 weights widened in the kernel (the
+// grouped wo_a: 8 groups × 1024 rows, too few rows for one thread per row to
+// keep enough bytes in flight or to widen and sum alone). A block of 128
+// threads takes 32 rows: warps 1-3 load K tiles of the 32 rows two tiles
+// ahead (registers) and widen them, bf16(e4m3 · e8m0) exactly as
+// GemvFP8W, into a shared tile of bf16 bits; warp 0 runs the 32 rows'
+// sums (one lane a row, ascending K from 0, gemm_plain's order) over the
+// previous tile. k % 16 == 0 and 16-byte aligned rows (the launcher checks).
+// grid (ceil(n/32), 1, groups), block 128.
+#define GEMV_PC_KT 256                       // K values a tile
+#define GEMV_PC_STRIDE (GEMV_PC_KT * 2 + 16) // bytes a tile row (+16: no bank conflicts for the reader)
+#define GEMV_PC_LOADS 6                      // 16-byte loads a producer thread holds per tile (32·KT/16 / 96, rounded up)
+
+template <int MR>
+__device__ void gemv_plain_fp8w_pc(float* out, const float* a, int m, int k, const unsigned char* __restrict__ w,
+                                   const unsigned char* __restrict__ s, int n, int lda, int ldo, long long a_z, long long o_z, int round) {
+    __shared__ __align__(16) unsigned char tile[2][32 * GEMV_PC_STRIDE];
+    const int z = blockIdx.z, row0 = blockIdx.x * 32;
+    a += z * a_z;
+    out += z * o_z;
+    const int tiles = (k + GEMV_PC_KT - 1) / GEMV_PC_KT, kb = (k + 31) / 32;
+    const int t = threadIdx.x, warp = t / 32, lane = t & 31;
+    const int pt = t - 32; // producer index 0..95
+    // producer: load tile ti into regs (its GEMV_PC_LOADS 16-byte pieces)
+    auto load = [&](int ti, uint4* u) {
+#pragma unroll
+        for (int i = 0; i < GEMV_PC_LOADS; i++) {
+            const int piece = pt + 96 * i, r = piece / (GEMV_PC_KT / 16), c16 = piece % (GEMV_PC_KT / 16);
+            const int c0 = ti * GEMV_PC_KT + c16 * 16;
+            u[i] = make_uint4(0u, 0u, 0u, 0u);
+            if (piece < 32 * (GEMV_PC_KT / 16) && row0 + r < n && c0 < k)
+                u[i] = __ldg((const uint4*)(w + ((size_t)z * n + row0 + r) * k + c0));
+        }
+    };
+    // producer: widen the loaded pieces of tile ti into tile[buf]
+    auto widen = [&](int ti, const uint4* u, int buf) {
+#pragma unroll
+        for (int i = 0; i < GEMV_PC_LOADS; i++) {
+            const int piece = pt + 96 * i, r = piece / (GEMV_PC_KT / 16), c16 = piece % (GEMV_PC_KT / 16);
+            const int c0 = ti * GEMV_PC_KT + c16 * 16;
+            if (piece < 32 * (GEMV_PC_KT / 16) && row0 + r < n && c0 < k) {
+                const size_t row = (size_t)z * n + row0 + r;
+                const float sc = gemv_e8m0(s[(row / 32) * kb + c0 / 32]);
+                const unsigned x[4] = {u[i].x, u[i].y, u[i].z, u[i].w};
+                float wv[16];
+                unsigned bad = 0;
+#pragma unroll
+                for (int q = 0; q < 4; q++) bad |= gemv_e4m3_nan(x[q]);
+                if (bad) {
+#pragma unroll
+                    for (int q = 0; q < 16; q++) wv[q] = e4m3_to_f32((x[q >> 2] >> (8 * (q & 3))) & 0xffu);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 4; q++) gemv_e4m3x4(wv + 4 * q, x[q]);
+                }
+                unsigned b[8];
+#pragma unroll
+                for (int q = 0; q < 8; q++) b[q] = (__float_as_uint(bf16r(wv[2 * q] * sc)) >> 16) | (__float_as_uint(bf16r(wv[2 * q + 1] * sc)) & 0xffff0000u);
+                uint4* dst = (uint4*)(tile[buf] + r * GEMV_PC_STRIDE + c16 * 32);
+                dst[0] = make_uint4(b[0], b[1], b[2], b[3]);
+                dst[1] = make_uint4(b[4], b[5], b[6], b[7]);
+            }
+        }
+    };
+    float acc[MR];
+#pragma unroll
+    for (int mi = 0; mi < MR; mi++) acc[mi] = 0.0f;
+    uint4 cur[GEMV_PC_LOADS], nxt[GEMV_PC_LOADS];
+    if (warp > 0) {
+        load(0, cur);
+        load(1, nxt);
+        widen(0, cur, 0);
+#pragma unroll
+        for (int i = 0; i < GEMV_PC_LOADS; i++) cur[i] = nxt[i];
+    }
+    __syncthreads();
+    for (int ti = 0; ti < tiles; ti++) {
+        if (warp > 0) {
+            // tile ti+1 is in cur (loaded a tile ago): fetch ti+2, widen ti+1
+            if (ti + 2 < tiles) load(ti + 2, nxt);
+            if (ti + 1 < tiles) widen(ti + 1, cur, (ti + 1) & 1);
+#pragma unroll
+            for (int i = 0; i < GEMV_PC_LOADS; i++) cur[i] = nxt[i];
+        } else if (row0 + lane < n) {
+            const unsigned char* tr = tile[ti & 1] + lane * GEMV_PC_STRIDE;
+            const int c0 = ti * GEMV_PC_KT, cnt = min(GEMV_PC_KT, k - c0);
+            for (int c = 0; c < cnt; c += 8) {
+                const uint4 u = *(const uint4*)(tr + 2 * c);
+                const unsigned x[4] = {u.x, u.y, u.z, u.w};
+                float wv[8];
+#pragma unroll
+                for (int q = 0; q < 4; q++) wv[2 * q] = __uint_as_float(x[q] << 16), wv[2 * q + 1] = __uint_as_float(x[q] & 0xffff0000u);
+#pragma unroll
+                for (int mi = 0; mi < MR; mi++) {
+                    if (mi < m) {
+                        const float* ar = a + (size_t)mi * lda + c0 + c;
+                        const float4 a0 = __ldg((const float4*)ar), a1 = __ldg((const float4*)(ar + 4));
+                        acc[mi] += a0.x * wv[0];
+                        acc[mi] += a0.y * wv[1];
+                        acc[mi] += a0.z * wv[2];
+                        acc[mi] += a0.w * wv[3];
+                        acc[mi] += a1.x * wv[4];
+                        acc[mi] += a1.y * wv[5];
+                        acc[mi] += a1.z * wv[6];
+                        acc[mi] += a1.w * wv[7];
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+    if (warp == 0 && row0 + lane < n) {
+#pragma unroll
+        for (int mi = 0; mi < MR; mi++)
+            if (mi < m) out[(size_t)mi * ldo + row0 + lane] = round ? bf16r(acc[mi]) : acc[mi];
+    }
+}
+
+#define GEMV_PC(NAME, MR)                                                                                                                    \
+    extern "C" __global__ void __launch_bounds__(128) NAME(float* out, const float* a, int m, int k, const unsigned char* w,                \
+                                                           const unsigned char* s, int n, int lda, int ldo, long long a_z, long long o_z,  \
+                                                           int round) {                                                                    \
+        gemv_plain_fp8w_pc<MR>(out, a, m, k, w, s, n, lda, ldo, a_z, o_z, round);                                                          \
+    }
+// gemv_pc_mR_fp8w: matmul_fp8w for m <= R rows, k % 16 == 0.
+GEMV_PC(gemv_pc_m1_fp8w, 1)
+GEMV_PC(gemv_pc_m2_fp8w, 2)
+GEMV_PC(gemv_pc_m4_fp8w, 4)
+GEMV_PC(gemv_pc_m8_fp8w, 8)
+#undef GEMV_PC

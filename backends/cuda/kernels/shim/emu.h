@@ -2,7 +2,7 @@
 // on the CPU against a reference where there is no GPU: one std::thread per
 // CUDA thread of a block (blocks one after another), __syncthreads a
 // std::barrier (a thread that returns drops out of it, as an exited CUDA
-// thread does), extern __shared__ "part" a static array. x86 keeps
+// thread does), static __shared__ arrays and the dynamic shared memory one copy. x86 keeps
 // subnormals and g++ -ffp-contract=off keeps a*b+c two roundings, as the
 // build's -fmad=false does, so the bits are the device's. See gemv_emu.cpp.
 #pragma once
@@ -16,15 +16,16 @@
 #define __host__
 #define __device__
 #define __global__
-#define __shared__
+#define __shared__ static // one copy for all the emulated threads
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 struct uint3 { unsigned x, y, z; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) float4 { float x, y, z, w; };
 struct dim3 { unsigned x, y, z; };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline thread_local uint3 threadIdx;
 inline uint3 blockIdx;
 inline dim3 blockDim, gridDim;
@@ -39,9 +40,9 @@ inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
 inline float __shfl_sync(unsigned, float v, int, int = 32) { return v; }
 inline unsigned __shfl_sync(unsigned, unsigned v, int, int = 32) { return v; }
 inline int __shfl_sync(unsigned, int v, int, int = 32) { return v; }
-// the kernels' dynamic shared memory (every kernel of gemv.cuh names it part)
-alignas(16) inline float part_storage[1 << 16];
-#define part part_storage
+// the kernels' dynamic shared memory
+alignas(16) inline float emu_dyn_shared[1 << 16];
+#define GEMV_DYN_SHARED(T, name) T* name = (T*)emu_dyn_shared
 // launch runs kernel over grid × block threads
 inline void launch(dim3 grid, dim3 block, std::function<void()> k) {
     gridDim = grid; blockDim = block;

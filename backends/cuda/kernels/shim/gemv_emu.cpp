@@ -99,5 +99,19 @@ int main(){
         char name[128]; snprintf(name,sizeof name,"plain fmt%d m%d k%d groups%d bs%d",fmt,m,k,groups,bs); check(name,got,want);
         }
     }
+    // the producer/consumer fp8w kernel (grouped, k % 16 == 0)
+    for (int m : {1, 3}) for (int k : {64, 272, 1024}) for (int n : {45, 64}) {
+        const int groups = 3, kb = (k+31)/32;
+        std::vector<float> a(m*groups*k); for(auto& x:a) x=bf16r((float)((int)(rng()%2001)-1000)/313.0f);
+        std::vector<unsigned char> w8(groups*n*k), s8(((groups*n+31)/32)*kb); std::vector<float> wf(groups*n*k);
+        for(auto& x:s8) x=118+rng()%12;
+        for(size_t i=0;i<w8.size();i++){ size_t row=i/k, c=i%k; w8[i]=rng()&0xff; if(i==17) w8[i]=0xff; wf[i]=bf16r(e4m3v(w8[i])*e8m0v(s8[(row/32)*kb+c/32])); }
+        std::vector<float> want(m*groups*n), got(m*groups*n,-1);
+        for(int z=0;z<groups;z++) for(int i=0;i<m;i++) for(int j=0;j<n;j++){ float acc=0; for(int c=0;c<k;c++) acc += a[(size_t)i*groups*k + z*k + c]*wf[((size_t)z*n+j)*k+c]; want[(size_t)i*groups*n + z*n + j] = bf16r(acc); }
+        const int lda=groups*k, ldo=groups*n;
+        dim3 gr={(unsigned)((n+31)/32),1,(unsigned)groups};
+        launch(gr,{128,1,1},[&]{ if(m==1) gemv_pc_m1_fp8w(got.data(),a.data(),m,k,w8.data(),s8.data(),n,lda,ldo,k,n,1); else gemv_pc_m4_fp8w(got.data(),a.data(),m,k,w8.data(),s8.data(),n,lda,ldo,k,n,1); });
+        char name[128]; snprintf(name,sizeof name,"pc fp8w m%d k%d n%d groups%d",m,k,n,groups); check(name,got,want);
+    }
     printf("fails=%d\n",fails); return fails!=0;
 }
