@@ -193,6 +193,12 @@ func (k *Kernels) bindFused() bool {
 		}
 		k.fn[name] = f
 	}
+	// optional: hc_mix_split_wide, with its shared memory limit raised
+	if _, ok := k.fn["hc_mix_split_wide"]; !ok {
+		if f, err := k.mod.Function("hc_mix_split_wide"); err == nil && k.mod.SetMaxDynamicShared(f, hcWideShared) == nil {
+			k.fn["hc_mix_split_wide"] = f
+		}
+	}
 	return true
 }
 

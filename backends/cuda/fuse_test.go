@@ -162,7 +162,7 @@ func fusedGPU(t *testing.T) *gpuEnv {
 func TestHCMixSplitGPU(t *testing.T) {
 	e := fusedGPU(t)
 	r := rng(t)
-	for _, c := range []struct{ tokens, hc, dim int }{{1, 4, 5120}, {3, 4, 5120}, {5, 2, 100}, {2, 8, 640}} {
+	for _, c := range []struct{ tokens, hc, dim int }{{1, 4, 5120}, {3, 4, 5120}, {5, 2, 100}, {2, 8, 640}, {2, 3, 1000}, {1, 4, 1282}, {2, 1, 1001}} {
 		const iters, eps, hcEps = 20, 1e-20, 1e-6
 		tokens, hc, dim := c.tokens, c.hc, c.dim
 		mix := (2 + hc) * hc
@@ -190,20 +190,25 @@ func TestHCMixSplitGPU(t *testing.T) {
 		if err := e.k.HCSplitSinkhorn(e.s, "sinkhorn", uPre, uPost, uComb, mixes, tokens, hc, ds, db, iters, hcEps); err != nil {
 			t.Fatal(err)
 		}
-		pre, post, comb := alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc*hc)
-		if err := e.k.HCMixSplit(e.s, "hc_mix_split", pre, post, comb, dh, tokens, hc, dim, dfn, eps, ds, db, iters, hcEps); err != nil {
-			t.Fatal(err)
-		}
-		name := fmt.Sprintf("hc_mix_split %d×%d×%d", tokens, hc, dim)
-		for _, p := range []struct {
-			part      string
-			got, unf  driver.Ptr
-			n         int
-			reference []float32
-		}{{"pre", pre, uPre, tokens * hc, wantPre}, {"post", post, uPost, tokens * hc, wantPost}, {"comb", comb, uComb, tokens * hc * hc, wantComb}} {
-			got := down[float32](t, e, p.got, p.n)
-			exact(t, name+" "+p.part+" vs unfused", got, down[float32](t, e, p.unf, p.n))
-			exact(t, name+" "+p.part+" vs reference", got, p.reference)
+		for _, wide := range []bool{true, false} {
+			hcWide = wide
+			pre, post, comb := alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc*hc)
+			err := e.k.HCMixSplit(e.s, "hc_mix_split", pre, post, comb, dh, tokens, hc, dim, dfn, eps, ds, db, iters, hcEps)
+			hcWide = true
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("hc_mix_split wide %v %d×%d×%d", wide, tokens, hc, dim)
+			for _, p := range []struct {
+				part      string
+				got, unf  driver.Ptr
+				n         int
+				reference []float32
+			}{{"pre", pre, uPre, tokens * hc, wantPre}, {"post", post, uPost, tokens * hc, wantPost}, {"comb", comb, uComb, tokens * hc * hc, wantComb}} {
+				got := down[float32](t, e, p.got, p.n)
+				exact(t, name+" "+p.part+" vs unfused", got, down[float32](t, e, p.unf, p.n))
+				exact(t, name+" "+p.part+" vs reference", got, p.reference)
+			}
 		}
 	}
 }
@@ -355,9 +360,15 @@ func BenchmarkHCMixSplitDecode(b *testing.B) {
 	h, fn := up(b, e, bf16s(r, hc*dim, 1)), up(b, e, bf16s(r, mix*hc*dim, 0.01))
 	scale, base := up(b, e, []float32{0.5, 0.7, 1.3}), up(b, e, bf16s(r, mix, 1))
 	pre, post, comb := alloc(b, e, 4*hc), alloc(b, e, 4*hc), alloc(b, e, 4*hc*hc)
-	timeLaunches(b, e, 4*(mix+1)*hc*dim, func() error {
-		return e.k.HCMixSplit(e.s, "bench", pre, post, comb, h, 1, hc, dim, fn, 1e-20, scale, base, 20, 1e-6)
-	})
+	for _, wide := range []bool{true, false} {
+		b.Run(fmt.Sprintf("wide=%v", wide), func(b *testing.B) {
+			hcWide = wide
+			defer func() { hcWide = true }()
+			timeLaunches(b, e, 4*(mix+1)*hc*dim, func() error {
+				return e.k.HCMixSplit(e.s, "bench", pre, post, comb, h, 1, hc, dim, fn, 1e-20, scale, base, 20, 1e-6)
+			})
+		})
+	}
 }
 
 // BenchmarkPreNormQuantDecode: one token's hc_pre + rmsnorm + act_quant at

@@ -384,6 +384,18 @@ func runRoutedSwiGLU(c *call, f *fusion, st *runState) error {
 		float32(sw.Attrs.Float("limit", 0)), rw)
 }
 
+// hc_mix_split_wide's sizes (fused.cuh: HCW_STRIDE, HCW_MAX_MIX) and the
+// shared memory it takes at most.
+const (
+	hcWideStride = 1024 + 4
+	hcWideMaxMix = 24
+	hcWideShared = 2 * (hcWideMaxMix + 1) * hcWideStride * 4
+)
+
+// hcWide lets HCMixSplit take hc_mix_split_wide where it applies (the
+// benchmarks compare both).
+var hcWide = true
+
 // HCMixSplit is hc_mix + hc_split_sinkhorn in one launch (hc_mix_split):
 // h [tokens, hc, dim], fn [(2+hc)·hc, hc·dim]; pre, post [tokens, hc],
 // comb [tokens, hc, hc], as HCMixes then HCSplitSinkhorn write them.
@@ -392,7 +404,11 @@ func (k *Kernels) HCMixSplit(s *driver.Stream, what string, pre, post, comb, h d
 	if hc < 1 || hc > hcMax || iters < 1 {
 		return fmt.Errorf("cuda hc_mix_split: hc %d (1..%d) or iters %d (>= 1) not supported", hc, hcMax, iters)
 	}
-	return k.launch(s, "hc_mix_split", what, driver.Dim3{X: uint32(tokens), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
+	name, shmem := "hc_mix_split", 0
+	if _, ok := k.fn["hc_mix_split_wide"]; ok && hcWide && (2+hc)*hc <= hcWideMaxMix && (hc*dim)%4 == 0 {
+		name, shmem = "hc_mix_split_wide", 2*((2+hc)*hc+1)*hcWideStride*4
+	}
+	return k.launch(s, name, what, driver.Dim3{X: uint32(tokens), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, shmem,
 		driver.P(pre), driver.P(post), driver.P(comb), driver.P(h), driver.I(hc*dim), driver.P(fn), driver.I(hc), driver.F(normEps),
 		driver.P(scale), driver.P(base), driver.I(iters), driver.F(eps))
 }

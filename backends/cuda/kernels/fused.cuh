@@ -11,6 +11,37 @@
 #define HC_MIX_SH 3200                               // floats per product buffer (two buffers: 25.6 KB)
 #define HC_MIX_PER (HC_MIX_SH / HC_MIX_THREADS + 1) // products a thread stages per chunk
 
+// seq_add returns s + p[0] + p[1] + ... + p[len-1], added one by one in
+// ascending order (fp32). The loads of a group of 16 are issued before its
+// adds, so the chain waits on the adds alone, not on each shared load.
+__device__ __forceinline__ float seq_add(float s, const float* p, int len) {
+    int j = 0;
+    for (; j + 16 <= len; j += 16) {
+        float a[16];
+#pragma unroll
+        for (int u = 0; u < 16; u++) a[u] = p[j + u];
+#pragma unroll
+        for (int u = 0; u < 16; u++) s += a[u];
+    }
+    for (; j < len; j++) s += p[j];
+    return s;
+}
+
+// seq_add_dot returns s + fp32(x[0]·f[0]) + ... in ascending order, the
+// same way (each product rounded, then added: -fmad=false).
+__device__ __forceinline__ float seq_add_dot(float s, const float* x, const float* f, int len) {
+    int j = 0;
+    for (; j + 16 <= len; j += 16) {
+        float a[16];
+#pragma unroll
+        for (int u = 0; u < 16; u++) a[u] = x[j + u] * f[j + u];
+#pragma unroll
+        for (int u = 0; u < 16; u++) s += a[u];
+    }
+    for (; j < len; j++) s += x[j] * f[j];
+    return s;
+}
+
 // hc_mix_split is hc_mix + hc_split_sinkhorn + the slicing of its result
 // into pre [tokens, hc], post [tokens, hc] and comb [tokens, hc·hc], one
 // token per block (blockDim HC_MIX_THREADS). As hc_mixes: ρ by one warp in
@@ -64,9 +95,7 @@ __device__ __forceinline__ void hc_mix_split_body(float* pre, float* post, float
         const bool next = k + 1 < chunks;
         if (next) load(k + 1); // in flight while thread i adds chunk k
         if (tid < mix) {
-            const float* p = prod[k & 1] + tid * (C + 1);
-            const int len = min(C, n - k * C);
-            for (int j = 0; j < len; j++) s += p[j];
+            s = seq_add(s, prod[k & 1] + tid * (C + 1), min(C, n - k * C));
         }
         if (next) store(k + 1);
         __syncthreads();
@@ -189,4 +218,73 @@ extern "C" __global__ void gate_tail(long long* idx_out, float* w_out, const flo
             w_out[(size_t)row * k + tid] = (g[tid] / den) * mul;
         }
     }
+}
+
+#define HCW_THREADS 256
+#define HCW_C 1024              // chunk of c
+#define HCW_STRIDE (HCW_C + 4)  // row stride in floats: 16-byte rows, a 4-bank skew between mixes
+#define HCW_MAX_MIX 24          // hc <= 4: 2 stages × 25 rows × HCW_STRIDE floats = 205,600 bytes
+
+__device__ __forceinline__ unsigned fu_smem(const void* p) {
+    unsigned a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+// hc_mix_split_wide is hc_mix_split for hc <= 4 and n % 4 == 0 (16-byte
+// rows) with the raw fn rows and x of a chunk of 1024 copied to shared
+// memory by cp.async, one chunk in flight while thread i adds the previous
+// one: s += fp32(x_c·fn[i,c]) in ascending c, the same operations in the
+// same order as hc_mixes (the product is rounded before it is added:
+// -fmad=false). Dynamic shared memory 2·(mix+1)·HCW_STRIDE floats (past
+// 48 KiB: the launcher raises the function's limit). blockDim HCW_THREADS.
+extern "C" __global__ void __launch_bounds__(HCW_THREADS)
+    hc_mix_split_wide(float* pre, float* post, float* comb, const float* h, int n, const float* fn, int hc, float norm_eps,
+                      const float* scale, const float* base, int iters, float eps) {
+    extern __shared__ float4 shv[];
+    float* sh = (float*)shv;
+    __shared__ float mixes[HCW_MAX_MIX];
+    __shared__ float rho_sh;
+    const int mix = (2 + hc) * hc;
+    if (hc < 1 || mix > HCW_MAX_MIX || (n & 3) != 0) return;
+    const int t = blockIdx.x, tid = threadIdx.x;
+    const float* x = h + (size_t)t * n;
+    const int rowsPer = mix + 1; // the mixes' rows, then x
+    const int stage = rowsPer * HCW_STRIDE;
+    const int chunks = (n + HCW_C - 1) / HCW_C;
+    auto issue = [&](int k) {
+        float* buf = sh + (k & 1) * stage;
+        const int c0 = k * HCW_C;
+        for (int u = tid; u < rowsPer * (HCW_C / 4); u += HCW_THREADS) {
+            const int r = u / (HCW_C / 4), c = c0 + (u % (HCW_C / 4)) * 4;
+            if (c >= n) continue;
+            const float* src = r < mix ? fn + (size_t)r * n + c : x + c;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(fu_smem(buf + r * HCW_STRIDE + (c - c0))), "l"(src));
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    if (tid >= HCW_THREADS - 32) { // the last warp: ρ, as hc_mixes
+        const float ms = torch_sum_warp([&](int j) { float v = x[j]; return v * v; }, n) / (float)n;
+        if (tid == HCW_THREADS - 32) rho_sh = rsqrtf32(ms + norm_eps);
+    }
+    issue(0);
+    float s = 0.0f;
+    for (int k = 0; k < chunks; k++) {
+        if (k + 1 < chunks) issue(k + 1);
+        else asm volatile("cp.async.commit_group;\n" ::); // an empty group: the wait below counts the same
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+        __syncthreads(); // chunk k's copies, by every thread, visible
+        if (tid < mix) {
+            const float* buf = sh + (k & 1) * stage;
+            const float* f = buf + tid * HCW_STRIDE;
+            const float* xs = buf + mix * HCW_STRIDE;
+            s = seq_add_dot(s, xs, f, min(HCW_C, n - k * HCW_C));
+        }
+        __syncthreads(); // before chunk k+2 is copied over chunk k
+    }
+    if (tid < mix) mixes[tid] = s * rho_sh;
+    __syncthreads();
+    if (tid == 0)
+        hc_sinkhorn_token(pre + (size_t)t * hc, post + (size_t)t * hc, comb + (size_t)t * hc * hc, mixes, hc, scale, base,
+                          iters, eps);
 }
