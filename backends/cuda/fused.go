@@ -405,7 +405,7 @@ func (k *Kernels) HCMixSplit(s *driver.Stream, what string, pre, post, comb, h d
 		return fmt.Errorf("cuda hc_mix_split: hc %d (1..%d) or iters %d (>= 1) not supported", hc, hcMax, iters)
 	}
 	name, shmem := "hc_mix_split", 0
-	if _, ok := k.fn["hc_mix_split_wide"]; ok && hcWide && (2+hc)*hc <= hcWideMaxMix && (hc*dim)%4 == 0 {
+	if _, ok := k.fn["hc_mix_split_wide"]; ok && hcWide && (2+hc)*hc <= hcWideMaxMix && (hc*dim)%4 == 0 && hc*dim >= 32 {
 		name, shmem = "hc_mix_split_wide", 2*((2+hc)*hc+1)*hcWideStride*4
 	}
 	return k.launch(s, name, what, driver.Dim3{X: uint32(tokens), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, shmem,

@@ -246,7 +246,7 @@ extern "C" __global__ void __launch_bounds__(HCW_THREADS)
     __shared__ float mixes[HCW_MAX_MIX];
     __shared__ float rho_sh;
     const int mix = (2 + hc) * hc;
-    if (hc < 1 || mix > HCW_MAX_MIX || (n & 3) != 0) return;
+    if (hc < 1 || mix > HCW_MAX_MIX || (n & 3) != 0 || n < 32) return;
     const int t = blockIdx.x, tid = threadIdx.x;
     const float* x = h + (size_t)t * n;
     const int rowsPer = mix + 1; // the mixes' rows, then x
@@ -263,10 +263,13 @@ extern "C" __global__ void __launch_bounds__(HCW_THREADS)
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
-    if (tid >= HCW_THREADS - 32) { // the last warp: ρ, as hc_mixes
-        const float ms = torch_sum_warp([&](int j) { float v = x[j]; return v * v; }, n) / (float)n;
-        if (tid == HCW_THREADS - 32) rho_sh = rsqrtf32(ms + norm_eps);
-    }
+    // ρ: warp 1 runs torch_sum_warp's column cascade (n >= 32: 8-lane
+    // vectors, 32 columns) over the rows of 32 of each chunk as it lands in
+    // shared memory, then its leftovers and tail as torch_sum_warp does.
+    const int lane = tid & 31;
+    const int nv = n / 8, rows = nv / 4;
+    const int p = max(4, ceil_log2(rows) / 4), step = 1 << p, mask = step - 1;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     issue(0);
     float s = 0.0f;
     for (int k = 0; k < chunks; k++) {
@@ -274,6 +277,22 @@ extern "C" __global__ void __launch_bounds__(HCW_THREADS)
         else asm volatile("cp.async.commit_group;\n" ::); // an empty group: the wait below counts the same
         asm volatile("cp.async.wait_group 1;\n" ::: "memory");
         __syncthreads(); // chunk k's copies, by every thread, visible
+        if (tid >= 32 && tid < 64) { // ρ's rows of this chunk
+            const float* xs = sh + (k & 1) * stage + mix * HCW_STRIDE;
+            const int r1 = min(rows, (k + 1) * (HCW_C / 32));
+            for (int r = k * (HCW_C / 32); r < r1; r++) {
+                const float v = xs[(r - k * (HCW_C / 32)) * 32 + lane];
+                acc[0] += v * v;
+                if (((r + 1) & mask) == 0) { // a full block of step rows: the cascade
+                    const int i = r + 1;
+                    for (int j = 1; j < 4; j++) {
+                        acc[j] += acc[j - 1];
+                        acc[j - 1] = 0.0f;
+                        if ((i & (mask << (j * p))) != 0) break;
+                    }
+                }
+            }
+        }
         if (tid < mix) {
             const float* buf = sh + (k & 1) * stage;
             const float* f = buf + tid * HCW_STRIDE;
@@ -282,6 +301,31 @@ extern "C" __global__ void __launch_bounds__(HCW_THREADS)
         }
         __syncthreads(); // before chunk k+2 is copied over chunk k
     }
+    if (tid >= 32 && tid < 64) { // the rest of torch_sum_warp: leftover vectors, tail, lanes in order
+        float col = acc[0];
+        col += acc[1];
+        col += acc[2];
+        col += acc[3];
+        float a0 = col;
+        if (lane < 8)
+            for (int v = rows * 4; v < nv; v++) {
+                const float xv = x[v * 8 + lane];
+                a0 += xv * xv;
+            }
+        for (int kk = 1; kk < 4; kk++) {
+            const float o = __shfl_sync(FULL_MASK, col, (kk * 8 + lane) & 31);
+            if (lane < 8) a0 += o;
+        }
+        float sum = 0.0f;
+        if (lane == 0)
+            for (int i = nv * 8; i < n; i++) sum += x[i] * x[i];
+        for (int l = 0; l < 8; l++) {
+            const float o = __shfl_sync(FULL_MASK, a0, l);
+            if (lane == 0) sum += o;
+        }
+        if (lane == 0) rho_sh = rsqrtf32(sum / (float)n + norm_eps);
+    }
+    __syncthreads();
     if (tid < mix) mixes[tid] = s * rho_sh;
     __syncthreads();
     if (tid == 0)
