@@ -109,8 +109,20 @@ func (k *Kernels) TCQuantA(s *driver.Stream, what string, codes, scales, a drive
 var tcWGMMA = false
 
 // tcWGShared is matmul_fp8_wg's shared memory: TC_STAGES stages of
-// TC_WG_STAGE bytes and 1024 for aligning them.
-const tcWGShared = tcStages*35840 + 1024
+// TC_WG_STAGE bytes and 1024 for aligning them; tcWHShared matmul_fp8_wh's,
+// which adds its f16 tiles.
+const (
+	tcWGShared = tcStages*35840 + 1024
+	tcWHShared = tcWGShared + 65536
+)
+
+// tcF16 picks matmul_fp8_wh (wgmma on f16-widened tiles) for the fp8
+// products when tcWGMMA is off. Off: within the tolerance (it matched the
+// reference as mma.sync does) but no faster as it stands (215 against 220
+// TFLOP/s on wq_a at 8192 tokens: the widening, two barriers a K tile and
+// the wait after each block's wgmma serialise it); the skeleton for
+// overlapping the scaled adds with the next block's wgmma.
+var tcF16 = false
 
 func (k *Kernels) tcProduct(s *driver.Stream, fp4 bool, what string, out, codes, scales driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) error {
 	name, sh := "matmul_fp8_tc", tcShared(false)
@@ -119,6 +131,8 @@ func (k *Kernels) tcProduct(s *driver.Stream, fp4 bool, what string, out, codes,
 		name, sh = "matmul_fp4_tc", tcShared(true)
 	case tcWGMMA:
 		name, sh = "matmul_fp8_wg", tcWGShared
+	case tcF16:
+		name, sh = "matmul_fp8_wh", tcWHShared
 	}
 	return k.tcKernel(s, name, sh, what, out, codes, scales, m, kdim, w, wScale, n)
 }

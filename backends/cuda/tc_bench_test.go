@@ -39,6 +39,11 @@ func BenchmarkMatmulTC(b *testing.B) {
 					defer func() { tcWGMMA = false }()
 					benchTC(b, m, c.k, c.n, false, false)
 				})
+				b.Run(fmt.Sprintf("%s/m=%d/wgmma-f16", c.name, m), func(b *testing.B) {
+					tcF16 = true
+					defer func() { tcF16 = false }()
+					benchTC(b, m, c.k, c.n, false, false)
+				})
 			}
 		}
 	}

@@ -133,14 +133,19 @@ func tcCase(t *testing.T, fp4, real bool, m, k, n int) {
 		}
 	}
 
-	if !fp4 { // the wgmma kernel: measured and logged, not held to the tolerance (see tcWGMMA)
-		out3 := alloc(t, e, 4*m*n)
-		if err := e.k.tcKernel(e.s, "matmul_fp8_wg", tcWGShared, name, out3, scratch, scratch+driver.Ptr(m*k), m, k, dw, ds, n); err != nil {
-			t.Fatal(err)
+	if !fp4 { // the wgmma kernels: measured and logged, not held to the tolerance (see tcWGMMA)
+		for _, kn := range []struct {
+			name string
+			sh   int
+		}{{"matmul_fp8_wg", tcWGShared}, {"matmul_fp8_wh", tcWHShared}} {
+			out3 := alloc(t, e, 4*m*n)
+			if err := e.k.tcKernel(e.s, kn.name, kn.sh, name, out3, scratch, scratch+driver.Ptr(m*k), m, k, dw, ds, n); err != nil {
+				t.Fatal(err)
+			}
+			got := down[float32](t, e, out3, m*n)
+			t.Logf("%s (%s): %v", name, kn.name, compare(got, want, 16))
+			accuracy(t, name+" ("+kn.name+")", got, want, exactC)
 		}
-		got := down[float32](t, e, out3, m*n)
-		t.Logf("%s (wgmma): %v", name, compare(got, want, 16))
-		accuracy(t, name+" (wgmma)", got, want, exactC)
 	}
 	out2 := alloc(t, e, 4*m*n)
 	codesFn := e.k.MatmulFP8TCCodes

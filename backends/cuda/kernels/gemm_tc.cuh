@@ -24,7 +24,8 @@
 // Measured on the H200 (M = 8192): 220 TFLOP/s fp8 (wq_a), 170 fp4; the
 // same kernel without the scaled adds ran at 270, so mma.sync's e4m3 rate,
 // not the per-block promotion, bounds it. matmul_fp8_wg below (wgmma) ran
-// at 386 but wgmma's fp8 partials are not accurate enough (see there).
+// at 386 but wgmma's fp8 partials are not accurate enough (see there);
+// matmul_fp8_wh (wgmma on f16-widened tiles) is accurate but ran at 215.
 #pragma once
 #include "common.cuh"
 
@@ -361,6 +362,7 @@ __device__ __forceinline__ unsigned long long tc_wg_desc(unsigned addr) {
 // tc_wg_mma: d = A·B for one 32-wide K block (scale-d 0: no accumulator in),
 // issued and waited for in one statement so the compiler sees d written.
 __device__ __forceinline__ void tc_wg_mma(float d[64], unsigned long long da, unsigned long long db) {
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL // wgmma exists on sm_90a only (not in the compute_90 PTX)
     asm volatile("{\n"
                  "wgmma.fence.sync.aligned;\n"
                  "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 0, 1, 1;\n"
@@ -370,6 +372,10 @@ __device__ __forceinline__ void tc_wg_mma(float d[64], unsigned long long da, un
                  : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31]), "=f"(d[32]), "=f"(d[33]), "=f"(d[34]), "=f"(d[35]), "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]), "=f"(d[40]), "=f"(d[41]), "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]), "=f"(d[48]), "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]), "=f"(d[54]), "=f"(d[55]), "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
                  : "l"(da), "l"(db)
                  : "memory");
+#else
+    for (int i = 0; i < 64; i++) d[i] = __uint_as_float(0x7fc00000u);
+    asm volatile("trap;");
+#endif
 }
 
 __device__ __forceinline__ void tc_wg_load_stage(unsigned st, int kt, const unsigned char* a, const float* asc, int m, int k,
@@ -439,6 +445,160 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 1)
             const float sa0 = sAS[r0 * 4 + b], sa1 = sAS[r1 * 4 + b];
 #pragma unroll
             for (int cb = 0; cb < 4; cb++) { // 32-column scale blocks
+                const float sw = tc_e8m0(sWS[cb * 4 + b]);
+                const float s0 = sa0 * sw, s1 = sa1 * sw;
+#pragma unroll
+                for (int j = cb * 4; j < cb * 4 + 4; j++) {
+                    acc[4 * j] += p[4 * j] * s0;
+                    acc[4 * j + 1] += p[4 * j + 1] * s0;
+                    acc[4 * j + 2] += p[4 * j + 2] * s1;
+                    acc[4 * j + 3] += p[4 * j + 3] * s1;
+                }
+            }
+        }
+    }
+    tc_cp_wait<0>();
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = m0 + (h ? r1 : r0);
+        if (row >= m) continue;
+        float* orow = out + (size_t)row * n;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const int col = n0 + j * 8 + 2 * t;
+            const float v0 = bf16r(acc[4 * j + 2 * h]), v1 = bf16r(acc[4 * j + 2 * h + 1]);
+            if (col + 1 < n && (n & 1) == 0) {
+                *(float2*)(orow + col) = make_float2(v0, v1);
+            } else {
+                if (col < n) orow[col] = v0;
+                if (col + 1 < n) orow[col + 1] = v1;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// matmul_fp8_wh: the wgmma skeleton of matmul_fp8_wg on f16 operands, whose
+// sums are accurate where e4m3 wgmma's are not. Each K tile lands in an fp8
+// staging stage (cp.async, 4 deep, plain row-major), is widened once per
+// CTA into one f16 tile pair in wgmma's 128-byte-swizzled K-major form (two
+// 64-element K atoms per row), and two wgmma m64n128k16 (the second
+// accumulating) give each 32-wide block partial. The widening is exact and
+// bit-level: f16 bits (c & 0x7f) << 7 | sign << 15 are the value e4m3(c)·2^-8
+// (subnormals included), so the partial is P·2^-16, undone in the scale.
+// e4m3 NaN codes (0x7f, 0xff) become finite (checkpoints hold none). Shared
+// memory: TC_STAGES·TC_WG_STAGE + 65536 + 1024. Measured on the H200: as
+// close to the reference as mma.sync (checkpoint-like weights: 8 of 1.3M
+// outputs 1 ulp off), 215 TFLOP/s on wq_a at 8192 tokens (253 registers;
+// both warpgroups widen, wait and add in lockstep, so the tensor cores idle
+// during the scaled adds: overlapping them with the next block's wgmma is
+// the step that remains).
+__device__ __forceinline__ void tc_wh_mma(float d[64], unsigned long long da0, unsigned long long db0, unsigned long long da1, unsigned long long db1) {
+#ifdef __CUDA_ARCH_FEAT_SM90_ALL // wgmma exists on sm_90a only (not in the compute_90 PTX)
+    asm volatile("{\n"
+                 "wgmma.fence.sync.aligned;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, 0, 1, 1, 0, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %66, %67, 1, 1, 1, 0, 0;\n"
+                 "wgmma.commit_group.sync.aligned;\n"
+                 "wgmma.wait_group.sync.aligned 0;\n"
+                 "}\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31]), "=f"(d[32]), "=f"(d[33]), "=f"(d[34]), "=f"(d[35]), "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]), "=f"(d[40]), "=f"(d[41]), "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]), "=f"(d[48]), "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]), "=f"(d[54]), "=f"(d[55]), "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
+                 : "l"(da0), "l"(db0), "l"(da1), "l"(db1)
+                 : "memory");
+#else
+    for (int i = 0; i < 64; i++) d[i] = __uint_as_float(0x7fc00000u);
+    asm volatile("trap;");
+#endif
+}
+
+// tc_e4m3x2_f16x2: bytes 2h, 2h+1 of w widened to f16·2^-8 (low half first).
+template <int H>
+__device__ __forceinline__ unsigned tc_e4m3x2_f16x2(unsigned w) {
+    const unsigned v = __byte_perm(w, 0u, H ? 0x3424u : 0x1404u); // [0, b, 0, b']
+    return ((v >> 1) & 0x3f803f80u) | (v & 0x80008000u);
+}
+
+__device__ __forceinline__ void tc_wh_load_stage(unsigned st, int kt, const unsigned char* a, const float* asc, int m, int k,
+                                                 const unsigned char* w, const unsigned char* wsc, int n, int m0, int n0) {
+    const int tid = threadIdx.x, kb = k / 32, k0 = kt * TC_BK;
+#pragma unroll
+    for (int i = 0; i < TC_BM * 8 / TC_THREADS; i++) {
+        const int e = tid + i * TC_THREADS, r = e >> 3, c = e & 7, gr = m0 + r;
+        const bool ok = gr < m;
+        tc_cp16(st + e * 16, a + (ok ? (size_t)gr * k + k0 + c * 16 : 0), ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < TC_BN * 8 / TC_THREADS; i++) {
+        const int e = tid + i * TC_THREADS, r = e >> 3, c = e & 7, gn = n0 + r;
+        const bool ok = gn < n;
+        tc_cp16(st + 16384 + e * 16, w + (ok ? (size_t)gn * k + k0 + c * 16 : 0), ok ? 16 : 0);
+    }
+    if (tid < TC_BM) {
+        const int gr = m0 + tid;
+        const bool ok = gr < m;
+        tc_cp16(st + 32768 + tid * 16, asc + (ok ? (size_t)gr * kb + kt * 4 : 0), ok ? 16 : 0);
+    } else if (tid < TC_BM + TC_BN / 32) {
+        const int gb = n0 / 32 + tid - TC_BM;
+        const bool ok = gb < (n + 31) / 32;
+        tc_cp4(st + 34816 + (tid - TC_BM) * 4, wsc + (ok ? (size_t)gb * kb + kt * 4 : 0), ok ? 4 : 0);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 1)
+    matmul_fp8_wh(float* out, const unsigned char* a, const float* asc, int m, int k, const unsigned char* w, const unsigned char* wsc, int n) {
+    extern __shared__ __align__(1024) unsigned char tc_wh_smem[];
+    const unsigned raw = tc_smem_addr(tc_wh_smem), base = (raw + 1023u) & ~1023u;
+    unsigned char* gbase = tc_wh_smem + (base - raw);
+    const unsigned h16 = base + TC_STAGES * TC_WG_STAGE; // f16 A: 2 K atoms × 128 rows × 128 B, then f16 B the same
+    unsigned char* g16 = gbase + TC_STAGES * TC_WG_STAGE;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3, wg = warp >> 2, w4 = warp & 3;
+    const int m0 = blockIdx.y * TC_BM, n0 = blockIdx.x * TC_BN;
+    const int ktiles = k / TC_BK;
+    const int r0 = wg * 64 + w4 * 16 + g, r1 = r0 + 8;
+
+    float acc[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) acc[i] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < TC_STAGES - 1; s++) {
+        if (s < ktiles) tc_wh_load_stage(base + s * TC_WG_STAGE, s, a, asc, m, k, w, wsc, n, m0, n0);
+        tc_cp_commit();
+    }
+    for (int kt = 0; kt < ktiles; kt++) {
+        tc_cp_wait<TC_STAGES - 2>();
+        __syncthreads(); // tile kt staged; every warpgroup is done with the f16 tiles and stage kt-1
+        {
+            const int nk = kt + TC_STAGES - 1;
+            if (nk < ktiles) tc_wh_load_stage(base + (nk % TC_STAGES) * TC_WG_STAGE, nk, a, asc, m, k, w, wsc, n, m0, n0);
+            tc_cp_commit();
+        }
+        const int so = (kt % TC_STAGES) * TC_WG_STAGE;
+        // widen: chunk e of 16 codes (row e>>3, K 16(e&7)..) → f16 K atom (e&7)>>2, chunks 2(e&3), 2(e&3)+1
+#pragma unroll
+        for (int i = 0; i < 2 * TC_BM * 8 / TC_THREADS; i++) {
+            const int e = tid + i * TC_THREADS, part = e >> 10, ee = e & 1023, r = ee >> 3, c = ee & 7;
+            const uint4 v = *(const uint4*)(gbase + so + part * 16384 + ee * 16);
+            unsigned char* dst = g16 + part * 32768 + (c >> 2) * 16384 + r * 128;
+            const int c0 = 2 * (c & 3);
+            *(uint4*)(dst + ((c0 ^ (r & 7)) << 4)) = make_uint4(tc_e4m3x2_f16x2<0>(v.x), tc_e4m3x2_f16x2<1>(v.x), tc_e4m3x2_f16x2<0>(v.y), tc_e4m3x2_f16x2<1>(v.y));
+            *(uint4*)(dst + (((c0 + 1) ^ (r & 7)) << 4)) = make_uint4(tc_e4m3x2_f16x2<0>(v.z), tc_e4m3x2_f16x2<1>(v.z), tc_e4m3x2_f16x2<0>(v.w), tc_e4m3x2_f16x2<1>(v.w));
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); // the f16 tiles, visible to wgmma
+        __syncthreads();
+        const float* sAS = (const float*)(gbase + so + 32768);
+        const unsigned char* sWS = gbase + so + 34816;
+#pragma unroll
+        for (int b = 0; b < TC_BK / 32; b++) {
+            // K 32b..32b+31 (f16 elements) = atom b/2, bytes 64(b&1).. of each 128-byte row
+            const unsigned ao = h16 + (b >> 1) * 16384 + wg * 64 * 128 + (b & 1) * 64;
+            const unsigned bo = h16 + 32768 + (b >> 1) * 16384 + (b & 1) * 64;
+            float p[64];
+            tc_wh_mma(p, tc_wg_desc(ao), tc_wg_desc(bo), tc_wg_desc(ao + 32), tc_wg_desc(bo + 32));
+            const float sa0 = sAS[r0 * 4 + b] * 65536.0f, sa1 = sAS[r1 * 4 + b] * 65536.0f; // P·2^-16 back to P
+#pragma unroll
+            for (int cb = 0; cb < 4; cb++) {
                 const float sw = tc_e8m0(sWS[cb * 4 + b]);
                 const float s0 = sa0 * sw, s1 = sa1 * sw;
 #pragma unroll
