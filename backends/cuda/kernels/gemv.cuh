@@ -66,11 +66,37 @@ __device__ __forceinline__ float gemv_e8m0(unsigned b) {
 // gemv_e4m3_nan is nonzero when a byte of x has its low 7 bits all set.
 __device__ __forceinline__ unsigned gemv_e4m3_nan(unsigned x) { return ((x & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u; }
 
+// gemv_madd is p + a·w with the product rounded first, as the reference
+// computes it; FMA fuses the two, which gives the same bits when a·w is
+// exact in fp32 (the caller has checked that with gemv_acts_exact: then
+// round(a·w + p) = round(fl(a·w) + p)). One issue slot a weight fewer.
+template <bool FMA>
+__device__ __forceinline__ float gemv_madd(float p, float a, float w) {
+    if (FMA) return __fmaf_rn(a, w, p);
+    return p + a * w;
+}
+
+// gemv_acts_exact is true (for the whole block) when every activation of
+// a [m, lda] (first k columns) is a bf16 value (low 16 bits zero) with |a|
+// < 2^110: then a·w is exact in fp32 for every e2m1 or e4m3 weight (at most
+// 8 + 4 significant bits, the lowest at or above 2^-133·2^-9, no overflow),
+// which is what the fake-quantised activations of the block-scaled products
+// are. Every thread of the block must call it.
+__device__ __forceinline__ bool gemv_acts_exact(const float* a, int lda, int m, int k) {
+    int ok = 1;
+    for (int mi = 0; mi < m; mi++)
+        for (int c = threadIdx.x; c < k; c += blockDim.x) {
+            const float v = a[(size_t)mi * lda + c];
+            if ((__float_as_uint(v) & 0xffffu) != 0u || !(fabsf(v) < 0x1p110f)) ok = 0; // NaN fails too
+        }
+    return __syncthreads_and(ok) != 0;
+}
+
 // gemv_block_partials adds the products of one full 32-wide K block of
 // weights (words q: fp4 4 words of 8 nibbles, fp8 8 words of 4 bytes) with
 // activation rows a + mi·lda (mi < m), sequentially in c, into p[mi]
 // (zeroed by the caller), 8 columns at a time.
-template <bool FP4, int MR>
+template <bool FP4, int MR, bool FMA>
 __device__ __forceinline__ void gemv_block_partials(float* p, const unsigned* q, const float* a, int lda, int m) {
 #pragma unroll
     for (int c8 = 0; c8 < 32; c8 += 8) {
@@ -86,14 +112,14 @@ __device__ __forceinline__ void gemv_block_partials(float* p, const unsigned* q,
             if (mi < m) {
                 const float4 a0 = __ldg((const float4*)(a + (size_t)mi * lda + c8));
                 const float4 a1 = __ldg((const float4*)(a + (size_t)mi * lda + c8 + 4));
-                p[mi] += a0.x * wv[0];
-                p[mi] += a0.y * wv[1];
-                p[mi] += a0.z * wv[2];
-                p[mi] += a0.w * wv[3];
-                p[mi] += a1.x * wv[4];
-                p[mi] += a1.y * wv[5];
-                p[mi] += a1.z * wv[6];
-                p[mi] += a1.w * wv[7];
+                p[mi] = gemv_madd<FMA>(p[mi], a0.x, wv[0]);
+                p[mi] = gemv_madd<FMA>(p[mi], a0.y, wv[1]);
+                p[mi] = gemv_madd<FMA>(p[mi], a0.z, wv[2]);
+                p[mi] = gemv_madd<FMA>(p[mi], a0.w, wv[3]);
+                p[mi] = gemv_madd<FMA>(p[mi], a1.x, wv[4]);
+                p[mi] = gemv_madd<FMA>(p[mi], a1.y, wv[5]);
+                p[mi] = gemv_madd<FMA>(p[mi], a1.z, wv[6]);
+                p[mi] = gemv_madd<FMA>(p[mi], a1.w, wv[7]);
             }
         }
     }
@@ -123,7 +149,7 @@ __device__ void gemv_block_slow(float* p, const unsigned char* w, size_t first, 
 // u0, u1: fp4 u0 holds the block, fp8 both) for activation rows a (at the
 // block's first column) into dst[mi], taking the byte path when the block
 // is not full (fast false) or holds an e4m3 NaN code.
-template <bool FP4, int MR>
+template <bool FP4, int MR, bool FMA>
 __device__ __forceinline__ void gemv_one_block(float* dst, bool fast, uint4 u0, uint4 u1, const unsigned char* w, size_t first, int cnt,
                                                const float* a, int lda, int m, float sc) {
     float p[MR];
@@ -136,7 +162,7 @@ __device__ __forceinline__ void gemv_one_block(float* dst, bool fast, uint4 u0, 
         for (int t = 0; t < 8; t++) bad |= gemv_e4m3_nan(q[t]);
         fast = bad == 0;
     }
-    if (fast) gemv_block_partials<FP4, MR>(p, q, a, lda, m);
+    if (fast) gemv_block_partials<FP4, MR, FMA>(p, q, a, lda, m);
     else gemv_block_slow<FP4, MR>(p, w, first, cnt, a, lda, m);
 #pragma unroll
     for (int mi = 0; mi < MR; mi++) dst[mi] = p[mi] * sc;
@@ -147,7 +173,7 @@ __device__ __forceinline__ void gemv_one_block(float* dst, bool fast, uint4 u0, 
 // into part[(b·rb + r)·MR + mi] for every K block b; DUAL does the same for
 // a second weight (w2, ws2) into part2 with the same activations (the
 // routed gate and up projections). The caller synchronises and folds.
-template <bool FP4, int MR, bool DUAL>
+template <bool FP4, int MR, bool DUAL, bool FMA>
 __device__ __forceinline__ void gemv_bs_rows(float* part, float* part2, const float* a, int lda, int m, int k,
                                              const unsigned char* __restrict__ w, const unsigned char* __restrict__ ws,
                                              const unsigned char* __restrict__ w2, const unsigned char* __restrict__ ws2,
@@ -197,12 +223,12 @@ __device__ __forceinline__ void gemv_bs_rows(float* part, float* part2, const fl
                 const int lo = b * 32, cnt = min(32, k - lo);
                 const size_t first = (size_t)j * k + lo;
                 float* d = part + ((size_t)b * rb + r) * MR;
-                if (FP4) gemv_one_block<FP4, MR>(d, f, h ? v1 : v0, zero, w, first, cnt, a + lo, lda, m, gemv_e8m0(ws[srow + b]));
-                else gemv_one_block<FP4, MR>(d, f, v0, v1, w, first, cnt, a + lo, lda, m, gemv_e8m0(ws[srow + b]));
+                if (FP4) gemv_one_block<FP4, MR, FMA>(d, f, h ? v1 : v0, zero, w, first, cnt, a + lo, lda, m, gemv_e8m0(ws[srow + b]));
+                else gemv_one_block<FP4, MR, FMA>(d, f, v0, v1, w, first, cnt, a + lo, lda, m, gemv_e8m0(ws[srow + b]));
                 if (DUAL) {
                     float* d2 = part2 + ((size_t)b * rb + r) * MR;
-                    if (FP4) gemv_one_block<FP4, MR>(d2, f, h ? x1 : x0, zero, w2, first, cnt, a + lo, lda, m, gemv_e8m0(ws2[srow + b]));
-                    else gemv_one_block<FP4, MR>(d2, f, x0, x1, w2, first, cnt, a + lo, lda, m, gemv_e8m0(ws2[srow + b]));
+                    if (FP4) gemv_one_block<FP4, MR, FMA>(d2, f, h ? x1 : x0, zero, w2, first, cnt, a + lo, lda, m, gemv_e8m0(ws2[srow + b]));
+                    else gemv_one_block<FP4, MR, FMA>(d2, f, x0, x1, w2, first, cnt, a + lo, lda, m, gemv_e8m0(ws2[srow + b]));
                 }
             }
         }
@@ -228,7 +254,8 @@ __device__ void gemv_bs(float* out, int ldo, const float* a, int lda, int m, int
                         int rb_log2) {
     GEMV_DYN_SHARED(float, part);
     const int rb = 1 << rb_log2, row0 = blockIdx.x * rb, kb = (k + 31) / 32;
-    gemv_bs_rows<FP4, MR, false>(part, nullptr, a, lda, m, k, w, ws, nullptr, nullptr, n, row0, rb_log2);
+    if (gemv_acts_exact(a, lda, m, k)) gemv_bs_rows<FP4, MR, false, true>(part, nullptr, a, lda, m, k, w, ws, nullptr, nullptr, n, row0, rb_log2);
+    else gemv_bs_rows<FP4, MR, false, false>(part, nullptr, a, lda, m, k, w, ws, nullptr, nullptr, n, row0, rb_log2);
     __syncthreads();
     const int t = threadIdx.x;
     if (t < rb * MR) {
@@ -304,8 +331,10 @@ __device__ void gemv_routed_swiglu(float* out, const float* a, int adiv, int k, 
         return;
     }
     const size_t wo = (size_t)e * wstride, so = (size_t)e * sstride;
-    gemv_bs_rows<FP4, 1, true>(part, part + (size_t)kb * rb, a + (size_t)(q / adiv) * k, k, 1, k, w1 + wo, ws1 + so, w3 + wo, ws3 + so, n, row0,
-                               rb_log2);
+    const float* aq = a + (size_t)(q / adiv) * k;
+    if (gemv_acts_exact(aq, k, 1, k))
+        gemv_bs_rows<FP4, 1, true, true>(part, part + (size_t)kb * rb, aq, k, 1, k, w1 + wo, ws1 + so, w3 + wo, ws3 + so, n, row0, rb_log2);
+    else gemv_bs_rows<FP4, 1, true, false>(part, part + (size_t)kb * rb, aq, k, 1, k, w1 + wo, ws1 + so, w3 + wo, ws3 + so, n, row0, rb_log2);
     __syncthreads();
     const int t = threadIdx.x;
     if (t < rb && row0 + t < n) {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <cmath>
 #include <cstdint>
+#include <atomic>
 #include <barrier>
 #include <thread>
 #include <vector>
@@ -31,11 +32,22 @@ inline uint3 blockIdx;
 inline dim3 blockDim, gridDim;
 inline std::barrier<>* g_bar;
 inline void __syncthreads() { g_bar->arrive_and_wait(); }
+inline std::atomic<int> emu_fail{0};
+inline int __syncthreads_and(int p) {
+    __syncthreads();
+    if (!p) emu_fail = 1;
+    __syncthreads();
+    const int r = !emu_fail;
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) emu_fail = 0;
+    return r;
+}
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline float __fsqrt_rn(float x) { return std::sqrt(x); }
-using std::min; using std::max; using std::signbit; using std::isinf;
+using std::min; using std::max; using std::signbit; using std::isinf; using std::fabs; inline float fabsf(float x) { return std::fabs(x); }
 inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
 inline float __shfl_sync(unsigned, float v, int, int = 32) { return v; }
 inline unsigned __shfl_sync(unsigned, unsigned v, int, int = 32) { return v; }

@@ -36,9 +36,11 @@ static void check(const char* name, const std::vector<float>& got, const std::ve
 int main(){
     struct C{bool fp4; int m,k,n,rbl;};
     std::vector<C> cs={{false,1,1000,77,0},{false,3,1000,77,2},{false,8,200,33,2},{false,1,5120,40,1},{false,2,48,3,1},{true,1,1000,77,3},{true,3,80,40,2},{true,8,4100,9,2},{true,1,5120,64,5},{false,1,4100,37,5},{true,2,64,1,0}};
-    for(auto c: cs){
+    for(auto c: cs) for (int full32 = 0; full32 < 2; full32++) {
         int kb=(c.k+31)/32;
-        std::vector<float> a(c.m*c.k); for(auto& x:a) x=qact();
+        // fake-quantised activations (the fused multiply-add path) or full
+        // fp32 ones (products inexact: the separate path)
+        std::vector<float> a(c.m*c.k); for(auto& x:a) x = full32 ? qact()*(1.0f+(rng()%65536)/16777216.0f) : qact();
         size_t wb = c.fp4 ? (size_t)c.n*c.k/2 : (size_t)c.n*c.k;
         std::vector<unsigned char> w(wb+64); for(auto& x:w) x=rng()&0xff;
         if(!c.fp4){ for(auto& x: w) if((x&0x7f)==0x7f) x^=1; w[5]=0x7f; if(wb>c.k+9) w[c.k+9]=0xff; }
@@ -50,7 +52,7 @@ int main(){
         auto run=[&]{ if(c.fp4){ if(c.m==1) gemv_fp4_m1(got.data(),a.data(),c.m,c.k,w.data(),s.data(),c.n,c.rbl); else if(c.m<=2) gemv_fp4_m2(got.data(),a.data(),c.m,c.k,w.data(),s.data(),c.n,c.rbl); else if(c.m<=4) gemv_fp4_m4(got.data(),a.data(),c.m,c.k,w.data(),s.data(),c.n,c.rbl); else gemv_fp4_m8(got.data(),a.data(),c.m,c.k,w.data(),s.data(),c.n,c.rbl);}
             else { if(c.m==1) gemv_fp8_m1(got.data(),a.data(),c.m,c.k,w.data(),s.data(),c.n,c.rbl); else if(c.m<=2) gemv_fp8_m2(got.data(),a.data(),c.m,c.k,w.data(),s.data(),c.n,c.rbl); else if(c.m<=4) gemv_fp8_m4(got.data(),a.data(),c.m,c.k,w.data(),s.data(),c.n,c.rbl); else gemv_fp8_m8(got.data(),a.data(),c.m,c.k,w.data(),s.data(),c.n,c.rbl);} };
         launch(g,{256,1,1},run);
-        char name[128]; snprintf(name,sizeof name,"bs fp4=%d m%d k%d n%d rb%d",c.fp4,c.m,c.k,c.n,rb);
+        char name[128]; snprintf(name,sizeof name,"bs fp4=%d m%d k%d n%d rb%d fp32 acts %d",c.fp4,c.m,c.k,c.n,rb,full32);
         check(name,got,want);
     }
     // routed + swiglu (fp4 and fp8), one bad id
