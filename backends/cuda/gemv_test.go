@@ -57,6 +57,41 @@ func TestGemvFP8GPU(t *testing.T) {
 	}
 }
 
+// TestGemvFP32ActsGPU: activations that are not bf16 values take the
+// separate multiply and add (their products are not exact), fp8 and fp4.
+func TestGemvFP32ActsGPU(t *testing.T) {
+	e := gpu(t)
+	r := rng(t)
+	for _, fp4 := range []bool{false, true} {
+		const m, k, n = 2, 5120, 1280
+		a := make([]float32, m*k)
+		for i := range a {
+			a[i] = float32(r.NormFloat64())
+		}
+		kb := ceilDiv(k, 32)
+		want := make([]float32, m*n)
+		var w, s []byte
+		if fp4 {
+			w, s = randBytes(r, n*k/2), e8m0s(r, n*kb)
+			kernels.MatmulFP4(want, a, m, k, w, s, n)
+		} else {
+			w, s = e4m3Codes(r, n*k), e8m0s(r, ceilDiv(n, 32)*kb)
+			kernels.MatmulFP8(want, a, m, k, w, s, n)
+		}
+		out := alloc(t, e, 4*len(want))
+		var err error
+		if fp4 {
+			err = e.k.MatmulFP4(e.s, "gemv fp4", out, up(t, e, a), m, k, up(t, e, w), up(t, e, s), n)
+		} else {
+			err = e.k.MatmulFP8(e.s, "gemv fp8", out, up(t, e, a), m, k, up(t, e, w), up(t, e, s), n)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact(t, fmt.Sprintf("gemv fp4 %v, fp32 activations", fp4), down[float32](t, e, out, len(want)), want)
+	}
+}
+
 func TestGemvFP4GPU(t *testing.T) {
 	e := gpu(t)
 	r := rng(t)
