@@ -181,3 +181,28 @@ func (k *Kernels) MatmulFP4TC(s *driver.Stream, what string, out, a driver.Ptr, 
 	}
 	return k.tcProduct(s, true, what, out, codes, scales, m, kdim, w, wScale, n)
 }
+
+// MatmulTCGrouped is the routed experts' product at prefill on tensor
+// cores, rows grouped by expert: group q is rows offs[q]..offs[q+1] of
+// codes (e4m3 [rows, kdim]), scales (fp32 [rows, kdim/32]) and out
+// ([rows, n]), multiplied by expert ids[q] of r (fp4 or fp8 stack); offs
+// (int32 [groups+1]) and ids (int64 [groups]) stay on the GPU, so the
+// counts the gate chose need not come back to the host. rows bounds
+// offs[groups]. Each group's rows equal MatmulFP4TCCodes/MatmulFP8TCCodes
+// with that expert's weights.
+func (k *Kernels) MatmulTCGrouped(s *driver.Stream, what string, out, codes, scales driver.Ptr, rows, kdim int, r Routed, n int, offs, ids driver.Ptr, groups int) error {
+	name := "matmul_fp8_tc_grouped"
+	if r.FP4 {
+		name = "matmul_fp4_tc_grouped"
+	}
+	if kdim <= 0 || kdim%tcBK != 0 {
+		return fmt.Errorf("cuda %s for %s: k = %d is not a positive multiple of %d", name, what, kdim, tcBK)
+	}
+	if groups <= 0 || rows <= 0 {
+		return nil
+	}
+	grid := driver.Dim3{X: uint32(ceilDiv(n, tcBN)), Y: uint32(ceilDiv(rows, tcBM) + groups), Z: 1}
+	return k.tcLaunch(s, name, what, grid, driver.Dim3{X: tcThreads, Y: 1, Z: 1}, tcShared(r.FP4),
+		driver.P(out), driver.P(codes), driver.P(scales), driver.I(kdim), driver.P(r.W), driver.L(r.WStride),
+		driver.P(r.Scale), driver.L(r.ScaleStride), driver.I(n), driver.P(offs), driver.P(ids), driver.I(groups), driver.I(r.Experts))
+}

@@ -264,3 +264,63 @@ func accuracy(t *testing.T, name string, got, want []float32, exact []float64) (
 	t.Logf("%s: distance from the exact product, bf16 ulps: kernel %.2f, reference %.2f", name, worstGot, worstRef)
 	return worstGot, worstRef
 }
+
+// TestMatmulTCGroupedGPU: rows grouped by expert (an empty group, groups
+// shorter and longer than a tile, one with a bad id), each group's rows
+// against the reference product with its expert's weights.
+func TestMatmulTCGroupedGPU(t *testing.T) {
+	e := gpu(t)
+	r := rng(t)
+	for _, fp4 := range []bool{true, false} {
+		const experts, k, n = 6, 256, 200
+		counts := []int{0, 1, 130, 255, 7, 3}
+		ids := []int64{2, 5, 0, 2, 4, 9} // 9: out of range
+		offs := []int32{0}
+		for _, c := range counts {
+			offs = append(offs, offs[len(offs)-1]+int32(c))
+		}
+		rows := int(offs[len(offs)-1])
+		x := bf16s(r, rows*k, 1)
+		codes, scales := make([]byte, rows*k), make([]float32, rows*k/32)
+		numfmt.ActQuant(x, 32, codes, scales)
+		wPer, sPer := n*k, ((n+31)/32)*(k/32)
+		if fp4 {
+			wPer, sPer = n*k/2, n*(k/32)
+		}
+		var w, s []byte
+		if fp4 {
+			w, s = randBytes(r, experts*wPer), e8m0s(r, experts*sPer)
+		} else { // checkpoint-like: uniform codes cancel (see tcCase)
+			for range experts {
+				ew, es := checkpointFP8(r, n, k)
+				w, s = append(w, ew...), append(s, es...)
+			}
+		}
+		out := alloc(t, e, 4*rows*n)
+		rt := Routed{FP4: fp4, W: up(t, e, w), Scale: up(t, e, s), WStride: wPer, ScaleStride: sPer, Experts: experts}
+		if err := e.k.MatmulTCGrouped(e.s, "grouped", out, up(t, e, codes), up(t, e, scales), rows, k, rt, n, up(t, e, offs), up(t, e, ids), len(counts)); err != nil {
+			t.Fatal(err)
+		}
+		got := down[float32](t, e, out, rows*n)
+		for q, c := range counts {
+			lo := int(offs[q])
+			g := got[lo*n : (lo+c)*n]
+			if ids[q] >= experts {
+				for i, v := range g {
+					if v == v {
+						t.Fatalf("fp4 %v group %d (bad id): element %d = %g, want NaN", fp4, q, i, v)
+					}
+				}
+				continue
+			}
+			want := make([]float32, c*n)
+			ew, es := w[int(ids[q])*wPer:][:wPer], s[int(ids[q])*sPer:][:sPer]
+			if fp4 {
+				kernels.MatmulFP4(want, x[lo*k:(lo+c)*k], c, k, ew, es, n)
+			} else {
+				kernels.MatmulFP8(want, x[lo*k:(lo+c)*k], c, k, ew, es, n)
+			}
+			golden(t, fmt.Sprintf("grouped fp4 %v group %d (%d rows, expert %d)", fp4, q, c, ids[q]), g, want)
+		}
+	}
+}

@@ -146,14 +146,15 @@ __device__ __forceinline__ void tc_load_stage(unsigned char* st, int kt, const u
     }
 }
 
+// gemm_tc computes the 128×128 output tile at (m0, n0).
 template <bool FP4>
-__device__ void gemm_tc(float* out, const unsigned char* a, const float* asc, int m, int k, const unsigned char* w, const unsigned char* wsc, int n) {
+__device__ void gemm_tc(float* out, const unsigned char* a, const float* asc, int m, int k, const unsigned char* w, const unsigned char* wsc, int n,
+                        int m0, int n0) {
     typedef TCStage<FP4> S;
     extern __shared__ __align__(128) unsigned char tc_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int wm = warp >> 2, wn = warp & 3; // warp tile: rows wm·64, columns wn·32
-    const int m0 = blockIdx.y * TC_BM, n0 = blockIdx.x * TC_BN;
     const int ktiles = k / TC_BK;
 
     float acc[4][4][4];
@@ -282,7 +283,7 @@ __device__ void gemm_tc(float* out, const unsigned char* a, const float* asc, in
 // ceil(m/128)), block 256, dynamic shared memory TC_STAGES·TCStage<false>::bytes.
 extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
     matmul_fp8_tc(float* out, const unsigned char* a, const float* asc, int m, int k, const unsigned char* w, const unsigned char* wsc, int n) {
-    gemm_tc<false>(out, a, asc, m, k, w, wsc, n);
+    gemm_tc<false>(out, a, asc, m, k, w, wsc, n, blockIdx.y * TC_BM, blockIdx.x * TC_BN);
 }
 
 // matmul_fp4_tc: as matmul_fp8_tc with w packed e2m1 [n, k/2] (even element
@@ -290,7 +291,49 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
 // TC_STAGES·TCStage<true>::bytes.
 extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
     matmul_fp4_tc(float* out, const unsigned char* a, const float* asc, int m, int k, const unsigned char* w, const unsigned char* wsc, int n) {
-    gemm_tc<true>(out, a, asc, m, k, w, wsc, n);
+    gemm_tc<true>(out, a, asc, m, k, w, wsc, n, blockIdx.y * TC_BM, blockIdx.x * TC_BN);
+}
+
+// matmul_fp4_tc_grouped / matmul_fp8_tc_grouped: the routed experts'
+// products at prefill, rows grouped by expert. Group q holds rows
+// offs[q]..offs[q+1] of a (codes [R,k]), asc ([R,k/32]) and out ([R,n]),
+// all multiplied by expert ids[q]'s weights at w + e·wstride bytes, scales
+// at wsc + e·sstride (int32 offs [groups+1] and int64 ids [groups] stay on
+// the GPU). Row-block y of the grid is the y-th 128-row tile in group
+// order; the grid has ceil(R/128) + groups rows of blocks (enough for any
+// counts), the extra ones return. An id outside [0, nexperts) poisons its
+// group's rows (NaN). grid (ceil(n/128), ceil(R/128) + groups), block 256.
+template <bool FP4>
+__device__ void gemm_tc_grouped(float* out, const unsigned char* a, const float* asc, int k, const unsigned char* w, long long wstride,
+                                const unsigned char* wsc, long long sstride, int n, const int* offs, const long long* ids, int groups, int nexperts) {
+    int tile = blockIdx.y, q = 0;
+    for (; q < groups; q++) { // uniform across the block
+        const int nt = (offs[q + 1] - offs[q] + TC_BM - 1) / TC_BM;
+        if (tile < nt) break;
+        tile -= nt;
+    }
+    if (q == groups) return;
+    const int r0 = offs[q] + tile * TC_BM, rows = min(TC_BM, offs[q + 1] - r0), n0 = blockIdx.x * TC_BN;
+    const long long e = ids[q];
+    if (e < 0 || e >= nexperts) {
+        for (int i = threadIdx.x; i < rows * TC_BN; i += TC_THREADS) {
+            const int c = n0 + i % TC_BN;
+            if (c < n) out[(size_t)(r0 + i / TC_BN) * n + c] = __uint_as_float(0x7fc00000u);
+        }
+        return;
+    }
+    gemm_tc<FP4>(out + (size_t)r0 * n, a + (size_t)r0 * k, asc + (size_t)r0 * (k / 32), rows, k, w + e * wstride, wsc + e * sstride, n, 0, n0);
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
+    matmul_fp4_tc_grouped(float* out, const unsigned char* a, const float* asc, int k, const unsigned char* w, long long wstride, const unsigned char* wsc,
+                          long long sstride, int n, const int* offs, const long long* ids, int groups, int nexperts) {
+    gemm_tc_grouped<true>(out, a, asc, k, w, wstride, wsc, sstride, n, offs, ids, groups, nexperts);
+}
+extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
+    matmul_fp8_tc_grouped(float* out, const unsigned char* a, const float* asc, int k, const unsigned char* w, long long wstride, const unsigned char* wsc,
+                          long long sstride, int n, const int* offs, const long long* ids, int groups, int nexperts) {
+    gemm_tc_grouped<false>(out, a, asc, k, w, wstride, wsc, sstride, n, offs, ids, groups, nexperts);
 }
 
 // tc_quant_a: the e4m3 codes [rows·k] and fp32 scales [rows·k/32] of
