@@ -82,14 +82,43 @@ __device__ __forceinline__ float gemv_madd(float p, float a, float w) {
 // 8 + 4 significant bits, the lowest at or above 2^-133·2^-9, no overflow),
 // which is what the fake-quantised activations of the block-scaled products
 // are. Every thread of the block must call it.
+__device__ __forceinline__ bool gemv_act_ok(float v) {
+    return (__float_as_uint(v) & 0xffffu) == 0u && fabsf(v) < 0x1p110f; // NaN fails too
+}
 __device__ __forceinline__ bool gemv_acts_exact(const float* a, int lda, int m, int k) {
     int ok = 1;
-    for (int mi = 0; mi < m; mi++)
-        for (int c = threadIdx.x; c < k; c += blockDim.x) {
-            const float v = a[(size_t)mi * lda + c];
-            if ((__float_as_uint(v) & 0xffffu) != 0u || !(fabsf(v) < 0x1p110f)) ok = 0; // NaN fails too
+    const bool vec = (((size_t)a & 15u) == 0) && (lda & 3) == 0 && (k & 3) == 0;
+    for (int mi = 0; mi < m; mi++) {
+        const float* ar = a + (size_t)mi * lda;
+        if (vec) {
+            for (int c = 4 * threadIdx.x; c < k; c += 4 * blockDim.x) {
+                const float4 v = __ldg((const float4*)(ar + c));
+                if (!(gemv_act_ok(v.x) && gemv_act_ok(v.y) && gemv_act_ok(v.z) && gemv_act_ok(v.w))) ok = 0;
+            }
+        } else {
+            for (int c = threadIdx.x; c < k; c += blockDim.x)
+                if (!gemv_act_ok(ar[c])) ok = 0;
         }
+    }
     return __syncthreads_and(ok) != 0;
+}
+
+// gemv_prefetch asks for the 32-byte chunk at p in L2 (no register, no
+// wait): a thread's first chunk, requested before the activation check so
+// that the weights are on their way while the block reads the activations.
+__device__ __forceinline__ void gemv_prefetch(const void* p) {
+#ifdef __CUDA_ARCH__
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
+// gemv_prefetch_first prefetches the first chunk thread threadIdx.x will
+// read of row row0 + r of w (gemv_bs_rows' split of rows and K groups).
+template <bool FP4>
+__device__ __forceinline__ void gemv_prefetch_first(const unsigned char* w, int k, int n, int row0, int rb_log2) {
+    const int r = threadIdx.x & ((1 << rb_log2) - 1), g = threadIdx.x >> rb_log2;
+    const size_t rowBytes = FP4 ? (size_t)k / 2 : (size_t)k;
+    if (row0 + r < n && (size_t)g * 32 < rowBytes) gemv_prefetch(w + (size_t)(row0 + r) * rowBytes + (size_t)g * 32);
 }
 
 // gemv_block_partials adds the products of one full 32-wide K block of
@@ -254,6 +283,7 @@ __device__ void gemv_bs(float* out, int ldo, const float* a, int lda, int m, int
                         int rb_log2) {
     GEMV_DYN_SHARED(float, part);
     const int rb = 1 << rb_log2, row0 = blockIdx.x * rb, kb = (k + 31) / 32;
+    gemv_prefetch_first<FP4>(w, k, n, row0, rb_log2);
     if (gemv_acts_exact(a, lda, m, k)) gemv_bs_rows<FP4, MR, false, true>(part, nullptr, a, lda, m, k, w, ws, nullptr, nullptr, n, row0, rb_log2);
     else gemv_bs_rows<FP4, MR, false, false>(part, nullptr, a, lda, m, k, w, ws, nullptr, nullptr, n, row0, rb_log2);
     __syncthreads();
@@ -332,6 +362,8 @@ __device__ void gemv_routed_swiglu(float* out, const float* a, int adiv, int k, 
     }
     const size_t wo = (size_t)e * wstride, so = (size_t)e * sstride;
     const float* aq = a + (size_t)(q / adiv) * k;
+    gemv_prefetch_first<FP4>(w1 + wo, k, n, row0, rb_log2);
+    gemv_prefetch_first<FP4>(w3 + wo, k, n, row0, rb_log2);
     if (gemv_acts_exact(aq, k, 1, k))
         gemv_bs_rows<FP4, 1, true, true>(part, part + (size_t)kb * rb, aq, k, 1, k, w1 + wo, ws1 + so, w3 + wo, ws3 + so, n, row0, rb_log2);
     else gemv_bs_rows<FP4, 1, true, false>(part, part + (size_t)kb * rb, aq, k, 1, k, w1 + wo, ws1 + so, w3 + wo, ws3 + so, n, row0, rb_log2);
