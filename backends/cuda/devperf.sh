@@ -1,0 +1,53 @@
+#!/bin/sh
+# Issue 13's device call (see NOTES.md): build the fatbin, run the package's
+# tests against it (kernels, conformance, whole models, graphs, fusions),
+# the decode/prefill kernel benchmarks with the copy bandwidth measured in
+# the same run, and exec -bench on the synthetic full-width slice
+# (bench/configs/slice.json) with CUDA graphs on and off. Built here first
+# (no Go on the device machine), carried as .devbin:
+#   CGO_ENABLED=0 go build -ldflags='-s -w' -o .devbin/ ./cmd/exec
+#   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o .devbin/cuda.test ./backends/cuda/
+# Run from the repository root: sh backends/cuda/devperf.sh. At most 8 files
+# come back through $OUT: summary.txt, build.log, ds4.fatbin(.sha256),
+# cuda.log (tests, then benchmarks), slice.log, slice-graphs.json,
+# slice-nographs.json. SKIP_TESTS=1 and SKIP_SLICE=1 leave parts out.
+set -u
+OUT=${OUT:-/tmp/devperf}
+mkdir -p "$OUT"
+BIN=$(pwd)/.devbin
+K=backends/cuda/kernels
+S=$OUT/summary.txt
+row() { printf '%-40s %s\n' "$1" "$2" >>"$S"; }
+nvidia-smi -L >"$S" 2>&1
+t0=$(date +%s)
+(sh $K/build.sh) >"$OUT/build.log" 2>&1
+row "fatbin build ($(($(date +%s)-t0))s)" "rc $?; $(grep -c 'spill' "$OUT/build.log") ptxas lines naming spills ($(grep -E '[1-9][0-9]* bytes spill' "$OUT/build.log" | wc -l) nonzero)"
+cp $K/ds4.fatbin $K/ds4.fatbin.sha256 "$OUT/"
+export DS4_CUDA_FATBIN=$(pwd)/$K/ds4.fatbin  # absolute: the tests run in backends/cuda, exec in the root
+L=$OUT/cuda.log
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  t0=$(date +%s)
+  (cd backends/cuda && timeout ${TESTS_S:-240} "$BIN/cuda.test" -test.v -test.count=1 -test.timeout ${TESTS_S:-240}s) >"$L" 2>&1
+  rc=$?
+  row "cuda tests ($(($(date +%s)-t0))s)" "rc $rc; $(grep -c '^--- PASS' "$L") pass, $(grep -c -- '--- FAIL' "$L") fail, $(grep -c -- '--- SKIP' "$L") skip"
+  grep -E -- '--- FAIL' "$L" | head -20 >>"$S"
+fi
+t0=$(date +%s)
+echo "== benchmarks" >>"$L"
+(cd backends/cuda && timeout ${BENCH_S:-150} "$BIN/cuda.test" -test.run '^$' -test.bench "${BENCH:-Copy|Decode|TC}" -test.benchtime 50x) >>"$L" 2>&1
+row "benchmarks ($(($(date +%s)-t0))s)" "rc $?"
+grep -E '^Benchmark.*(GB/s|TFLOP)' "$L" | sed 's/  */ /g' | cut -c1-150 >>"$S"
+if [ "${SKIP_SLICE:-0}" != 1 ]; then
+  for g in ${GRAPHS:-true false}; do
+    f=slice-graphs; [ $g = false ] && f=slice-nographs
+    echo "== exec -bench slice, cuda-graphs=$g" >>"$OUT/slice.log"
+    t0=$(date +%s)
+    timeout ${SLICE_S:-200} "$BIN/exec" -bench -synthetic -config bench/configs/slice.json -backend cuda -cuda-graphs=$g \
+      -bench-floor-gbs 4300 -bench-prefill "${PREFILL:-1024,8192}" -bench-context 128 -bench-decode 32 -bench-repeats 1 \
+      -probe-mb 2048 -json >"$OUT/$f.json" 2>>"$OUT/slice.log"
+    row "exec -bench slice graphs=$g ($(($(date +%s)-t0))s)" "rc $?"
+    PREFILL=1  # the second run times decode only
+  done
+  grep -E 'synthetic weights|error' "$OUT/slice.log" | head -5 >>"$S"
+fi
+cat "$S"
