@@ -166,7 +166,7 @@ func init() {
 		{name: "probe-mb-without-bench", cmd: "exec", want: "-probe-mb only makes sense with -bench", setup: flagsExec("-prompt-ids", "1,2", "-probe-mb", "8")},
 		{name: "bench-with-prompt", cmd: "exec", want: "-prompt-ids has no effect with -bench (it times random prompts)", setup: flagsExec("-bench", "-prompt-ids", "1,2")},
 		{name: "bench-repeats-zero", cmd: "exec", want: "-bench-repeats 0: must be ≥ 1", setup: flagsExec("-bench", "-bench-repeats", "0")},
-		{name: "bench-context-memory", cmd: "exec", want: "decode after 1000000000 tokens: a session of batch 1 and maximum length 1000000019 needs ", setup: flagsExec("-bench", "-bench-context", "1000000000")},
+		{name: "bench-context-memory", cmd: "exec", want: "decode after 1000000000 tokens: a session of batch 1 and maximum length 1000000035 needs ", setup: flagsExec("-bench", "-bench-context", "1000000000")},
 		{name: "probe-memory", cmd: "exec", want: "the bandwidth probe buffer of 104857600000000 bytes (95.4 TiB) is more than ", setup: flagsExec("-bench", "-bench-prefill", "1", "-bench-decode", "1", "-probe-mb", "100000000")},
 		{name: "trace-in-with-prompt", cmd: "exec", want: "-prompt-ids has no effect with -trace-in", setup: flagsTraceCase("", nil, "-prompt-ids", "1")},
 		{name: "trace-in-decode-dtype", cmd: "exec", want: `trace.safetensors: tensor "inputs.decode_input_ids": cannot convert F32 to int64`, setup: flagsTraceCase("F32", []int{1, 2})},
