@@ -104,8 +104,8 @@ func (g *GPU) fits(need int64, what string) error {
 // the fp8 wo_a stays fp8 (the products read them as stored); fp8 and fp4
 // products and the Engram tables keep codes and scales; other float
 // weights become fp32 values. A weight a non-product op reads as stored is
-// widened at its first such use (the host bytes stay mapped while the model
-// is open).
+// widened at its first such use (only those weights keep their host bytes,
+// mapped from a checkpoint while the model is open).
 func (g *GPU) BindWeight(w *backends.HostWeight) (backends.Buffer, error) {
 	use := "values"
 	if len(w.Shape) == 2 && (w.Format == "bf16" || w.Format == "fp8") {
@@ -128,7 +128,13 @@ func (g *GPU) BindWeight(w *backends.HostWeight) (backends.Buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.W.src = w
+	v.W.codes, v.W.scales = len(hw.data), len(hw.scale)
+	if hw.kind == LayoutBF16 || hw.kind == LayoutStoredFP8 {
+		// Only these layouts are widened later (values); keeping every
+		// weight's host bytes would hold a generated model (synth.Source)
+		// in host memory twice over.
+		v.W.src = w
+	}
 	return v, nil
 }
 
@@ -227,8 +233,8 @@ func (g *GPU) downloadWeight(v *Value, t *backends.Tensor, name string) (*backen
 		t.I64 = make([]int64, v.Numel())
 		err = Download(g.st, t.I64, v.Ptr, name)
 	case LayoutQuant, LayoutStoredFP8:
-		if t.U8, err = bytes(v.Ptr, len(v.W.src.Data)); err == nil {
-			t.Scale, err = bytes(v.W.Scale, len(v.W.src.Scale))
+		if t.U8, err = bytes(v.Ptr, v.W.codes); err == nil {
+			t.Scale, err = bytes(v.W.Scale, v.W.scales)
 		}
 	case LayoutRouted:
 		r := v.W.Routed
@@ -279,7 +285,7 @@ func (g *GPU) bindHostTable(w *backends.HostWeight, hw *hostWeight) (*Value, err
 	g.mu.Unlock()
 	hostTables.Add(1)
 	return &Value{DType: w.DType, Shape: append([]int(nil), w.Shape...), Ptr: hb.Dev,
-		W: &Layout{Kind: LayoutQuant, Scale: hb.Dev + driver.Ptr(off), src: w, host: hb}}, nil
+		W: &Layout{Kind: LayoutQuant, Scale: hb.Dev + driver.Ptr(off), codes: len(hw.data), scales: len(hw.scale), host: hb}}, nil
 }
 
 // Free implements backends.Device.

@@ -36,7 +36,9 @@ type Layout struct {
 	Routed *Routed
 	Bytes  int64 // device bytes (codes, scales, values)
 
-	src     *backends.HostWeight // the checkpoint bytes (mapped while the model is open)
+	src     *backends.HostWeight // a bf16 or stored-fp8 matrix's host bytes, for values (nil for other layouts)
+	codes   int                  // bytes of codes (LayoutQuant, LayoutStoredFP8), as downloaded
+	scales  int                  // bytes of e8m0 scales (LayoutQuant, LayoutStoredFP8)
 	widened driver.Ptr           // fp32 values of a bf16 or fp8 matrix, made at a first non-product use
 	host    *driver.HostBuffer   // an Engram table kept in host memory (Bytes 0: none on the GPU)
 }
