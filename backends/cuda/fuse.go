@@ -62,13 +62,16 @@ type runState struct {
 
 // fuse replaces the steps of the runs planFusions finds; the fused kernels
 // must be in the loaded module (an image built before them leaves the
-// program unfused). Option cuda-fusions=false turns fusion off.
-func (p *Program) fuse() {
-	if on, err := backends.BoolOption("cuda-fusions", true); err != nil || !on {
-		return
+// program unfused). Option cuda-fusions=false turns fusion off; a value
+// that is not a boolean is an error (the option is read, so exec's check
+// for unread options would not catch it).
+func (p *Program) fuse() error {
+	on, err := backends.BoolOption("cuda-fusions", true)
+	if err != nil {
+		return err
 	}
-	if !p.gpu.k.bindFused() {
-		return
+	if !on || !p.gpu.k.bindFused() {
+		return nil
 	}
 	runs := planFusions(p.seg)
 	for _, f := range runs {
@@ -82,6 +85,7 @@ func (p *Program) fuse() {
 	for _, i := range planCastViews(p.seg, runs) {
 		p.steps[i] = castView(p.steps[i])
 	}
+	return nil
 }
 
 // castView is a cast of bf16 values to f32 as a view of its argument's

@@ -95,7 +95,10 @@ func (gpu *GPU) prepare(seg *backends.Segment) (*Program, error) {
 			return nil, err
 		}
 	}
-	p.fuse() // fuse.go: runs of nodes that one fused kernel computes
+	if err := p.fuse(); err != nil { // fuse.go: runs of nodes that one fused kernel computes
+		p.Close()
+		return nil, err
+	}
 	var err error
 	if p.flags, err = gpu.alloc(int64(4*max(len(p.flag), 1)), "error flags"); err != nil {
 		p.Close()

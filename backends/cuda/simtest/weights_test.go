@@ -1,10 +1,15 @@
 package simtest
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/ir"
+	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/passes"
 )
 
 // TestQuantWeightDownload: an fp8 product weight and an expert stack,
@@ -47,5 +52,32 @@ func TestQuantWeightDownload(t *testing.T) {
 		if err := d.Free(buf); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestFusionOptionRefused: cuda-fusions with a value that is not a boolean
+// is refused when the programs are prepared (not read as "off").
+func TestFusionOptionRefused(t *testing.T) {
+	backends.SetOptions(map[string]string{"cuda-fusions": "flase"})
+	defer backends.SetOptions(nil)
+	path := filepath.Join("..", "..", "..", "testdata", "tiny")
+	cfg, err := deepseekv4.LoadConfig(filepath.Join(path, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := deepseekv4.BuildModule(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := passes.Run(m, passes.ParseNames("default"), passes.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := engine.Open(m, path, "cuda")
+	if err == nil {
+		md.Close()
+		t.Fatal("cuda-fusions=flase was accepted")
+	}
+	if !strings.Contains(err.Error(), "cuda-fusions") {
+		t.Errorf("error %q does not name the option", err)
 	}
 }
