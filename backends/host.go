@@ -311,3 +311,80 @@ func ProcKiB(path string) (map[string]int64, error) {
 	}
 	return m, nil
 }
+
+// RowView implements RowDevice: row row of t's leading axis, sharing t's
+// slices (capped, so that an append cannot reach the next row).
+func (d *HostDevice) RowView(b Buffer, row int) (Buffer, error) {
+	t, err := HostTensor(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(t.Shape) == 0 || row < 0 || row >= t.Shape[0] {
+		return nil, fmt.Errorf("row %d of a tensor of shape %v", row, t.Shape)
+	}
+	if t.Scale != nil || t.Parts != nil {
+		return nil, fmt.Errorf("row view of a quantised or stacked tensor")
+	}
+	n := t.NumElements() / t.Shape[0]
+	lo, hi := row*n, (row+1)*n
+	v := &Tensor{DType: t.DType, Shape: append([]int{1}, t.Shape[1:]...)}
+	if t.F32 != nil {
+		v.F32 = t.F32[lo:hi:hi]
+	}
+	if t.I64 != nil {
+		v.I64 = t.I64[lo:hi:hi]
+	}
+	if t.I32 != nil {
+		v.I32 = t.I32[lo:hi:hi]
+	}
+	if t.U8 != nil {
+		v.U8 = t.U8[lo:hi:hi]
+	}
+	return v, nil
+}
+
+// CopyRow implements RowDevice.
+func (d *HostDevice) CopyRow(dst Buffer, row int, src Buffer) error {
+	v, err := d.RowView(dst, row)
+	if err != nil {
+		return err
+	}
+	s, err := HostTensor(src)
+	if err != nil {
+		return err
+	}
+	r := v.(*Tensor)
+	if len(s.F32) != len(r.F32) || len(s.I64) != len(r.I64) || len(s.I32) != len(r.I32) || len(s.U8) != len(r.U8) {
+		return fmt.Errorf("copying a %v %s tensor into a row of %v", s.Shape, s.DType, dst.(*Tensor).Shape)
+	}
+	copy(r.F32, s.F32)
+	copy(r.I64, s.I64)
+	copy(r.I32, s.I32)
+	copy(r.U8, s.U8)
+	return nil
+}
+
+// Clone implements RowDevice.
+func (d *HostDevice) Clone(b Buffer) (Buffer, error) {
+	t, err := HostTensor(b)
+	if err != nil {
+		return nil, err
+	}
+	c := &Tensor{DType: t.DType, Shape: append([]int(nil), t.Shape...), Parts: t.Parts}
+	if t.F32 != nil {
+		c.F32 = append([]float32(nil), t.F32...)
+	}
+	if t.I64 != nil {
+		c.I64 = append([]int64(nil), t.I64...)
+	}
+	if t.I32 != nil {
+		c.I32 = append([]int32(nil), t.I32...)
+	}
+	if t.U8 != nil {
+		c.U8 = append([]byte(nil), t.U8...)
+	}
+	if t.Scale != nil {
+		c.Scale = append([]byte(nil), t.Scale...)
+	}
+	return c, nil
+}

@@ -21,6 +21,7 @@ type Runner struct {
 	// on every call.
 	inputs [][]string
 	values map[string]int
+	rp     *rowPlan // the ragged cut (rows.go), made on the first ragged call
 }
 
 // NewRunner prepares every segment of pl on the device of its backend
@@ -73,6 +74,10 @@ type Call struct {
 	OpTimes map[string]*OpTime
 	// NodeTimes, when not nil, is Env.NodeTimes of every launch.
 	NodeTimes map[*ir.Node]*OpTime
+	// RowPos and RowState make a ragged call (RunRows): each row's start
+	// position and its state (views of its rows of the state buffers).
+	RowPos   []int
+	RowState []map[string]Buffer
 }
 
 // Run launches every segment, waits for the devices and returns the

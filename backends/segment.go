@@ -164,19 +164,33 @@ func (pl *Placement) cut(caps []Capabilities) {
 	for i, c := range pl.Chain {
 		host[c] = caps[i].Host
 	}
+	pl.Segments = cutSegments(pl.Graph, func(n *ir.Node) string { return pl.Backend[n] }, pl.Backend, func(seg *Segment, a *ir.Node) {
+		if from := pl.Backend[a]; from != seg.Backend {
+			pl.Transfers = append(pl.Transfers, Transfer{Node: a, From: from, To: seg.Backend, ToSeg: seg.Index, HandOver: host[from] && host[seg.Backend]})
+		}
+	})
+}
+
+// cutSegments splits g's nodes into runs of one key (a node's backend,
+// and for a ragged call whether it runs per row) and finds their
+// boundaries: each segment's In (calling crossing for each) and Out.
+func cutSegments(g *ir.Graph, key func(*ir.Node) string, backend map[*ir.Node]string, crossing func(seg *Segment, a *ir.Node)) []*Segment {
+	var segs []*Segment
 	segOf := map[*ir.Node]int{}
 	var cur *Segment
-	for _, n := range pl.Graph.Nodes {
-		be := pl.Backend[n]
-		if cur == nil || cur.Backend != be {
-			cur = &Segment{Graph: pl.Graph, Index: len(pl.Segments), Backend: be}
-			pl.Segments = append(pl.Segments, cur)
+	curKey := ""
+	for _, n := range g.Nodes {
+		k := key(n)
+		if cur == nil || curKey != k {
+			cur = &Segment{Graph: g, Index: len(segs), Backend: backend[n]}
+			curKey = k
+			segs = append(segs, cur)
 		}
 		cur.Nodes = append(cur.Nodes, n)
 		segOf[n] = cur.Index
 	}
 	out := map[*ir.Node]bool{}
-	for _, seg := range pl.Segments {
+	for _, seg := range segs {
 		seen := map[*ir.Node]bool{}
 		for _, n := range seg.Nodes {
 			for _, a := range n.Args {
@@ -186,22 +200,23 @@ func (pl *Placement) cut(caps []Capabilities) {
 				seen[a] = true
 				seg.In = append(seg.In, a)
 				out[a] = true
-				if from := pl.Backend[a]; from != seg.Backend {
-					pl.Transfers = append(pl.Transfers, Transfer{Node: a, From: from, To: seg.Backend, ToSeg: seg.Index, HandOver: host[from] && host[seg.Backend]})
+				if crossing != nil {
+					crossing(seg, a)
 				}
 			}
 		}
 	}
-	for _, o := range pl.Graph.Outputs {
+	for _, o := range g.Outputs {
 		out[o.Node] = true
 	}
-	for _, seg := range pl.Segments {
+	for _, seg := range segs {
 		for _, n := range seg.Nodes {
 			if out[n] {
 				seg.Out = append(seg.Out, n)
 			}
 		}
 	}
+	return segs
 }
 
 // ByBackend counts the nodes of each op on each backend.

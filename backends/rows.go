@@ -1,0 +1,495 @@
+package backends
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ds4go/ds4/ir"
+)
+
+// Rows at different positions in one call (issue 15). The graphs are built
+// around one start position per call (the start_pos input; shapes that
+// mention P), so a ragged call cannot run every node once for all rows.
+// RowWise classifies the nodes: a per-row node (it depends on the position,
+// or reads a per-row value that cannot be stacked back into a [B, ...]
+// tensor) runs once per row with B = 1 at that row's position; every other
+// node (matmuls, norms, MoE, ...) runs once for all rows. The runner cuts
+// the graph where the class changes (RunRows), slices the inputs of a
+// per-row run to its row (views, so in-place updates of the state land in
+// that row) and stacks its outputs back for the batched nodes.
+
+// RowDevice is a device that can run rows at different positions: the
+// optional interface RunRows needs of every device of the placement.
+type RowDevice interface {
+	Device
+	// RowView is row `row` of b's leading axis, a buffer of leading size 1
+	// sharing b's memory (writes through it land in b).
+	RowView(b Buffer, row int) (Buffer, error)
+	// CopyRow copies src's values into row `row` of dst's leading axis
+	// (src holds one row's elements).
+	CopyRow(dst Buffer, row int, src Buffer) error
+	// Clone is a copy of b in memory of its own.
+	Clone(b Buffer) (Buffer, error)
+}
+
+// RowsCapable reports whether every device of the placement can run rows
+// at different positions (RowDevice).
+func RowsCapable(pl *Placement, devs map[string]Device) bool {
+	for _, seg := range pl.Segments {
+		if _, ok := devs[seg.Backend].(RowDevice); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// mentionsP reports whether a type's shape depends on the start position.
+func mentionsP(t ir.Type) bool {
+	for _, d := range t.Shape {
+		if strings.ContainsRune(d.Sym, 'P') {
+			return true
+		}
+	}
+	return false
+}
+
+// stackable reports whether per-row values of type t can be stacked into
+// one value of all rows: a leading batch axis and no size that depends on
+// the position.
+func stackable(t ir.Type) bool {
+	return len(t.Shape) > 0 && t.Shape[0].Sym == "B" && !mentionsP(t)
+}
+
+// RowWise classifies the nodes of g: true for a per-row node (run once per
+// row of a ragged call). A node is per-row when it is the start_pos input
+// or a state, its type or an argument's type mentions P, or it reads a
+// per-row value that is not stackable; a node without arguments (weights,
+// constants, RoPE tables, the tokens) is per-row when all its readers are,
+// so that it does not cut a per-row run.
+func RowWise(g *ir.Graph) map[*ir.Node]bool {
+	rw := map[*ir.Node]bool{}
+	readers := map[*ir.Node][]*ir.Node{}
+	for _, n := range g.Nodes {
+		r := mentionsP(n.Type) || n.Op == "state" || (n.Op == "input" && n.Attrs.Str("name", "") == "start_pos")
+		if info := n.Info(); info != nil && info.Has(ir.StateUpdate) && len(n.Args) > 0 && rw[n.Args[0]] {
+			r = true // an in-place update of a per-row state updates that row
+		}
+		for _, a := range n.Args {
+			readers[a] = append(readers[a], n)
+			if mentionsP(a.Type) || (rw[a] && !stackable(a.Type)) {
+				r = true
+			}
+		}
+		if r {
+			rw[n] = true
+		}
+	}
+	for _, n := range g.Nodes {
+		if len(n.Args) > 0 || rw[n] || len(readers[n]) == 0 {
+			continue
+		}
+		all := true
+		for _, u := range readers[n] {
+			all = all && rw[u]
+		}
+		if all {
+			rw[n] = true
+		}
+	}
+	return rw
+}
+
+// rowPlan is a placement cut again where the per-row class changes, with
+// its programs (prepared on the first ragged call).
+type rowPlan struct {
+	segs    []*Segment
+	rowwise []bool // per segment
+	progs   []Program
+	inputs  [][]string
+	rw      map[*ir.Node]bool
+	segOf   map[*ir.Node]int
+	state   map[*ir.Node]string // per-row nodes whose value is a state's (the state node or an in-place update of it)
+}
+
+// rows prepares the runner's ragged plan once.
+func (r *Runner) rows() (*rowPlan, error) {
+	if r.rp != nil {
+		return r.rp, nil
+	}
+	if !RowsCapable(r.pl, r.devs) {
+		return nil, fmt.Errorf("graph %s: a backend of %s cannot run rows at different positions", r.pl.Graph.Name, strings.Join(r.pl.Chain, " → "))
+	}
+	rw := RowWise(r.pl.Graph)
+	rp := &rowPlan{rw: rw, segOf: map[*ir.Node]int{}, state: map[*ir.Node]string{}}
+	rp.segs = cutSegments(r.pl.Graph, func(n *ir.Node) string {
+		if rw[n] {
+			return r.pl.Backend[n] + "|rows"
+		}
+		return r.pl.Backend[n]
+	}, r.pl.Backend, nil)
+	for _, seg := range rp.segs {
+		rp.rowwise = append(rp.rowwise, rw[seg.Nodes[0]])
+		var names []string
+		for _, n := range seg.Nodes {
+			rp.segOf[n] = seg.Index
+			if n.Op == "input" {
+				names = append(names, n.Attrs.Str("name", ""))
+			}
+			if n.Op == "state" {
+				rp.state[n] = n.Attrs.Str("name", "")
+			} else if info := n.Info(); info != nil && info.Has(ir.StateUpdate) && len(n.Args) > 0 && rp.state[n.Args[0]] != "" && rw[n] {
+				rp.state[n] = rp.state[n.Args[0]]
+			}
+		}
+		rp.inputs = append(rp.inputs, names)
+		p, err := r.devs[seg.Backend].Prepare(seg)
+		if err != nil {
+			return nil, fmt.Errorf("backend %s: preparing row segment %d (%d nodes from %%%d %s): %w", seg.Backend, seg.Index, len(seg.Nodes), seg.Nodes[0].ID, seg.Nodes[0].Op, err)
+		}
+		rp.progs = append(rp.progs, p)
+	}
+	r.rp = rp
+	return rp, nil
+}
+
+// RowSegments is the ragged cut of the runner's graph (for tests and
+// reports): each segment and whether it runs once per row.
+func (r *Runner) RowSegments() ([]*Segment, []bool, error) {
+	rp, err := r.rows()
+	if err != nil {
+		return nil, nil, err
+	}
+	return rp.segs, rp.rowwise, nil
+}
+
+// rowCall is the state of one ragged call.
+type rowCall struct {
+	r     *Runner
+	rp    *rowPlan
+	c     *Call
+	full  map[string]map[*ir.Node]Buffer   // by backend: values of all rows
+	rows  []map[string]map[*ir.Node]Buffer // by row, backend: per-row values
+	ins   map[string]map[string]Buffer     // by backend: uploaded inputs
+	made  map[string][]Buffer              // buffers the call made, by backend (freed at the end)
+	start map[string][]Buffer              // by backend: each row's start_pos
+}
+
+// RunRows runs a ragged call: row b at position c.RowPos[b] with the state
+// c.RowState[b] (views of its rows of the state buffers); c.B is the number
+// of rows, c.StartPos is ignored. Per-row segments run once per row with
+// B = 1; their stackable outputs are copied into values of all rows, the
+// others kept per row. Probes are not supported (c.Probe must be nil).
+func (r *Runner) RunRows(c *Call) (map[string]Buffer, error) {
+	if len(c.RowPos) != c.B || len(c.RowState) != c.B {
+		return nil, fmt.Errorf("ragged call of %d rows with %d positions and %d states", c.B, len(c.RowPos), len(c.RowState))
+	}
+	if c.Probe != nil {
+		return nil, fmt.Errorf("ragged call: probes are not supported")
+	}
+	rp, err := r.rows()
+	if err != nil {
+		return nil, err
+	}
+	rc := &rowCall{r: r, rp: rp, c: c, full: map[string]map[*ir.Node]Buffer{}, ins: map[string]map[string]Buffer{},
+		made: map[string][]Buffer{}, start: map[string][]Buffer{}, rows: make([]map[string]map[*ir.Node]Buffer, c.B)}
+	for b := range rc.rows {
+		rc.rows[b] = map[string]map[*ir.Node]Buffer{}
+	}
+	out, err := rc.run()
+	if ferr := rc.free(out); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (rc *rowCall) run() (map[string]Buffer, error) {
+	c, rp := rc.c, rc.rp
+	for i, seg := range rp.segs {
+		be := seg.Backend
+		if !rp.rowwise[i] {
+			env, err := rc.env(be, c.B, c.StartPos, c.State)
+			if err != nil {
+				return nil, err
+			}
+			if env.Inputs, err = rc.inputs(be, rp.inputs[i], -1); err != nil {
+				return nil, err
+			}
+			for _, a := range seg.In {
+				if env.Values[a], err = rc.value(a, be, -1); err != nil {
+					return nil, err
+				}
+			}
+			if err := rp.progs[i].Launch(env); err != nil {
+				return nil, err
+			}
+			if rc.full[be] == nil {
+				rc.full[be] = map[*ir.Node]Buffer{}
+			}
+			for _, n := range seg.Out {
+				v, ok := env.Values[n]
+				if !ok {
+					return nil, &KernelPanic{Node: fmt.Sprintf("%%%d (%s)", n.ID, n.Op), Value: fmt.Sprintf("backend %s did not return the value of segment %d's output", be, seg.Index)}
+				}
+				rc.full[be][n] = v
+			}
+			continue
+		}
+		if err := rc.runRows(i, seg); err != nil {
+			return nil, err
+		}
+	}
+	for be := range rc.full {
+		if err := rc.r.devs[be].Sync(); err != nil {
+			return nil, fmt.Errorf("backend %s: %w", be, err)
+		}
+	}
+	out := map[string]Buffer{}
+	for _, o := range rc.r.pl.Graph.Outputs {
+		v, err := rc.value(o.Node, rc.r.pl.Backend[o.Node], -1)
+		if err != nil {
+			return nil, err
+		}
+		out[o.Name] = v
+	}
+	return out, nil
+}
+
+// runRows runs per-row segment i once for every row and keeps its outputs:
+// stacked into a value of all rows when stackable, else per row.
+func (rc *rowCall) runRows(i int, seg *Segment) error {
+	c, rp, be := rc.c, rc.rp, seg.Backend
+	d := rc.r.devs[be].(RowDevice)
+	stacked := map[*ir.Node]Buffer{}
+	for b := 0; b < c.B; b++ {
+		env, err := rc.env(be, 1, c.RowPos[b], c.RowState[b])
+		if err != nil {
+			return err
+		}
+		if env.Inputs, err = rc.inputs(be, rp.inputs[i], b); err != nil {
+			return err
+		}
+		for _, a := range seg.In {
+			if env.Values[a], err = rc.value(a, be, b); err != nil {
+				return err
+			}
+		}
+		if err := rp.progs[i].Launch(env); err != nil {
+			return err
+		}
+		if rc.rows[b][be] == nil {
+			rc.rows[b][be] = map[*ir.Node]Buffer{}
+		}
+		for _, n := range seg.Out {
+			v, ok := env.Values[n]
+			if !ok {
+				return &KernelPanic{Node: fmt.Sprintf("%%%d (%s)", n.ID, n.Op), Value: fmt.Sprintf("backend %s did not return the value of segment %d's output", be, seg.Index)}
+			}
+			if rp.state[n] != "" { // the state row itself: read through the row's view
+				continue
+			}
+			if stackable(n.Type) {
+				if stacked[n] == nil {
+					dt, sh := v.Type()
+					if len(sh) == 0 || sh[0] != 1 {
+						return fmt.Errorf("%%%d (%s): a per-row value of shape %v", n.ID, n.Op, sh)
+					}
+					all, err := d.Alloc(dt, append([]int{c.B}, sh[1:]...))
+					if err != nil {
+						return fmt.Errorf("backend %s: %%%d (%s): %w", be, n.ID, n.Op, err)
+					}
+					rc.made[be] = append(rc.made[be], all)
+					stacked[n] = all
+				}
+				if err := d.CopyRow(stacked[n], b, v); err != nil {
+					return fmt.Errorf("backend %s: %%%d (%s) row %d: %w", be, n.ID, n.Op, b, err)
+				}
+				continue
+			}
+			cp, err := d.Clone(v)
+			if err != nil {
+				return fmt.Errorf("backend %s: %%%d (%s) row %d: %w", be, n.ID, n.Op, b, err)
+			}
+			rc.made[be] = append(rc.made[be], cp)
+			rc.rows[b][be][n] = cp
+		}
+	}
+	if rc.full[be] == nil {
+		rc.full[be] = map[*ir.Node]Buffer{}
+	}
+	for n, v := range stacked {
+		rc.full[be][n] = v
+	}
+	return nil
+}
+
+// env is a launch environment on backend be for rows rows at position pos.
+func (rc *rowCall) env(be string, rows, pos int, state map[string]Buffer) (*Env, error) {
+	c := rc.c
+	env := &Env{B: rows, S: c.S, M: c.M, StartPos: pos, State: state, Arena: c.Arenas[be],
+		Values: map[*ir.Node]Buffer{}, OpTimes: c.OpTimes, NodeTimes: c.NodeTimes}
+	if c.Weight != nil {
+		env.Weight = func(n *ir.Node) (Buffer, error) { return c.Weight(be, n) }
+	}
+	if c.Rope != nil {
+		env.Rope = func(n *ir.Node) (Buffer, error) { return c.Rope(be, n) }
+	}
+	return env, nil
+}
+
+// inputs are the graph inputs names on backend be: of all rows (row < 0) or
+// of one row (a view of its row; start_pos is the row's position).
+func (rc *rowCall) inputs(be string, names []string, row int) (map[string]Buffer, error) {
+	m := map[string]Buffer{}
+	d := rc.r.devs[be]
+	for _, name := range names {
+		if row >= 0 && name == "start_pos" {
+			if rc.start[be] == nil {
+				rc.start[be] = make([]Buffer, rc.c.B)
+			}
+			if rc.start[be][row] == nil {
+				b, err := d.Upload(&Tensor{DType: ir.I64, Shape: []int{}, I64: []int64{int64(rc.c.RowPos[row])}})
+				if err != nil {
+					return nil, fmt.Errorf("backend %s: uploading start_pos: %w", be, err)
+				}
+				rc.start[be][row] = b
+				rc.made[be] = append(rc.made[be], b)
+			}
+			m[name] = rc.start[be][row]
+			continue
+		}
+		if rc.ins[be] == nil {
+			rc.ins[be] = map[string]Buffer{}
+		}
+		b, ok := rc.ins[be][name]
+		if !ok {
+			t, ok := rc.c.Inputs[name]
+			if !ok {
+				return nil, fmt.Errorf("input %q not given", name)
+			}
+			var err error
+			if b, err = d.Upload(t); err != nil {
+				return nil, fmt.Errorf("backend %s: uploading input %q: %w", be, name, err)
+			}
+			rc.ins[be][name] = b
+			rc.made[be] = append(rc.made[be], b)
+		}
+		if row >= 0 {
+			if _, sh := b.Type(); len(sh) > 0 && sh[0] == rc.c.B {
+				v, err := d.(RowDevice).RowView(b, row)
+				if err != nil {
+					return nil, fmt.Errorf("backend %s: input %q row %d: %w", be, name, row, err)
+				}
+				b = v
+			}
+		}
+		m[name] = b
+	}
+	return m, nil
+}
+
+// value is node a's value for a reader on backend to: of all rows (row <
+// 0) or of one row.
+func (rc *rowCall) value(a *ir.Node, to string, row int) (Buffer, error) {
+	rp := rc.rp
+	from := rc.r.pl.Backend[a]
+	var v Buffer
+	switch {
+	case rp.state[a] != "":
+		name := rp.state[a]
+		if row >= 0 {
+			v = rc.c.RowState[row][name]
+		} else {
+			return rc.stackState(a, name, to)
+		}
+	case rp.rw[a] && row >= 0:
+		v = rc.rows[row][from][a]
+		if v == nil {
+			v = rc.full[from][a]
+			if v != nil {
+				return rc.view(v, from, to, row, a)
+			}
+		}
+	default:
+		v = rc.full[from][a]
+		if v != nil && row >= 0 && stackable(a.Type) {
+			return rc.view(v, from, to, row, a)
+		}
+	}
+	if v == nil {
+		return nil, fmt.Errorf("%%%d (%s): no value (row %d) for backend %s", a.ID, a.Op, row, to)
+	}
+	return rc.moved(v, from, to)
+}
+
+// moved is v (on backend from) on backend to: the same buffer between host
+// backends (Download and Upload hand the tensor over), else a copy.
+func (rc *rowCall) moved(v Buffer, from, to string) (Buffer, error) {
+	if from == to || v == nil {
+		return v, nil
+	}
+	t, err := rc.r.devs[from].Download(v)
+	if err != nil {
+		return nil, fmt.Errorf("backend %s: reading a value for %s: %w", from, to, err)
+	}
+	out, err := rc.r.devs[to].Upload(t)
+	if err != nil {
+		return nil, fmt.Errorf("backend %s: receiving a value from %s: %w", to, from, err)
+	}
+	if Buffer(t) != out {
+		rc.made[to] = append(rc.made[to], out)
+	}
+	return out, nil
+}
+
+// view is row row of v (on backend from) on backend to.
+func (rc *rowCall) view(v Buffer, from, to string, row int, a *ir.Node) (Buffer, error) {
+	v, err := rc.moved(v, from, to)
+	if err != nil {
+		return nil, err
+	}
+	out, err := rc.r.devs[to].(RowDevice).RowView(v, row)
+	if err != nil {
+		return nil, fmt.Errorf("backend %s: %%%d (%s) row %d: %w", to, a.ID, a.Op, row, err)
+	}
+	return out, nil
+}
+
+// stackState is a copy of the rows' state name for a batched reader.
+func (rc *rowCall) stackState(a *ir.Node, name, to string) (Buffer, error) {
+	from := rc.r.pl.Backend[a]
+	d := rc.r.devs[from].(RowDevice)
+	var all Buffer
+	for b := range rc.c.B {
+		v := rc.c.RowState[b][name]
+		if all == nil {
+			dt, sh := v.Type()
+			var err error
+			if all, err = d.Alloc(dt, append([]int{rc.c.B}, sh[1:]...)); err != nil {
+				return nil, err
+			}
+			rc.made[from] = append(rc.made[from], all)
+		}
+		if err := d.CopyRow(all, b, v); err != nil {
+			return nil, fmt.Errorf("backend %s: state %q row %d: %w", from, name, b, err)
+		}
+	}
+	return rc.moved(all, from, to)
+}
+
+// free releases the buffers the call made, except the outputs.
+func (rc *rowCall) free(out map[string]Buffer) error {
+	for be, bs := range rc.made {
+		for _, b := range bs {
+			if isOneOf(b, out) {
+				continue
+			}
+			if err := rc.r.devs[be].Free(b); err != nil {
+				return fmt.Errorf("backend %s: %w", be, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/ir"
+)
+
+// BatchOptions sizes a batch: Slots rows that advance independently, each
+// up to MaxLen tokens; MaxMemory caps the bytes as Options.MaxMemory does.
+type BatchOptions struct {
+	Slots, MaxLen int
+	MaxMemory     int64
+}
+
+// Batch is Slots sequences that advance independently (continuous
+// batching): each slot is a row of the state, with its own position. A
+// slot is prefilled alone (B = 1, on views of its rows of the state);
+// decode steps run the listed slots together, each at its own position
+// (backends.Runner.RunRows), or as one uniform call when they are rows
+// 0..Slots-1 at one position. Like a Session, a Batch is used by one
+// goroutine at a time.
+type Batch struct {
+	s      *Session
+	pos    []int
+	views  []map[string]backends.Buffer // each slot's rows of the state
+	ragged bool
+}
+
+// NewBatch allocates the state of o.Slots rows.
+func (m *Model) NewBatch(o BatchOptions) (*Batch, error) {
+	if o.Slots <= 0 {
+		return nil, fmt.Errorf("batch of %d slots: must be positive", o.Slots)
+	}
+	s, err := m.NewSession(Options{Batch: o.Slots, MaxLen: o.MaxLen, MaxMemory: o.MaxMemory})
+	if err != nil {
+		return nil, err
+	}
+	b := &Batch{s: s, pos: make([]int, o.Slots), views: make([]map[string]backends.Buffer, o.Slots),
+		ragged: backends.RowsCapable(m.Placement, m.devs) && backends.RowsCapable(m.PrefillPlacement, m.devs)}
+	if !b.ragged {
+		return b, nil // no row views: only uniform Steps of all slots, Prefill refused
+	}
+	for slot := range b.views {
+		b.views[slot] = map[string]backends.Buffer{}
+		for name, buf := range s.state {
+			v, err := m.devs[s.stDev[name]].(backends.RowDevice).RowView(buf, slot)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("state %s: %w", name, err)
+			}
+			b.views[slot][name] = v
+		}
+	}
+	return b, nil
+}
+
+// Slots is the number of rows.
+func (b *Batch) Slots() int { return len(b.pos) }
+
+// Pos is the number of tokens slot holds.
+func (b *Batch) Pos(slot int) int {
+	if slot < 0 || slot >= len(b.pos) {
+		return 0
+	}
+	return b.pos[slot]
+}
+
+// Free marks slot reusable (Prefill resets it).
+func (b *Batch) Free(slot int) {
+	if slot >= 0 && slot < len(b.pos) {
+		b.pos[slot] = 0
+	}
+}
+
+// Close frees the batch's buffers.
+func (b *Batch) Close() error {
+	b.s.Close()
+	return nil
+}
+
+// Ragged reports whether the backends run rows at different positions in
+// one call (the host backends do; cuda does not yet). When false, Step
+// takes every slot at one position and Prefill is refused.
+func (b *Batch) Ragged() bool { return b.ragged }
+
+// reset zeroes slot's rows of the state (a fresh session's state: -inf
+// for a compressor score).
+func (b *Batch) reset(slot int) error {
+	s := b.s
+	for _, n := range s.m.pg.Nodes {
+		if n.Op != "state" {
+			continue
+		}
+		name := n.Attrs.Str("name", "")
+		view, ok := b.views[slot][name]
+		if !ok {
+			continue
+		}
+		dt, sh := view.Type()
+		t := &backends.Tensor{DType: dt, Shape: sh}
+		k := t.NumElements()
+		switch {
+		case dt.IsFloat():
+			t.F32 = make([]float32, k)
+			if n.Attrs.Str("kind", "") == "compressor_score" {
+				for i := range t.F32 {
+					t.F32[i] = float32(math.Inf(-1))
+				}
+			}
+		case dt == ir.I64:
+			t.I64 = make([]int64, k)
+		case dt == ir.I32:
+			t.I32 = make([]int32, k)
+		default:
+			t.U8 = make([]byte, k)
+		}
+		d := s.m.devs[s.stDev[name]]
+		up, err := d.Upload(t)
+		if err != nil {
+			return fmt.Errorf("backend %s: state %s: %w", s.stDev[name], name, err)
+		}
+		err = d.(backends.RowDevice).CopyRow(s.state[name], slot, up)
+		if backends.Buffer(t) != up {
+			d.Free(up)
+		}
+		if err != nil {
+			return fmt.Errorf("backend %s: state %s: %w", s.stDev[name], name, err)
+		}
+	}
+	return nil
+}
+
+// Prefill resets slot and runs its prompt at positions 0..len-1 (the other
+// slots' state is untouched); it returns the logits of the prompt's last
+// position.
+func (b *Batch) Prefill(slot int, tokens []int64) (logits []float32, err error) {
+	if slot < 0 || slot >= len(b.pos) {
+		return nil, fmt.Errorf("slot %d of a batch of %d", slot, len(b.pos))
+	}
+	if !b.ragged {
+		return nil, fmt.Errorf("backend %s: a batch slot cannot be prefilled alone (rows at different positions are not supported)", b.s.m.Backend)
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("empty prompt")
+	}
+	if len(tokens) > b.s.opt.MaxLen {
+		return nil, fmt.Errorf("%d tokens exceed the maximum length %d", len(tokens), b.s.opt.MaxLen)
+	}
+	b.pos[slot] = 0
+	if err := b.reset(slot); err != nil {
+		return nil, err
+	}
+	lg, err := b.run(b.s.m.prefill, "prefill", [][]int64{tokens}, []int{0}, []int{slot}, false)
+	if err != nil {
+		return nil, err
+	}
+	b.pos[slot] = len(tokens)
+	return lg.Last()[0], nil
+}
+
+// Step runs one decode step for each listed slot, each at its own position,
+// in one call of the decode graph; logits[i] belongs to slots[i].
+func (b *Batch) Step(slots []int, tokens []int64) ([][]float32, error) {
+	if len(slots) == 0 || len(slots) != len(tokens) {
+		return nil, fmt.Errorf("step of %d slots with %d tokens", len(slots), len(tokens))
+	}
+	seen := map[int]bool{}
+	pos := make([]int, len(slots))
+	uniform := len(slots) == len(b.pos)
+	for i, sl := range slots {
+		if sl < 0 || sl >= len(b.pos) || seen[sl] {
+			return nil, fmt.Errorf("slot %d: out of range or listed twice", sl)
+		}
+		seen[sl] = true
+		pos[i] = b.pos[sl]
+		if pos[i] == 0 {
+			return nil, fmt.Errorf("slot %d: decode needs a prefill first", sl)
+		}
+		if pos[i]+1 > b.s.opt.MaxLen {
+			return nil, fmt.Errorf("slot %d: a token at position %d exceeds the maximum length %d", sl, pos[i], b.s.opt.MaxLen)
+		}
+		uniform = uniform && sl == i && pos[i] == pos[0]
+	}
+	if !uniform && !b.ragged {
+		return nil, fmt.Errorf("backend %s: the slots must be all rows at one position (rows at different positions are not supported)", b.s.m.Backend)
+	}
+	rows := make([][]int64, len(tokens))
+	for i, t := range tokens {
+		rows[i] = []int64{t}
+	}
+	lg, err := b.run(b.s.m.decode, "decode", rows, pos, slots, uniform)
+	if err != nil {
+		return nil, err
+	}
+	for _, sl := range slots {
+		b.pos[sl]++
+	}
+	return lg.Last(), nil
+}
+
+// run is one call of graph r's runner for the rows tokens, row i of slot
+// slots[i] at position pos[i]: uniform (the whole state, one position) or
+// ragged.
+func (b *Batch) run(r *backends.Runner, call string, tokens [][]int64, pos, slots []int, uniform bool) (lg *Logits, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			lg, err = nil, &InternalError{Where: "the " + call + " call", Err: fmt.Errorf("%v", rec)}
+		}
+	}()
+	s := b.s
+	B, S := len(tokens), len(tokens[0])
+	ids := &backends.Tensor{DType: ir.I64, Shape: []int{B, S}}
+	for i, row := range tokens {
+		for t, id := range row {
+			if id < 0 || int(id) >= s.m.Vocab {
+				return nil, fmt.Errorf("token id %d (slot %d, position %d) out of range [0,%d)", id, slots[i], pos[i]+t, s.m.Vocab)
+			}
+		}
+		ids.I64 = append(ids.I64, row...)
+	}
+	arenas, err := s.arenasFor(r)
+	if err != nil {
+		return nil, err
+	}
+	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: pos[0],
+		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(pos[0])}}},
+		Weight: s.m.weight, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes}
+	var outs map[string]backends.Buffer
+	switch {
+	case uniform:
+		c.State = s.state
+		outs, err = r.Run(c)
+	case B == 1 && call == "prefill":
+		c.State = b.views[slots[0]]
+		outs, err = r.Run(c)
+	default:
+		c.State = s.state
+		c.RowPos = pos
+		for _, sl := range slots {
+			c.RowState = append(c.RowState, b.views[sl])
+		}
+		outs, err = r.RunRows(c)
+	}
+	if err != nil {
+		var kp *backends.KernelPanic
+		if errors.As(err, &kp) {
+			return nil, &InternalError{Where: "the " + call + " call", Err: err}
+		}
+		return nil, err
+	}
+	out, err := s.download(r, outs, "logits")
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the logits: %w", call, err)
+	}
+	return checkLogits(out, B, S, pos[0], call)
+}
