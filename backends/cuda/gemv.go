@@ -123,7 +123,8 @@ func (k *Kernels) gemvRouted(s *driver.Stream, what string, out, a driver.Ptr, a
 // rows together. It replaces the IR run expert_matmul(x, w1, idx),
 // expert_matmul(x, w3, idx), swiglu_clamp(g, u[, route weights]) when both
 // products take the same x and idx and nothing else reads g or u (the
-// "fusions" pass decides that). w1 and w3 must have the same format, shape
+// backend's fusion planner decides that at prepare: fused.go's
+// routedSwiGLU). w1 and w3 must have the same format, shape
 // and strides; routeWeight (fp32 [rows]) may be 0.
 func (k *Kernels) MatmulRoutedSwiGLU(s *driver.Stream, what string, out, a driver.Ptr, adiv, kdim int, w1, w3 Routed, n int, ids driver.Ptr, rows int,
 	limit float32, routeWeight driver.Ptr) error {
