@@ -260,7 +260,7 @@ func TestTapeGraphUpdatesOnGPU(t *testing.T) {
 		t.Fatalf("graphs turned off: %s", gs.Why)
 	}
 	if c.Captures-c0.Captures != 2 || c.Replays-c0.Replays != 6 || gs.Len() != 2 {
-		t.Errorf("%d captures, %d replays, %d graphs; want 2, 6, 2", c.Captures-c0.Captures, c.Replays-c0.Replays, gs.Len())
+		t.Errorf("%d captures, %d replays, %d graphs; want 2, 6, 2 (last node update refused: %q)", c.Captures-c0.Captures, c.Replays-c0.Replays, gs.Len(), gs.Rejected)
 	}
 	if c.Updates-c0.Updates < 4*3 { // the kernel's scalar, a memset's and the copy's size, each step 1-4
 		t.Errorf("%d node updates in steps 1-4, want at least 12", c.Updates-c0.Updates)

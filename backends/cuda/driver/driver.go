@@ -452,6 +452,7 @@ type Stream struct {
 	capturing bool
 	count     Counters
 	ptrs      []unsafe.Pointer // Launch's parameter pointers, reused
+	rejected  error            // the node update the driver last refused (update; RunTape moves it to Graphs.Rejected)
 }
 
 // NewStream creates a stream (default flags: it synchronises with the

@@ -299,6 +299,9 @@ type Graphs struct {
 	list []*Graph
 	Off  bool
 	Why  string
+	// Rejected is the last node update the driver refused (the graph was
+	// then captured anew), "" when none was.
+	Rejected string
 }
 
 // maxGraphs is how many structures a Graphs keeps (the compressors' pooling
@@ -349,6 +352,9 @@ func (s *Stream) RunTape(t *Tape, gs *Graphs) error {
 			ok, err := s.update(g, t)
 			if err != nil {
 				return err
+			}
+			if s.rejected != nil {
+				gs.Rejected, s.rejected = s.rejected.Error(), nil
 			}
 			if ok {
 				copy(gs.list[1:best+1], gs.list[:best]) // most recent first
@@ -520,6 +526,7 @@ func (s *Stream) update(g *Graph, t *Tape) (bool, error) {
 		}
 		op := &t.ops[k]
 		var r Result
+		call := "cuGraphExecKernelNodeSetParams"
 		switch op.kind {
 		case opLaunch:
 			n := int(op.p1 - op.p0)
@@ -540,6 +547,7 @@ func (s *Stream) update(g *Graph, t *Tape) (bool, error) {
 			}
 			mp := memsetNodeParams{dst: uint64(op.dst), pitch: op.bytes, value: uint32(op.val), elementSize: 1, width: op.bytes, height: 1, ctx: s.c.h}
 			r = cu.execMemsetSetParams(g.exec, g.nodes[k], unsafe.Pointer(&mp), s.c.h)
+			call = "cuGraphExecMemsetNodeSetParams"
 		default:
 			if cu.execMemcpySetParams == nil {
 				return false, nil
@@ -551,8 +559,14 @@ func (s *Stream) update(g *Graph, t *Tape) (bool, error) {
 			mp := memcpy3D{srcType: memoryTypeDevice, srcDevice: uint64(src), srcPitch: op.bytes, srcHeight: 1,
 				dstType: memoryTypeDevice, dstDevice: uint64(op.dst), dstPitch: op.bytes, dstHeight: 1, width: op.bytes, height: 1, depth: 1}
 			r = cu.execMemcpySetParams(g.exec, g.nodes[k], unsafe.Pointer(&mp), s.c.h)
+			call = "cuGraphExecMemcpyNodeSetParams"
 		}
-		if r != Success {
+		if r != Success { // (named only here: the driver may refuse a memset's or copy's new size)
+			what := fmt.Sprintf("of operation %d (%s)", k, op.what)
+			if op.kind != opLaunch {
+				what = fmt.Sprintf("of operation %d (%s, %s)", k, op.what, Size(op.bytes))
+			}
+			s.rejected = check(r, call, what)
 			return false, nil
 		}
 		s.count.Updates++

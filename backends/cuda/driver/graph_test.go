@@ -1,6 +1,10 @@
 package driver
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"unsafe"
+)
 
 // TestTapeRecords: a stream with a tape records launches, copies, memsets
 // and uploads instead of running them (no GPU needed), and tapes compare by
@@ -107,5 +111,39 @@ func TestRecordingSliceAppend(t *testing.T) {
 	}
 	if b.ops[2].kind != opCopy || b.ops[2].dst != 10 {
 		t.Fatalf("appended copy %+v", b.ops[2])
+	}
+}
+
+// TestUpdateRejected: a node update the driver refuses makes update report
+// false and RunTape's caller can read which (Graphs.Rejected); no GPU (the
+// driver's update function is stubbed).
+func TestUpdateRejected(t *testing.T) {
+	kern, mset := cu.execKernelSetParams, cu.execMemsetSetParams
+	defer func() { cu.execKernelSetParams, cu.execMemsetSetParams = kern, mset }()
+	cu.execKernelSetParams = func(uintptr, uintptr, unsafe.Pointer) Result { return Success }
+	cu.execMemsetSetParams = func(uintptr, uintptr, unsafe.Pointer, uintptr) Result { return 1 }
+	rec := func(n int) *Tape {
+		s := &Stream{}
+		tp := &Tape{}
+		s.BeginTape(tp)
+		if err := s.Memset(100, 0, n, "head"); err != nil {
+			t.Fatal(err)
+		}
+		s.EndTape()
+		return tp
+	}
+	a, b := rec(16), rec(32)
+	g := &Graph{nodes: []uintptr{1}}
+	g.take(a)
+	if diffs(&g.tape, b) != 1 {
+		t.Fatal("the memset sizes do not differ")
+	}
+	s := &Stream{c: &Context{}}
+	ok, err := s.update(g, b)
+	if ok || err != nil || s.rejected == nil {
+		t.Fatalf("update of a refused node: ok %v, err %v, rejected %v", ok, err, s.rejected)
+	}
+	if msg := s.rejected.Error(); !strings.Contains(msg, "cuGraphExecMemsetNodeSetParams") || !strings.Contains(msg, "head") {
+		t.Errorf("rejected = %q", msg)
 	}
 }
