@@ -35,7 +35,7 @@ func (m *Model) NewBatch(o BatchOptions) (*Batch, error) {
 	if o.Slots <= 0 {
 		return nil, fmt.Errorf("batch of %d slots: must be positive", o.Slots)
 	}
-	s, err := m.NewSession(Options{Batch: o.Slots, MaxLen: o.MaxLen, MaxMemory: o.MaxMemory})
+	s, err := m.NewSession(Options{Batch: o.Slots, MaxLen: o.MaxLen, MaxMemory: o.MaxMemory, PrefillBatch: 1})
 	if err != nil {
 		return nil, err
 	}

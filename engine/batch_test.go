@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"maps"
+
+	"github.com/ds4go/ds4/backends"
 	"slices"
 	"testing"
 
@@ -157,4 +160,119 @@ func TestBatchUniformStep(t *testing.T) {
 	if _, err := b.Step([]int{1}, []int64{1}); err == nil {
 		t.Error("a step of a freed slot was accepted")
 	}
+}
+
+// TestRowWiseTinyDecode: the per-row nodes of the tiny decode graph are
+// those derived by reading the ops: the position-dependent ops (caches,
+// window, compressor, indexer, candidate blocks, Engram history and hash,
+// RoPE and its positions and tables, the states, start_pos), the concats
+// of window and compressed rows (P-sized), and of the otherwise batched
+// ops only those on the compressor's new rows ((P+1)/r-P/r of them: one
+// cast, one matmul, two rmsnorms, two fp4_quants), the probes of per-row
+// values, the weights only per-row ops read, and the sparse attentions of
+// the compressed layers (their key rows are P-sized).
+func TestRowWiseTinyDecode(t *testing.T) {
+	md := openTinyOn(t, "cpu")
+	rw := backends.RowWise(md.Placement.Graph)
+	got := map[string]int{}
+	for _, n := range md.Placement.Graph.Nodes {
+		if rw[n] {
+			got[n.Op]++
+		}
+	}
+	want := map[string]int{"cache_read": 9, "cache_write": 4, "candidate_blocks": 1, "cast": 1, "compressor_pool": 1, "concat": 12,
+		"engram_hash": 2, "engram_hist_update": 1, "fp4_quant": 2, "group_state_update": 2, "index_mask": 3, "index_score": 3, "index_topk": 3,
+		"input": 1, "mask_fill": 1, "matmul": 1, "positions": 3, "probe": 11, "rmsnorm": 2, "rope": 31, "rope_table": 2, "sparse_attn": 6,
+		"state": 15, "weight": 9, "window_idx": 8, "window_update": 8}
+	if !maps.Equal(got, want) {
+		t.Errorf("per-row ops %v\nwant %v", got, want)
+	}
+	for _, n := range md.Placement.Graph.Nodes {
+		switch n.Op {
+		case "embed", "grouped_matmul", "expert_matmul", "hc_pre", "hc_post", "moe_combine", "matmul_fp8", "engram_lookup", "engram_gate":
+			if rw[n] {
+				t.Errorf("%%%d (%s) is per-row", n.ID, n.Op)
+			}
+		case "input":
+			if rw[n] != (n.Attrs.Str("name", "") == "start_pos") {
+				t.Errorf("input %q per-row %v", n.Attrs.Str("name", ""), rw[n])
+			}
+		}
+	}
+}
+
+// benchSlots prefills slots slots with prompts of 1..slots tokens (every
+// slot at its own position).
+func benchSlots(b *testing.B, md *Model, slots int) *Batch {
+	bt, err := md.NewBatch(BatchOptions{Slots: slots, MaxLen: 256})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for s := range slots {
+		p := make([]int64, s+1)
+		for i := range p {
+			p[i] = int64(1 + (s+i)%50)
+		}
+		if _, err := bt.Prefill(s, p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return bt
+}
+
+// BenchmarkBatchStep16: one decode step of 16 slots at 16 positions on the
+// tiny model (cpu); tokens/s counts every slot's token.
+func BenchmarkBatchStep16(b *testing.B) {
+	md := openTinyOn(b, "cpu")
+	bt := benchSlots(b, md, 16)
+	defer bt.Close()
+	slots := make([]int, 16)
+	toks := make([]int64, 16)
+	for i := range slots {
+		slots[i], toks[i] = i, int64(i+1)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if bt.Pos(15)+1 >= 256 {
+			b.StopTimer()
+			bt.Close()
+			bt = benchSlots(b, md, 16)
+			b.StartTimer()
+		}
+		if _, err := bt.Step(slots, toks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(16*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// BenchmarkSessionDecode1: one decode step of a lone B=1 session (the
+// single-stream baseline of BenchmarkBatchStep16).
+func BenchmarkSessionDecode1(b *testing.B) {
+	md := openTinyOn(b, "cpu")
+	var s *Session
+	start := func() {
+		var err error
+		if s, err = md.NewSession(Options{Batch: 1, MaxLen: 256}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Prefill([][]int64{{1, 2, 3, 4, 5, 6, 7, 8}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if s.Pos+1 >= 256 {
+			b.StopTimer()
+			s.Close()
+			start()
+			b.StartTimer()
+		}
+		if _, err := s.Decode([]int64{3}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s.Close()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 }

@@ -40,7 +40,7 @@ func (m *Model) SessionMemory(opt Options) MemoryNeed {
 	for _, n := range m.pg.Nodes {
 		switch n.Op {
 		case "state":
-			need.Caches = ir.SatAdd(need.Caches, typeBytes(n.Type, pre))
+			need.Caches = ir.SatAdd(need.Caches, typeBytes(n.Type, dec))
 		case "rope_table":
 			if key := fmt.Sprint(n.Attrs); !ropes[key] {
 				ropes[key] = true
@@ -61,7 +61,11 @@ func (opt Options) callBindings() (prefill, decode ir.Bindings) {
 	if S <= 0 || S > M {
 		S = M
 	}
-	return ir.Bindings{B: B, S: S, M: M}, ir.Bindings{B: B, S: 1, M: M, P: max(M-1, 0)}
+	pb := B
+	if opt.PrefillBatch > 0 && int64(opt.PrefillBatch) < B {
+		pb = int64(opt.PrefillBatch)
+	}
+	return ir.Bindings{B: pb, S: S, M: M}, ir.Bindings{B: B, S: 1, M: M, P: max(M-1, 0)}
 }
 
 // ownsMemory reports whether a node's value takes memory of its own:

@@ -213,6 +213,9 @@ type Options struct {
 	MaxLen int // maximum total length (prompt + generated); sizes the caches
 	// PrefillLen is the prompt length, for the memory estimate (0: MaxLen).
 	PrefillLen int
+	// PrefillBatch is the rows of a prefill call when fewer than Batch (a
+	// Batch prefills one slot at a time), for the estimate and the arena.
+	PrefillBatch int
 	// MaxMemory caps the bytes the session may need (engine/memory.go):
 	// 0 = MemAvailable of /proc/meminfo, < 0 = no check.
 	MaxMemory int64
