@@ -90,8 +90,8 @@ type Env struct {
 	// device that cannot time ops leaves it alone).
 	OpTimes map[string]*OpTime
 	// NodeTimes, when not nil, accumulates the same time by node (for a
-	// breakdown by layer; a kernel that runs several nodes charges it to
-	// the first).
+	// breakdown by layer; a kernel that runs several nodes is charged to
+	// the node that launches it: the last of a cuda fused run).
 	NodeTimes map[*ir.Node]*OpTime
 }
 
