@@ -39,7 +39,7 @@ func (b *benchOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&b.reps, "bench-repeats", 2, "with -bench: runs of each prefill length (the best is reported)")
 	fs.Int64Var(&b.probeMB, "probe-mb", 1024, "with -bench: bandwidth probe buffer in MiB (0 = no probe)")
 	fs.BoolVar(&b.opTimes, "op-times", false, "with -bench: report the kernel time per token of each op (prefill and decode) (adds a clock read per kernel)")
-	fs.BoolVar(&b.layerTimes, "layer-times", false, "with -bench: report the decode kernel time per token of each layer (backends that time nodes: the host ones)")
+	fs.BoolVar(&b.layerTimes, "layer-times", false, "with -bench: report the decode kernel time per token of each layer (backends that time nodes: the host ones and cuda; cuda then runs the timed steps without graphs)")
 	fs.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (or of the benchmark) to this file")
 }
 
