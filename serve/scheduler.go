@@ -1,0 +1,366 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/ds4go/ds4/tokenizer"
+)
+
+// event is what the scheduler sends a request: a piece of text and, on the
+// last one, the finish reason (or the error that ended it).
+type event struct {
+	reasoning, content string
+	finish             string // "stop" or "length" on the last event
+	err                *apiError
+	promptTokens       int
+	completionTokens   int
+}
+
+// seq is a request in the scheduler: its job and its decoding state.
+type seq struct {
+	*job
+	ctx   context.Context
+	out   chan event // buffered for every event the job can produce: sends never block
+	rng   *rand.Rand
+	queue time.Time // when it entered the queue
+
+	slot      int
+	next      int64 // the last sample, to feed at the next step
+	generated int
+	dec       *tokenizer.StreamDecoder
+	reasoning bool // inside the thinking (before </think>)
+	last      time.Time
+	waited    int // steps passed over (positions not ragged)
+}
+
+// newSeq makes the scheduler's state of j.
+func newSeq(ctx context.Context, j *job) *seq {
+	seed := j.seed
+	if !j.seeded {
+		seed = rand.Uint64()
+	}
+	return &seq{job: j, ctx: ctx, out: make(chan event, j.maxNew+2), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), slot: -1}
+}
+
+// finish sends the last event of q.
+func (q *seq) finish(ev event) {
+	ev.promptTokens, ev.completionTokens = len(q.prompt), q.generated
+	q.out <- ev
+}
+
+// scheduler owns the engine: it admits queued requests into free slots,
+// steps the active ones and retires those done.
+type scheduler struct {
+	s      *Server
+	eng    Engine
+	queue  chan *seq
+	active []*seq // by slot; nil: free
+	rr     int    // round-robin start among same-size position groups
+	done   chan struct{}
+}
+
+// submit queues q, or refuses at once when the queue is full.
+func (sc *scheduler) submit(q *seq) bool {
+	select {
+	case sc.queue <- q:
+		sc.s.metrics.queueDepth.Set(float64(len(sc.queue)))
+		return true
+	default:
+		return false
+	}
+}
+
+// run is the scheduler's loop; it returns when stop is closed and nothing
+// is active.
+func (sc *scheduler) run(stop <-chan struct{}) {
+	defer close(sc.done)
+	for {
+		sc.retire()
+		if sc.count() == 0 {
+			select {
+			case q := <-sc.queue:
+				sc.admit(q)
+			case <-stop:
+				sc.drainQueue()
+				return
+			}
+		} else if sc.free() >= 0 {
+			// One prefill per step at most: the running streams wait one
+			// prefill, not the whole queue's.
+			select {
+			case q := <-sc.queue:
+				sc.admit(q)
+			default:
+			}
+		}
+		sc.s.metrics.queueDepth.Set(float64(len(sc.queue)))
+		sc.step()
+	}
+}
+
+// drainQueue refuses whatever is still queued at the end.
+func (sc *scheduler) drainQueue() {
+	for {
+		select {
+		case q := <-sc.queue:
+			q.finish(event{err: unavailable()})
+		default:
+			return
+		}
+	}
+}
+
+func unavailable() *apiError {
+	return &apiError{Status: 503, Message: "the server is shutting down", Type: typeUnavailable}
+}
+
+func (sc *scheduler) count() int {
+	n := 0
+	for _, q := range sc.active {
+		if q != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func (sc *scheduler) free() int {
+	for i, q := range sc.active {
+		if q == nil {
+			return i
+		}
+	}
+	return -1
+}
+
+// retire frees the slots of cancelled requests (client gone, timeout,
+// forced shutdown).
+func (sc *scheduler) retire() {
+	for slot, q := range sc.active {
+		if q != nil && q.ctx.Err() != nil {
+			q.finish(event{err: ctxError(q.ctx)})
+			sc.release(slot)
+		}
+	}
+}
+
+// release frees slot.
+func (sc *scheduler) release(slot int) {
+	sc.active[slot] = nil
+	sc.eng.Free(slot)
+	sc.s.metrics.active.Set(float64(sc.count()))
+}
+
+// ctxError is the refusal of a request whose context ended.
+func ctxError(ctx context.Context) *apiError {
+	if errors.Is(context.Cause(ctx), errKilled) {
+		return &apiError{Status: 503, Message: "the server shut down before the answer was complete", Type: typeUnavailable}
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &apiError{Status: 504, Message: "the request timed out", Type: typeTimeout}
+	}
+	return &apiError{Status: 499, Message: "the request was cancelled", Type: typeInvalid}
+}
+
+// admit prefills q into a free slot and sends its first token.
+func (sc *scheduler) admit(q *seq) {
+	if q.ctx.Err() != nil {
+		q.finish(event{err: ctxError(q.ctx)})
+		return
+	}
+	slot := sc.free()
+	q.slot = slot
+	logits, err := guard(func() ([][]float32, error) {
+		lg, err := sc.eng.Prefill(slot, q.prompt)
+		return [][]float32{lg}, err
+	})
+	if err != nil {
+		sc.eng.Free(slot)
+		sc.s.metrics.stepFailures.Inc()
+		sc.s.logf("prefill of slot %d failed: %v", slot, err)
+		q.finish(event{err: engineError(err)})
+		return
+	}
+	sc.active[slot] = q
+	sc.s.metrics.active.Set(float64(sc.count()))
+	q.dec = sc.s.tok.NewStreamDecoder(q.stopsNow(sc.s))
+	q.reasoning = q.chat && q.thinking
+	now := time.Now()
+	sc.s.metrics.ttft.Observe(now.Sub(q.queue).Seconds())
+	q.last = now
+	sc.sample(q, logits[0])
+}
+
+// engineError is the 500 of a failed engine call.
+func engineError(err error) *apiError {
+	return &apiError{Status: 500, Message: "the engine failed on this request: " + err.Error(), Type: typeServer}
+}
+
+// guard runs f, turning a panic into an error.
+func guard(f func() ([][]float32, error)) (out [][]float32, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return f()
+}
+
+// stopsNow are the stop strings of q's current phase: inside the thinking
+// only its end (and the chat stops); after it, the request's and the chat
+// stops.
+func (q *seq) stopsNow(s *Server) []string {
+	if q.chat && q.thinking && !q.reasoningDone() {
+		return append([]string{s.thinkEnd}, s.chatStops...)
+	}
+	stops := append([]string(nil), q.stops...)
+	if q.chat {
+		stops = append(stops, s.chatStops...)
+	}
+	return stops
+}
+
+func (q *seq) reasoningDone() bool { return q.dec != nil && !q.reasoning }
+
+// sample draws q's next token from logits, decodes it and sends the text;
+// it retires q when the answer is complete.
+func (sc *scheduler) sample(q *seq, logits []float32) {
+	s := sc.s
+	id := q.sampling.Sample([][]float32{logits}, q.rng)[0]
+	q.generated++
+	s.metrics.completionTokens.Inc()
+	if id == s.eos {
+		sc.end(q, q.flush(), "stop")
+		return
+	}
+	text, stopped := q.dec.Add(id)
+	ev := q.event(text)
+	if stopped && q.reasoning {
+		// </think>: the answer begins, with a decoder of the answer's stops.
+		q.reasoning = false
+		q.dec = s.tok.NewStreamDecoder(q.stopsNow(s))
+		stopped = false
+	}
+	switch {
+	case stopped:
+		sc.end(q, ev, "stop")
+	case q.generated >= q.maxNew:
+		tail := q.flush()
+		ev.reasoning += tail.reasoning
+		ev.content += tail.content
+		sc.end(q, ev, "length")
+	default:
+		if ev.reasoning != "" || ev.content != "" {
+			q.out <- ev
+		}
+		q.next = id
+	}
+}
+
+// event is text of q's current phase.
+func (q *seq) event(text string) event {
+	if q.reasoning {
+		return event{reasoning: text}
+	}
+	return event{content: text}
+}
+
+// flush is the text q's decoder still holds.
+func (q *seq) flush() event { return q.event(q.dec.Flush()) }
+
+// end sends q's last event and frees its slot.
+func (sc *scheduler) end(q *seq, ev event, reason string) {
+	ev.finish = reason
+	q.finish(ev)
+	sc.release(q.slot)
+}
+
+// step decodes one token for the active slots: all of them when the
+// engine is ragged, else the largest group at one position (a group passed
+// over for len(groups) steps goes first, so none starves).
+func (sc *scheduler) step() {
+	slots := sc.pick()
+	if len(slots) == 0 {
+		return
+	}
+	tokens := make([]int64, len(slots))
+	for i, slot := range slots {
+		tokens[i] = sc.active[slot].next
+	}
+	t0 := time.Now()
+	logits, err := guard(func() ([][]float32, error) { return sc.eng.Step(slots, tokens) })
+	if err == nil && len(logits) != len(slots) {
+		err = fmt.Errorf("step returned %d rows of logits for %d slots", len(logits), len(slots))
+	}
+	sc.s.metrics.stepSeconds.Observe(time.Since(t0).Seconds())
+	sc.s.metrics.stepRows.Observe(float64(len(slots)))
+	if err != nil {
+		sc.s.metrics.stepFailures.Inc()
+		sc.s.logf("decode step of slots %v failed: %v", slots, err)
+		for _, slot := range slots {
+			q := sc.active[slot]
+			q.finish(event{err: engineError(err)})
+			sc.release(slot)
+		}
+		return
+	}
+	now := time.Now()
+	for i, slot := range slots {
+		q := sc.active[slot]
+		sc.s.metrics.itl.Observe(now.Sub(q.last).Seconds())
+		q.last = now
+		sc.sample(q, logits[i])
+	}
+}
+
+// pick chooses the slots of the next step.
+func (sc *scheduler) pick() []int {
+	var all []int
+	for slot, q := range sc.active {
+		if q != nil {
+			all = append(all, slot)
+		}
+	}
+	if len(all) == 0 || sc.eng.Ragged() {
+		return all
+	}
+	groups := map[int][]int{}
+	for _, slot := range all {
+		p := sc.eng.Pos(slot)
+		groups[p] = append(groups[p], slot)
+	}
+	pos := make([]int, 0, len(groups))
+	for p := range groups {
+		pos = append(pos, p)
+	}
+	sort.Ints(pos)
+	best := -1
+	starved := func(p int) bool { return sc.active[groups[p][0]].waited >= len(groups) }
+	for k := range pos {
+		p := pos[(sc.rr+k)%len(pos)]
+		switch {
+		case best < 0:
+			best = p
+		case starved(p) && !starved(best):
+			best = p
+		case starved(p) == starved(best) && len(groups[p]) > len(groups[best]):
+			best = p
+		}
+	}
+	sc.rr++
+	for _, p := range pos {
+		for _, slot := range groups[p] {
+			if p == best {
+				sc.active[slot].waited = 0
+			} else {
+				sc.active[slot].waited++
+			}
+		}
+	}
+	return groups[best]
+}
