@@ -21,13 +21,17 @@ type BatchOptions struct {
 // slot is prefilled alone (B = 1, on views of its rows of the state);
 // decode steps run the listed slots together, each at its own position
 // (backends.Runner.RunRows), or as one uniform call when they are rows
-// 0..Slots-1 at one position. Like a Session, a Batch is used by one
-// goroutine at a time.
+// 0..Slots-1 at one position. On backends without row views (cuda, for
+// now: Ragged is false) each slot is a session of its own and a Step runs
+// the listed slots one after the other (correct, not batched). Like a
+// Session, a Batch is used by one goroutine at a time.
 type Batch struct {
 	s      *Session
 	pos    []int
 	views  []map[string]backends.Buffer // each slot's rows of the state
 	ragged bool
+	opt    BatchOptions
+	lone   []*Session // !ragged: each slot's session (nil until prefilled)
 }
 
 // NewBatch allocates the state of o.Slots rows.
@@ -35,15 +39,24 @@ func (m *Model) NewBatch(o BatchOptions) (*Batch, error) {
 	if o.Slots <= 0 {
 		return nil, fmt.Errorf("batch of %d slots: must be positive", o.Slots)
 	}
+	return m.newBatch(o, backends.RowsCapable(m.Placement, m.devs) && backends.RowsCapable(m.PrefillPlacement, m.devs))
+}
+
+// newBatch is NewBatch with row views (ragged) or a session per slot.
+func (m *Model) newBatch(o BatchOptions, ragged bool) (*Batch, error) {
+	if !ragged {
+		// One session per slot, made on its first Prefill: the memory of
+		// all of them is checked now.
+		if err := m.checkMemory(Options{Batch: o.Slots, MaxLen: o.MaxLen, MaxMemory: o.MaxMemory}); err != nil {
+			return nil, err
+		}
+		return &Batch{pos: make([]int, o.Slots), opt: o, lone: make([]*Session, o.Slots), s: &Session{m: m, opt: Options{Batch: o.Slots, MaxLen: o.MaxLen}}}, nil
+	}
 	s, err := m.NewSession(Options{Batch: o.Slots, MaxLen: o.MaxLen, MaxMemory: o.MaxMemory, PrefillBatch: 1})
 	if err != nil {
 		return nil, err
 	}
-	b := &Batch{s: s, pos: make([]int, o.Slots), views: make([]map[string]backends.Buffer, o.Slots),
-		ragged: backends.RowsCapable(m.Placement, m.devs) && backends.RowsCapable(m.PrefillPlacement, m.devs)}
-	if !b.ragged {
-		return b, nil // no row views: only uniform Steps of all slots, Prefill refused
-	}
+	b := &Batch{s: s, pos: make([]int, o.Slots), views: make([]map[string]backends.Buffer, o.Slots), ragged: true, opt: o}
 	for slot := range b.views {
 		b.views[slot] = map[string]backends.Buffer{}
 		for name, buf := range s.state {
@@ -73,18 +86,31 @@ func (b *Batch) Pos(slot int) int {
 func (b *Batch) Free(slot int) {
 	if slot >= 0 && slot < len(b.pos) {
 		b.pos[slot] = 0
+		if b.lone != nil && b.lone[slot] != nil {
+			b.lone[slot].Close()
+			b.lone[slot] = nil
+		}
 	}
 }
 
 // Close frees the batch's buffers.
 func (b *Batch) Close() error {
+	if b.lone != nil {
+		for i, s := range b.lone {
+			if s != nil {
+				s.Close()
+				b.lone[i] = nil
+			}
+		}
+		return nil
+	}
 	b.s.Close()
 	return nil
 }
 
 // Ragged reports whether the backends run rows at different positions in
-// one call (the host backends do; cuda does not yet). When false, Step
-// takes every slot at one position and Prefill is refused.
+// one call (the host backends do; cuda does not yet). When false, each
+// slot is a session of its own and Step runs the listed slots one by one.
 func (b *Batch) Ragged() bool { return b.ragged }
 
 // reset zeroes slot's rows of the state (a fresh session's state: -inf
@@ -141,9 +167,6 @@ func (b *Batch) Prefill(slot int, tokens []int64) (logits []float32, err error) 
 	if slot < 0 || slot >= len(b.pos) {
 		return nil, fmt.Errorf("slot %d of a batch of %d", slot, len(b.pos))
 	}
-	if !b.ragged {
-		return nil, fmt.Errorf("backend %s: a batch slot cannot be prefilled alone (rows at different positions are not supported)", b.s.m.Backend)
-	}
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("empty prompt")
 	}
@@ -151,6 +174,9 @@ func (b *Batch) Prefill(slot int, tokens []int64) (logits []float32, err error) 
 		return nil, fmt.Errorf("%d tokens exceed the maximum length %d", len(tokens), b.s.opt.MaxLen)
 	}
 	b.pos[slot] = 0
+	if !b.ragged {
+		return b.prefillLone(slot, tokens)
+	}
 	if err := b.reset(slot); err != nil {
 		return nil, err
 	}
@@ -185,8 +211,8 @@ func (b *Batch) Step(slots []int, tokens []int64) ([][]float32, error) {
 		}
 		uniform = uniform && sl == i && pos[i] == pos[0]
 	}
-	if !uniform && !b.ragged {
-		return nil, fmt.Errorf("backend %s: the slots must be all rows at one position (rows at different positions are not supported)", b.s.m.Backend)
+	if !b.ragged {
+		return b.stepLone(slots, tokens)
 	}
 	rows := make([][]int64, len(tokens))
 	for i, t := range tokens {
@@ -257,4 +283,43 @@ func (b *Batch) run(r *backends.Runner, call string, tokens [][]int64, pos, slot
 		return nil, fmt.Errorf("%s: reading the logits: %w", call, err)
 	}
 	return checkLogits(out, B, S, pos[0], call)
+}
+
+// prefillLone is Prefill on a backend without row views: a fresh session.
+func (b *Batch) prefillLone(slot int, tokens []int64) ([]float32, error) {
+	if old := b.lone[slot]; old != nil {
+		old.Close()
+		b.lone[slot] = nil
+	}
+	s, err := b.s.m.NewSession(Options{Batch: 1, MaxLen: b.opt.MaxLen, MaxMemory: -1})
+	if err != nil {
+		return nil, err
+	}
+	lg, err := s.Prefill([][]int64{tokens})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	b.lone[slot], b.pos[slot] = s, len(tokens)
+	return lg.Last()[0], nil
+}
+
+// stepLone is Step on a backend without row views: each slot's session in
+// turn (a failed step leaves the slots before it advanced: the caller frees
+// the slots of a failed step).
+func (b *Batch) stepLone(slots []int, tokens []int64) ([][]float32, error) {
+	out := make([][]float32, len(slots))
+	for i, sl := range slots {
+		s := b.lone[sl]
+		if s == nil || s.Pos != b.pos[sl] {
+			return nil, fmt.Errorf("slot %d: decode needs a prefill first", sl)
+		}
+		lg, err := s.Decode([]int64{tokens[i]})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = lg.Last()[0]
+		b.pos[sl]++
+	}
+	return out, nil
 }
