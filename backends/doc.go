@@ -10,5 +10,8 @@
 // a backend and its fallbacks by capability and cuts it into segments;
 // Runner (runner.go) runs the segments of a call, moving the values that
 // cross a boundary. HostDevice (host.go) is the Device of backends whose
-// buffers are *Tensor in host memory.
+// buffers are *Tensor in host memory. Rows at different positions in one
+// call (rows.go): RowWise classifies a graph's nodes into per-row and
+// batched ones, and Runner.RunRows runs a ragged call on devices that
+// implement RowDevice (the host devices; not cuda yet).
 package backends

@@ -15,4 +15,13 @@
 //	defer s.Close()
 //	g, _ := s.Generate([][]int64{{1, 2, 3}}, engine.GenerateOptions{MaxNew: 8})
 //	fmt.Println(g.IDs[0])
+//
+// A Batch (batch.go) is continuous batching for a server: Slots sequences
+// that join and leave between decode steps, each at its own position.
+// Prefill runs one slot alone; Step runs the listed slots in one call of
+// the decode graph (backends.Runner.RunRows: the position-dependent nodes
+// once per row, the rest once for all rows). Greedy answers equal a lone
+// session's bit for bit on the host backends (cpu-ref, cpu, gorgonia). On
+// a backend without row views (cuda, for now) Ragged is false and a Step
+// runs the slots' own sessions one after the other: correct, not batched.
 package engine
