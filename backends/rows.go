@@ -263,11 +263,13 @@ func (rc *rowCall) runRows(i int, seg *Segment) error {
 	c, rp, be := rc.c, rc.rp, seg.Backend
 	d := rc.r.devs[be].(RowDevice)
 	stacked := map[*ir.Node]Buffer{}
+	env, err := rc.env(be, 1, 0, nil) // one for every row: its values are dropped after each
+	if err != nil {
+		return err
+	}
 	for b := 0; b < c.B; b++ {
-		env, err := rc.env(be, 1, c.RowPos[b], c.RowState[b])
-		if err != nil {
-			return err
-		}
+		env.StartPos, env.State = c.RowPos[b], c.RowState[b]
+		clear(env.Values)
 		if env.Inputs, err = rc.inputs(be, rp.inputs[i], b); err != nil {
 			return err
 		}
@@ -342,6 +344,9 @@ func (rc *rowCall) env(be string, rows, pos int, state map[string]Buffer) (*Env,
 // inputs are the graph inputs names on backend be: of all rows (row < 0) or
 // of one row (a view of its row; start_pos is the row's position).
 func (rc *rowCall) inputs(be string, names []string, row int) (map[string]Buffer, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
 	m := map[string]Buffer{}
 	d := rc.r.devs[be]
 	for _, name := range names {
