@@ -364,3 +364,13 @@ func (sc *scheduler) pick() []int {
 	}
 	return groups[best]
 }
+
+// doneClosed reports whether the scheduler has stopped.
+func (sc *scheduler) doneClosed() bool {
+	select {
+	case <-sc.done:
+		return true
+	default:
+		return false
+	}
+}

@@ -100,9 +100,6 @@ func run(args []string) error {
 	if err := o.check(); err != nil {
 		return err
 	}
-	sig, stopSig := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stopSig()
-
 	p, err := plan.Read(o.plan)
 	if err != nil {
 		return err
@@ -161,12 +158,16 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// From here SIGINT and SIGTERM drain the server (before, they end the
+	// process at once: nothing is served yet).
+	sig, stopSig := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSig()
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		srv.Close()
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(os.Stderr, "serve: %s on %s (%s, %d slots of %d positions, %s) at http://%s\n", name, backend, kind, eng.Slots(), o.maxLen, dir, ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()

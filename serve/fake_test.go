@@ -1,0 +1,121 @@
+package serve
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// fakeEngine is an Engine whose logits are a function of each slot's
+// tokens (so an answer depends on its own sequence only, as with the real
+// model), recording the calls the scheduler makes.
+type fakeEngine struct {
+	mu       sync.Mutex
+	slots    int
+	ragged   bool
+	vocab    int
+	hist     [][]int64 // tokens each slot holds
+	prompt   []int     // prompt length of each slot
+	script   []int64   // when set: the i-th generated token of every sequence (then end of sentence)
+	gate     chan struct{}
+	delay    time.Duration // each Step sleeps this long
+	failOn   int64         // a fed token that makes its step fail
+	panicOn  int64         // a fed token that makes its step panic
+	steps    [][]int
+	stepPos  [][]int
+	frees    []int
+	prefills int
+}
+
+func newFake(slots int) *fakeEngine {
+	return &fakeEngine{slots: slots, ragged: true, vocab: 512, hist: make([][]int64, slots), prompt: make([]int, slots), failOn: -1, panicOn: -1}
+}
+
+func (f *fakeEngine) Slots() int   { return f.slots }
+func (f *fakeEngine) Ragged() bool { return f.ragged }
+
+func (f *fakeEngine) Pos(slot int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.hist[slot])
+}
+
+func (f *fakeEngine) Free(slot int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frees = append(f.frees, slot)
+	f.hist[slot] = nil
+}
+
+// next is the token the logits of slot make most likely.
+func (f *fakeEngine) next(slot int) int64 {
+	h := f.hist[slot]
+	if f.script != nil {
+		i := len(h) - f.prompt[slot]
+		if i < len(f.script) {
+			return f.script[i]
+		}
+		return 1 // end of sentence
+	}
+	var x uint64 = 1469598103934665603
+	for _, t := range h {
+		x = (x ^ uint64(t)) * 1099511628211
+	}
+	return int64(67 + x%26) // a..z: never a special token
+}
+
+func (f *fakeEngine) logits(slot int) []float32 {
+	l := make([]float32, f.vocab)
+	for i := range l {
+		l[i] = float32(i%7) * 0.01
+	}
+	l[f.next(slot)] = 10
+	return l
+}
+
+func (f *fakeEngine) Prefill(slot int, tokens []int64) ([]float32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if slot < 0 || slot >= f.slots {
+		return nil, fmt.Errorf("prefill of slot %d", slot)
+	}
+	f.prefills++
+	f.hist[slot] = append([]int64(nil), tokens...)
+	f.prompt[slot] = len(tokens)
+	return f.logits(slot), nil
+}
+
+func (f *fakeEngine) Step(slots []int, tokens []int64) ([][]float32, error) {
+	if f.gate != nil {
+		<-f.gate
+	}
+	time.Sleep(f.delay)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var pos []int
+	for _, s := range slots {
+		pos = append(pos, len(f.hist[s]))
+	}
+	f.steps = append(f.steps, append([]int(nil), slots...))
+	f.stepPos = append(f.stepPos, pos)
+	for i, s := range slots {
+		if len(f.hist[s]) == 0 {
+			return nil, fmt.Errorf("step of empty slot %d", s)
+		}
+		if !f.ragged && pos[i] != pos[0] {
+			return nil, fmt.Errorf("step of slots at positions %v on a non-ragged engine", pos)
+		}
+		if tokens[i] == f.failOn {
+			return nil, fmt.Errorf("kernel failure (injected)")
+		}
+		if tokens[i] == f.panicOn {
+			panic("kernel panic (injected)")
+		}
+	}
+	out := make([][]float32, len(slots))
+	for i, s := range slots {
+		f.hist[s] = append(f.hist[s], tokens[i])
+		out[i] = f.logits(s)
+	}
+	return out, nil
+}

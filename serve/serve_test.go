@@ -1,0 +1,667 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ds4go/ds4/tokenizer"
+)
+
+const model = "tiny-test"
+
+var (
+	tokOnce sync.Once
+	tok     *tokenizer.Tokenizer
+	tokErr  error
+)
+
+// testTokenizer is the tiny checkpoint's tokenizer (single characters are
+// tokens of their own).
+func testTokenizer(t *testing.T) *tokenizer.Tokenizer {
+	t.Helper()
+	tokOnce.Do(func() { tok, tokErr = tokenizer.Load("../testdata/tiny/tokenizer.json") })
+	if tokErr != nil {
+		t.Fatal(tokErr)
+	}
+	return tok
+}
+
+// ids are the tokens of text, one per character.
+func ids(t *testing.T, text string) []int64 {
+	var out []int64
+	for _, r := range text {
+		out = append(out, testTokenizer(t).Encode(string(r))...)
+	}
+	return out
+}
+
+// newTest starts a Server on f behind an httptest server.
+func newTest(t *testing.T, f *fakeEngine, edit func(*Config)) (*Server, *httptest.Server) {
+	t.Helper()
+	cfg := Config{Engine: f, Tokenizer: testTokenizer(t), ModelName: model, MaxSeqLen: 64, MaxTokens: 32,
+		Logger: log.New(io.Discard, "", 0)}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	return s, hs
+}
+
+func post(t *testing.T, hs *httptest.Server, path, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(hs.URL+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func chatBody(extra string) string {
+	return `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]` + extra + `}`
+}
+
+// errorBody is the OpenAI error body.
+type errorBody struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+func TestValidation(t *testing.T) {
+	_, hs := newTest(t, newFake(2), nil)
+	long := strings.Repeat("a", 70)
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		typ, param               string
+	}{
+		{"ok", "POST", "/v1/chat/completions", chatBody(`,"max_tokens":3`), 200, "", ""},
+		{"unknown-field-ignored", "POST", "/v1/chat/completions", chatBody(`,"max_tokens":3,"frobnicate":{"x":1}`), 200, "", ""},
+		{"content-parts", "POST", "/v1/chat/completions", `{"model":"` + model + `","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":2}`, 200, "", ""},
+		{"completion-ok", "POST", "/v1/completions", `{"model":"` + model + `","prompt":"hi","max_tokens":2}`, 200, "", ""},
+		{"completion-ids", "POST", "/v1/completions", `{"model":"` + model + `","prompt":[0,67,68],"max_tokens":2}`, 200, "", ""},
+		{"bad-json", "POST", "/v1/chat/completions", `{"model":`, 400, typeInvalid, ""},
+		{"not-an-object", "POST", "/v1/chat/completions", `[1,2]`, 400, typeInvalid, ""},
+		{"empty-body", "POST", "/v1/chat/completions", ``, 400, typeInvalid, ""},
+		{"two-values", "POST", "/v1/chat/completions", chatBody("") + `{}`, 400, typeInvalid, ""},
+		{"wrong-type-max-tokens", "POST", "/v1/chat/completions", chatBody(`,"max_tokens":"3"`), 400, typeInvalid, "max_tokens"},
+		{"wrong-type-temperature", "POST", "/v1/chat/completions", chatBody(`,"temperature":"hot"`), 400, typeInvalid, "temperature"},
+		{"wrong-type-stream", "POST", "/v1/chat/completions", chatBody(`,"stream":1`), 400, typeInvalid, "stream"},
+		{"wrong-type-stop", "POST", "/v1/chat/completions", chatBody(`,"stop":5`), 400, typeInvalid, "stop"},
+		{"wrong-type-content", "POST", "/v1/chat/completions", `{"model":"` + model + `","messages":[{"role":"user","content":5}]}`, 400, typeInvalid, "messages"},
+		{"no-model", "POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`, 400, typeInvalid, "model"},
+		{"unknown-model", "POST", "/v1/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, 404, typeInvalid, "model"},
+		{"no-messages", "POST", "/v1/chat/completions", `{"model":"` + model + `","messages":[]}`, 400, typeInvalid, "messages"},
+		{"bad-role", "POST", "/v1/chat/completions", `{"model":"` + model + `","messages":[{"role":"tool","content":"x"}]}`, 400, typeInvalid, "messages"},
+		{"max-tokens-zero", "POST", "/v1/chat/completions", chatBody(`,"max_tokens":0`), 400, typeInvalid, "max_tokens"},
+		{"max-tokens-negative", "POST", "/v1/chat/completions", chatBody(`,"max_completion_tokens":-1`), 400, typeInvalid, "max_completion_tokens"},
+		{"max-tokens-over-limit", "POST", "/v1/chat/completions", chatBody(`,"max_tokens":33`), 400, typeInvalid, "max_tokens"},
+		{"prompt-over-context", "POST", "/v1/completions", `{"model":"` + model + `","prompt":"` + long + `","max_tokens":1}`, 400, typeInvalid, "max_tokens"},
+		{"prompt-fills-context", "POST", "/v1/completions", `{"model":"` + model + `","prompt":"` + long + `"}`, 400, typeInvalid, "prompt"},
+		{"prompt-missing", "POST", "/v1/completions", `{"model":"` + model + `"}`, 400, typeInvalid, "prompt"},
+		{"prompt-bad-id", "POST", "/v1/completions", `{"model":"` + model + `","prompt":[99999]}`, 400, typeInvalid, "prompt"},
+		{"prompt-list", "POST", "/v1/completions", `{"model":"` + model + `","prompt":["a","b"]}`, 400, typeInvalid, "prompt"},
+		{"temperature-high", "POST", "/v1/chat/completions", chatBody(`,"temperature":2.5`), 400, typeInvalid, "temperature"},
+		{"temperature-negative", "POST", "/v1/chat/completions", chatBody(`,"temperature":-0.1`), 400, typeInvalid, "temperature"},
+		{"top-p-zero", "POST", "/v1/chat/completions", chatBody(`,"top_p":0`), 400, typeInvalid, "top_p"},
+		{"top-p-high", "POST", "/v1/chat/completions", chatBody(`,"top_p":1.5`), 400, typeInvalid, "top_p"},
+		{"n-two", "POST", "/v1/chat/completions", chatBody(`,"n":2`), 400, typeInvalid, "n"},
+		{"empty-stop", "POST", "/v1/chat/completions", chatBody(`,"stop":[""]`), 400, typeInvalid, "stop"},
+		{"bad-effort", "POST", "/v1/chat/completions", chatBody(`,"reasoning_effort":"extreme"`), 400, typeInvalid, "reasoning_effort"},
+		{"too-large", "POST", "/v1/chat/completions", `{"model":"` + strings.Repeat("x", 5<<20) + `"}`, 413, typeInvalid, ""},
+		{"get-chat", "GET", "/v1/chat/completions", "", 405, typeInvalid, ""},
+		{"post-models", "POST", "/v1/models", "{}", 405, typeInvalid, ""},
+		{"unknown-path", "GET", "/v2/nothing", "", 404, typeInvalid, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req, _ := http.NewRequest(c.method, hs.URL+c.path, strings.NewReader(c.body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, c.status, b)
+			}
+			if c.status == 200 {
+				return
+			}
+			var e errorBody
+			if err := json.Unmarshal(b, &e); err != nil || e.Error.Message == "" {
+				t.Fatalf("not an OpenAI error body: %s", b)
+			}
+			if e.Error.Type != c.typ {
+				t.Errorf("type %q, want %q", e.Error.Type, c.typ)
+			}
+			if got := ""; c.param != "" {
+				if e.Error.Param != nil {
+					got = *e.Error.Param
+				}
+				if got != c.param {
+					t.Errorf("param %q, want %q (%s)", got, c.param, e.Error.Message)
+				}
+			}
+		})
+	}
+	// The server is still up after every refusal.
+	if code, _ := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":2`)); code != 200 {
+		t.Fatalf("after the refusals: %d", code)
+	}
+}
+
+func TestModelNotFoundCode(t *testing.T) {
+	_, hs := newTest(t, newFake(1), nil)
+	_, b := post(t, hs, "/v1/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`)
+	var e errorBody
+	json.Unmarshal([]byte(b), &e)
+	if e.Error.Code == nil || *e.Error.Code != "model_not_found" {
+		t.Fatalf("code %v, want model_not_found: %s", e.Error.Code, b)
+	}
+}
+
+// sse reads an event stream: the data of each event, [DONE] last.
+func sse(t *testing.T, r io.Reader) []string {
+	t.Helper()
+	var out []string
+	sc := bufio.NewScanner(r)
+	blank := true
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			blank = true
+			continue
+		}
+		if !blank {
+			t.Fatalf("event without a blank line before it: %q", line)
+		}
+		blank = false
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			t.Fatalf("line %q is not a data line", line)
+		}
+		out = append(out, data)
+	}
+	return out
+}
+
+type chunk struct {
+	Object  string `json:"object"`
+	Choices []struct {
+		Delta struct {
+			Role             string  `json:"role"`
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+		} `json:"delta"`
+		Text         string  `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usage `json:"usage"`
+}
+
+// stream posts body and returns its chunks (without [DONE], which it checks).
+func stream(t *testing.T, hs *httptest.Server, path, body string) []chunk {
+	t.Helper()
+	resp, err := http.Post(hs.URL+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	events := sse(t, resp.Body)
+	if len(events) == 0 || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("the stream does not end with [DONE]: %q", events)
+	}
+	var out []chunk
+	for _, e := range events[:len(events)-1] {
+		var c chunk
+		if err := json.Unmarshal([]byte(e), &c); err != nil {
+			t.Fatalf("event %q: %v", e, err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+type chatResult struct {
+	Choices []struct {
+		Message struct {
+			Content          string  `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+		} `json:"message"`
+		Text         string `json:"text"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage usage `json:"usage"`
+}
+
+func complete(t *testing.T, hs *httptest.Server, path, body string) chatResult {
+	t.Helper()
+	code, b := post(t, hs, path, body)
+	if code != 200 {
+		t.Fatalf("status %d: %s", code, b)
+	}
+	var r chatResult
+	if err := json.Unmarshal([]byte(b), &r); err != nil || len(r.Choices) != 1 {
+		t.Fatalf("response %s: %v", b, err)
+	}
+	return r
+}
+
+func TestSSEFormat(t *testing.T) {
+	_, hs := newTest(t, newFake(2), nil)
+	whole := complete(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":6`))
+	chunks := stream(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":6,"stream":true,"stream_options":{"include_usage":true}`))
+	if c := chunks[0]; len(c.Choices) != 1 || c.Choices[0].Delta.Role != "assistant" || c.Object != "chat.completion.chunk" {
+		t.Fatalf("first chunk %+v: want the assistant role", c)
+	}
+	var text strings.Builder
+	for _, c := range chunks[:len(chunks)-2] {
+		if len(c.Choices) != 1 || c.Choices[0].FinishReason != nil || c.Usage != nil {
+			t.Fatalf("chunk %+v: a delta without finish reason or usage wanted", c)
+		}
+		if d := c.Choices[0].Delta.Content; d != nil {
+			text.WriteString(*d)
+		}
+	}
+	fin := chunks[len(chunks)-2]
+	if len(fin.Choices) != 1 || fin.Choices[0].FinishReason == nil || *fin.Choices[0].FinishReason != "length" {
+		t.Fatalf("last choice chunk %+v: want finish_reason length", fin)
+	}
+	u := chunks[len(chunks)-1]
+	if len(u.Choices) != 0 || u.Usage == nil || u.Usage.CompletionTokens != 6 || u.Usage.TotalTokens != u.Usage.PromptTokens+6 {
+		t.Fatalf("usage chunk %+v", u)
+	}
+	if text.String() != whole.Choices[0].Message.Content || whole.Choices[0].FinishReason != "length" || whole.Usage.CompletionTokens != 6 {
+		t.Fatalf("streamed %q, whole %+v", text.String(), whole)
+	}
+	// Without include_usage: no usage chunk.
+	chunks = stream(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":3,"stream":true`))
+	if last := chunks[len(chunks)-1]; last.Usage != nil || len(last.Choices) != 1 {
+		t.Fatalf("last chunk without include_usage: %+v", last)
+	}
+	// Text completions stream "text".
+	whole = complete(t, hs, "/v1/completions", `{"model":"`+model+`","prompt":"hi","max_tokens":5}`)
+	chunks = stream(t, hs, "/v1/completions", `{"model":"`+model+`","prompt":"hi","max_tokens":5,"stream":true}`)
+	text.Reset()
+	for _, c := range chunks {
+		if c.Object != "text_completion" {
+			t.Fatalf("completion chunk object %q", c.Object)
+		}
+		text.WriteString(c.Choices[0].Text)
+	}
+	if text.String() != whole.Choices[0].Text || text.Len() != 5 {
+		t.Fatalf("streamed %q, whole %q", text.String(), whole.Choices[0].Text)
+	}
+}
+
+func TestStopStringHoldback(t *testing.T) {
+	f := newFake(1)
+	f.script = ids(t, "abcSTOxSTOPdef")
+	_, hs := newTest(t, f, nil)
+	body := chatBody(`,"max_tokens":20,"stop":["STOP","zz"],"stream":true`)
+	chunks := stream(t, hs, "/v1/chat/completions", body)
+	var text strings.Builder
+	var reason string
+	for _, c := range chunks {
+		if d := c.Choices[0].Delta.Content; d != nil {
+			if strings.Contains(*d, "STOP") || strings.HasSuffix(*d, "ST") && len(text.String()+*d) > len("abcSTOx") {
+				t.Errorf("chunk %q leaks the stop string", *d)
+			}
+			text.WriteString(*d)
+		}
+		if fr := c.Choices[0].FinishReason; fr != nil {
+			reason = *fr
+		}
+	}
+	if text.String() != "abcSTOx" || reason != "stop" {
+		t.Fatalf("streamed %q (finish %q), want \"abcSTOx\" and stop", text.String(), reason)
+	}
+	r := complete(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":20,"stop":"STOP"`))
+	if r.Choices[0].Message.Content != "abcSTOx" || r.Choices[0].FinishReason != "stop" {
+		t.Fatalf("whole %+v", r)
+	}
+	// The end of sentence stops too (the script ends with it).
+	r = complete(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":20`))
+	if r.Choices[0].Message.Content != "abcSTOxSTOPdef" || r.Choices[0].FinishReason != "stop" || r.Usage.CompletionTokens != 15 {
+		t.Fatalf("to the end of sentence: %+v", r)
+	}
+}
+
+func TestUTF8NotSplit(t *testing.T) {
+	f := newFake(1)
+	f.script = testTokenizer(t).Encode("aé€b")
+	_, hs := newTest(t, f, nil)
+	var text strings.Builder
+	for _, c := range stream(t, hs, "/v1/completions", `{"model":"`+model+`","prompt":"x","max_tokens":20,"stream":true}`) {
+		if !utf8.ValidString(c.Choices[0].Text) {
+			t.Errorf("chunk %q splits a character", c.Choices[0].Text)
+		}
+		text.WriteString(c.Choices[0].Text)
+	}
+	if text.String() != "aé€b" {
+		t.Fatalf("streamed %q", text.String())
+	}
+}
+
+func TestReasoningContent(t *testing.T) {
+	f := newFake(1)
+	f.script = append(append(ids(t, "hmm"), testTokenizer(t).Encode("</think>")...), ids(t, "ok")...)
+	_, hs := newTest(t, f, func(c *Config) { c.MaxSeqLen = 128 })
+	r := complete(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":20,"reasoning_effort":"high"`))
+	m := r.Choices[0].Message
+	if m.ReasoningContent == nil || *m.ReasoningContent != "hmm" || m.Content != "ok" {
+		t.Fatalf("reasoning %v content %q, want hmm / ok", m.ReasoningContent, m.Content)
+	}
+	var reasoning, content strings.Builder
+	for _, c := range stream(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":20,"reasoning_effort":"low","stream":true`)) {
+		d := c.Choices[0].Delta
+		if d.ReasoningContent != nil {
+			reasoning.WriteString(*d.ReasoningContent)
+		}
+		if d.Content != nil {
+			content.WriteString(*d.Content)
+		}
+	}
+	if reasoning.String() != "hmm" || content.String() != "ok" {
+		t.Fatalf("streamed reasoning %q content %q", reasoning.String(), content.String())
+	}
+	// Without reasoning_effort (and no -thinking), the whole answer is content.
+	r = complete(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":20`))
+	if r.Choices[0].Message.ReasoningContent != nil || !strings.HasPrefix(r.Choices[0].Message.Content, "hmm") {
+		t.Fatalf("without thinking: %+v", r.Choices[0].Message)
+	}
+}
+
+// TestBatchedEqualsAlone: concurrent greedy requests share steps and each
+// answer equals the one it gets alone.
+func TestBatchedEqualsAlone(t *testing.T) {
+	for _, ragged := range []bool{true, false} {
+		f := newFake(4)
+		f.ragged = ragged
+		f.delay = 2 * time.Millisecond
+		_, hs := newTest(t, f, func(c *Config) { c.MaxQueue = 16 })
+		prompts := []string{"a", "bb", "ccc", "dddd", "e", "ff", "ggg", "hhhh"}
+		alone := map[string]string{}
+		for _, p := range prompts {
+			alone[p] = complete(t, hs, "/v1/completions", `{"model":"`+model+`","prompt":"`+p+`","max_tokens":12}`).Choices[0].Text
+		}
+		var wg sync.WaitGroup
+		got := make([]string, len(prompts))
+		for i, p := range prompts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var b strings.Builder
+				for _, c := range stream(t, hs, "/v1/completions", `{"model":"`+model+`","prompt":"`+p+`","max_tokens":12,"stream":true}`) {
+					b.WriteString(c.Choices[0].Text)
+				}
+				got[i] = b.String()
+			}()
+		}
+		wg.Wait()
+		for i, p := range prompts {
+			if got[i] != alone[p] {
+				t.Errorf("ragged %v: prompt %q batched %q, alone %q", ragged, p, got[i], alone[p])
+			}
+		}
+		f.mu.Lock()
+		shared := 0
+		for i, s := range f.steps {
+			if len(s) > 1 {
+				shared++
+			}
+			if !ragged {
+				for _, p := range f.stepPos[i] {
+					if p != f.stepPos[i][0] {
+						t.Errorf("non-ragged step at positions %v", f.stepPos[i])
+					}
+				}
+			}
+		}
+		f.mu.Unlock()
+		if shared == 0 {
+			t.Errorf("ragged %v: no step decoded two sequences at once", ragged)
+		}
+	}
+}
+
+// metric reads one sample of /metrics (the sum over labels holding sub).
+func metric(t *testing.T, hs *httptest.Server, name, sub string) float64 {
+	t.Helper()
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, name) && (line[len(name)] == ' ' || line[len(name)] == '{') && strings.Contains(line, sub) {
+			var v float64
+			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestQueueFull429(t *testing.T) {
+	f := newFake(1)
+	f.gate = make(chan struct{})
+	_, hs := newTest(t, f, func(c *Config) { c.MaxQueue = 1 })
+	results := make(chan int, 2)
+	go func() { code, _ := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":3`)); results <- code }()
+	waitFor(t, "the first request active", func() bool { return metric(t, hs, "ds4_serve_active_slots", "") == 1 })
+	go func() { code, _ := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":3`)); results <- code }()
+	waitFor(t, "the second request queued", func() bool { return metric(t, hs, "ds4_serve_queue_depth", "") == 1 })
+	code, b := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":3`))
+	var e errorBody
+	if code != 429 || json.Unmarshal([]byte(b), &e) != nil || e.Error.Type == "" {
+		t.Fatalf("with the queue full: %d %s, want 429 and an error body", code, b)
+	}
+	close(f.gate)
+	for range 2 {
+		if c := <-results; c != 200 {
+			t.Errorf("a queued request ended %d", c)
+		}
+	}
+	if n := metric(t, hs, "ds4_serve_requests_total", `status="429"`); n != 1 {
+		t.Errorf("requests_total 429 = %v", n)
+	}
+}
+
+func TestCancelFreesSlot(t *testing.T) {
+	f := newFake(1)
+	f.gate = make(chan struct{})
+	_, hs := newTest(t, f, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v1/chat/completions", strings.NewReader(chatBody(`,"max_tokens":30,"stream":true`)))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "the request active", func() bool { return metric(t, hs, "ds4_serve_active_slots", "") == 1 })
+	f.gate <- struct{}{} // one step
+	cancel()
+	<-done
+	go func() {
+		for {
+			select {
+			case f.gate <- struct{}{}:
+			case <-time.After(2 * time.Second):
+				return
+			}
+		}
+	}()
+	waitFor(t, "the slot freed", func() bool { return metric(t, hs, "ds4_serve_active_slots", "") == 0 })
+	f.mu.Lock()
+	frees := len(f.frees)
+	f.mu.Unlock()
+	if frees == 0 {
+		t.Fatal("the engine's slot was not freed")
+	}
+	// The slot serves the next request.
+	if code, b := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":3`)); code != 200 {
+		t.Fatalf("after the cancel: %d %s", code, b)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	f := newFake(1)
+	f.gate = make(chan struct{})
+	_, hs := newTest(t, f, func(c *Config) { c.RequestTimeout = 50 * time.Millisecond })
+	code, b := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":30`))
+	var e errorBody
+	if code != 504 || json.Unmarshal([]byte(b), &e) != nil || e.Error.Type != typeTimeout {
+		t.Fatalf("timed out: %d %s", code, b)
+	}
+	close(f.gate)
+	waitFor(t, "the slot freed", func() bool { return metric(t, hs, "ds4_serve_active_slots", "") == 0 })
+}
+
+func TestEngineFailureFailsOnlyItsStep(t *testing.T) {
+	for _, mode := range []string{"error", "panic"} {
+		f := newFake(2)
+		f.script = ids(t, "abxyz")
+		x := ids(t, "x")[0]
+		if mode == "error" {
+			f.failOn = x
+		} else {
+			f.panicOn = x
+		}
+		_, hs := newTest(t, f, nil)
+		code, b := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":10`))
+		var e errorBody
+		if code != 500 || json.Unmarshal([]byte(b), &e) != nil || e.Error.Type != typeServer {
+			t.Fatalf("%s: %d %s, want 500", mode, code, b)
+		}
+		// Streaming: the error arrives as an event after the text so far.
+		chunks := stream(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":10,"stream":true`))
+		if len(chunks) == 0 {
+			t.Fatalf("%s: empty stream", mode)
+		}
+		f.mu.Lock()
+		f.failOn, f.panicOn = -1, -1
+		f.mu.Unlock()
+		if r := complete(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":10`)); r.Choices[0].Message.Content != "abxyz" {
+			t.Fatalf("%s: after the failure %+v", mode, r)
+		}
+		if n := metric(t, hs, "ds4_serve_engine_failures_total", ""); n != 2 {
+			t.Errorf("%s: engine failures %v, want 2", mode, n)
+		}
+	}
+}
+
+func TestMetricsExposed(t *testing.T) {
+	_, hs := newTest(t, newFake(3), nil)
+	complete(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":4`))
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, name := range []string{"ds4_serve_requests_total", "ds4_serve_prompt_tokens_total", "ds4_serve_completion_tokens_total",
+		"ds4_serve_time_to_first_token_seconds_bucket", "ds4_serve_inter_token_latency_seconds_bucket", "ds4_serve_queue_depth",
+		"ds4_serve_active_slots", "ds4_serve_slots 3"} {
+		if !strings.Contains(string(b), name) {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+	if n := metric(t, hs, "ds4_serve_completion_tokens_total", ""); n != 4 {
+		t.Errorf("completion tokens %v, want 4", n)
+	}
+	if n := metric(t, hs, "ds4_serve_requests_total", `endpoint="/v1/chat/completions",status="200"`); n != 1 {
+		t.Errorf("requests %v, want 1", n)
+	}
+}
+
+func TestShutdownDrains(t *testing.T) {
+	f := newFake(1)
+	f.gate = make(chan struct{})
+	s, hs := newTest(t, f, nil)
+	result := make(chan int, 1)
+	go func() { code, _ := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":3`)); result <- code }()
+	waitFor(t, "the request active", func() bool { return metric(t, hs, "ds4_serve_active_slots", "") == 1 })
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	waitFor(t, "draining", func() bool { return s.draining.Load() })
+	if code, _ := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":3`)); code != 503 {
+		t.Errorf("a new request while draining: %d, want 503", code)
+	}
+	if resp, err := http.Get(hs.URL + "/health"); err != nil || resp.StatusCode != 503 {
+		t.Errorf("/health while draining: %v %v", resp, err)
+	}
+	close(f.gate)
+	if c := <-result; c != 200 {
+		t.Errorf("the in-flight request ended %d, want 200", c)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+func TestShutdownCancelsAtDeadline(t *testing.T) {
+	f := newFake(1)
+	f.delay = 5 * time.Millisecond // 30 tokens: 150 ms, far past the deadline
+	s, hs := newTest(t, f, nil)
+	result := make(chan int, 1)
+	go func() { code, _ := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":30`)); result <- code }()
+	waitFor(t, "the request active", func() bool { return metric(t, hs, "ds4_serve_active_slots", "") == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.Shutdown(ctx); err == nil {
+		t.Error("Shutdown returned nil; want the deadline's error (a request was cancelled)")
+	}
+	if c := <-result; c != 503 {
+		t.Errorf("the cancelled request ended %d, want 503", c)
+	}
+	if !s.sched.doneClosed() {
+		t.Error("the scheduler still runs after Shutdown")
+	}
+}
