@@ -267,6 +267,10 @@ func (rc *rowCall) runRows(i int, seg *Segment) error {
 	if err != nil {
 		return err
 	}
+	// A per-row run must not write into the call's arena: its inputs are
+	// views of values there, which the plan let a per-row node overwrite
+	// once it read them (every row still needs them).
+	env.Arena = c.RowArenas[be]
 	for b := 0; b < c.B; b++ {
 		env.StartPos, env.State = c.RowPos[b], c.RowState[b]
 		clear(env.Values)

@@ -78,6 +78,9 @@ type Call struct {
 	// position and its state (views of its rows of the state buffers).
 	RowPos   []int
 	RowState []map[string]Buffer
+	// RowArenas are the arenas of the per-row runs of a ragged call, one
+	// per backend, apart from Arenas (nil: fresh buffers).
+	RowArenas map[string]Arena
 }
 
 // Run launches every segment, waits for the devices and returns the

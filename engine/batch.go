@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/ir"
@@ -32,6 +33,9 @@ type Batch struct {
 	ragged bool
 	opt    BatchOptions
 	lone   []*Session // !ragged: each slot's session (nil until prefilled)
+	// rowArenas are the per-row runs' arenas of ragged steps (by backend;
+	// the host backends share one), apart from the session's.
+	rowArenas map[string]backends.Arena
 }
 
 // NewBatch allocates the state of o.Slots rows.
@@ -104,8 +108,51 @@ func (b *Batch) Close() error {
 		}
 		return nil
 	}
+	closed := map[backends.Arena]bool{}
+	for _, a := range b.rowArenas {
+		if !closed[a] {
+			closed[a] = true
+			a.Close()
+		}
+	}
+	b.rowArenas = nil
 	b.s.Close()
 	return nil
+}
+
+// rowArenasFor returns the arenas of the per-row runs of a ragged decode
+// step, made on first use and sized for one row.
+func (b *Batch) rowArenasFor(r *backends.Runner) (map[string]backends.Arena, error) {
+	if b.rowArenas != nil {
+		return b.rowArenas, nil
+	}
+	s := b.s
+	_, dec := Options{Batch: 1, MaxLen: s.opt.MaxLen}.callBindings()
+	sizes := backends.SlotSizes(r.Placement().Graph, dec)
+	a := map[string]backends.Arena{}
+	var host backends.Arena
+	for _, seg := range r.Placement().Segments {
+		if _, ok := a[seg.Backend]; ok {
+			continue
+		}
+		if s.m.host[seg.Backend] && host != nil {
+			a[seg.Backend] = host
+			continue
+		}
+		ar, err := s.m.devs[seg.Backend].NewArena(sizes)
+		if err != nil {
+			for _, x := range a {
+				x.Close()
+			}
+			return nil, fmt.Errorf("backend %s: the per-row activation arena: %w", seg.Backend, err)
+		}
+		a[seg.Backend] = ar
+		if s.m.host[seg.Backend] {
+			host = ar
+		}
+	}
+	b.rowArenas = a
+	return a, nil
 }
 
 // Ragged reports whether the backends run rows at different positions in
@@ -162,7 +209,7 @@ func (b *Batch) reset(slot int) error {
 
 // Prefill resets slot and runs its prompt at positions 0..len-1 (the other
 // slots' state is untouched); it returns the logits of the prompt's last
-// position.
+// position (the caller's to keep).
 func (b *Batch) Prefill(slot int, tokens []int64) (logits []float32, err error) {
 	if slot < 0 || slot >= len(b.pos) {
 		return nil, fmt.Errorf("slot %d of a batch of %d", slot, len(b.pos))
@@ -185,11 +232,12 @@ func (b *Batch) Prefill(slot int, tokens []int64) (logits []float32, err error) 
 		return nil, err
 	}
 	b.pos[slot] = len(tokens)
-	return lg.Last()[0], nil
+	return slices.Clone(lg.Last()[0]), nil
 }
 
 // Step runs one decode step for each listed slot, each at its own position,
-// in one call of the decode graph; logits[i] belongs to slots[i].
+// in one call of the decode graph; logits[i] belongs to slots[i] (the
+// caller's to keep).
 func (b *Batch) Step(slots []int, tokens []int64) ([][]float32, error) {
 	if len(slots) == 0 || len(slots) != len(tokens) {
 		return nil, fmt.Errorf("step of %d slots with %d tokens", len(slots), len(tokens))
@@ -225,7 +273,19 @@ func (b *Batch) Step(slots []int, tokens []int64) ([][]float32, error) {
 	for _, sl := range slots {
 		b.pos[sl]++
 	}
-	return lg.Last(), nil
+	return ownRows(lg.Last()), nil
+}
+
+// ownRows copies the rows of a call's logits: a host backend's logits may
+// live in the activation arena, which the next call reuses.
+func ownRows(rows [][]float32) [][]float32 {
+	out := make([][]float32, len(rows))
+	flat := make([]float32, 0, len(rows)*len(rows[0]))
+	for i, r := range rows {
+		flat = append(flat, r...)
+		out[i] = flat[len(flat)-len(r):]
+	}
+	return out
 }
 
 // run is one call of graph r's runner for the rows tokens, row i of slot
@@ -266,6 +326,9 @@ func (b *Batch) run(r *backends.Runner, call string, tokens [][]int64, pos, slot
 	default:
 		c.State = s.state
 		c.RowPos = pos
+		if c.RowArenas, err = b.rowArenasFor(r); err != nil {
+			return nil, err
+		}
 		for _, sl := range slots {
 			c.RowState = append(c.RowState, b.views[sl])
 		}
@@ -301,7 +364,7 @@ func (b *Batch) prefillLone(slot int, tokens []int64) ([]float32, error) {
 		return nil, err
 	}
 	b.lone[slot], b.pos[slot] = s, len(tokens)
-	return lg.Last()[0], nil
+	return slices.Clone(lg.Last()[0]), nil
 }
 
 // stepLone is Step on a backend without row views: each slot's session in
@@ -318,7 +381,7 @@ func (b *Batch) stepLone(slots []int, tokens []int64) ([][]float32, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = lg.Last()[0]
+		out[i] = slices.Clone(lg.Last()[0])
 		b.pos[sl]++
 	}
 	return out, nil

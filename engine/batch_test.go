@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ds4go/ds4/models/deepseekv4/dstest"
+	"github.com/ds4go/ds4/passes"
 )
 
 // lone runs prompt alone in a fresh B=1 session and feeds the greedy
@@ -35,9 +36,20 @@ func lone(t testing.TB, md *Model, prompt []int64, steps int) [][]float32 {
 	return out
 }
 
-func openTinyOn(t testing.TB, backend string) *Model {
+func openTinyOn(t testing.TB, backend string) *Model { return openTinyPlan(t, backend, false) }
+
+// openTinyPlan opens the tiny checkpoint on backend, its module run through
+// the default pass pipeline first when planned (fusions, the activation
+// arena's buffer slots: what a compiled plan file holds).
+func openTinyPlan(t testing.TB, backend string, planned bool) *Model {
 	t.Helper()
-	md, err := Open(dstest.BuildTiny(t), dstest.TinyDir(), backend)
+	m := dstest.BuildTiny(t)
+	if planned {
+		if _, err := passes.Run(m, nil, passes.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md, err := Open(m, dstest.TinyDir(), backend)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,14 +61,16 @@ func openTinyOn(t testing.TB, backend string) *Model {
 // prefilled at different times, greedy steps interleaved (a slot joining
 // mid-way, one freed and reused, steps of slots not in row order): every
 // slot's logits are bit-identical to a lone session's, on cpu-ref and cpu,
-// and with a session per slot (the path of backends without row views).
+// with the default passes (fused ops, arena slots), and with a session per
+// slot (the path of backends without row views).
 func TestBatchEqualsLoneSessions(t *testing.T) {
-	prompts := [][]int64{{1, 2, 3}, {4, 5, 6, 7, 8}, {9}, {10, 11, 12, 13, 14, 15, 16}, {17, 18}}
+	prompts := [][]int64{{1, 2, 3}, {4, 5, 6, 7, 8}, {9}, {10, 11, 12, 13, 14, 15, 16}, {17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29}}
 	const steps = 6
-	for _, be := range []string{"cpu-ref", "cpu", "cpu/lone"} {
+	for _, be := range []string{"cpu-ref", "cpu", "cpu/lone", "cpu/planned", "cpu-ref/planned"} {
 		t.Run(be, func(t *testing.T) {
 			name, alone := strings.CutSuffix(be, "/lone") // alone: a session per slot, as on cuda
-			md := openTinyOn(t, name)
+			name, planned := strings.CutSuffix(name, "/planned")
+			md := openTinyPlan(t, name, planned)
 			want := make([][][]float32, len(prompts))
 			for i, p := range prompts {
 				want[i] = lone(t, md, p, steps)
@@ -126,7 +140,8 @@ func TestBatchEqualsLoneSessions(t *testing.T) {
 }
 
 // TestBatchUniformStep: a Step of every slot at one position is the plain
-// decode call, equal to a session's Decode; bad steps are refused.
+// decode call, equal to a session's Decode; the logits returned are the
+// caller's (not the arena's); bad steps are refused.
 func TestBatchUniformStep(t *testing.T) {
 	md := openTinyOn(t, "cpu")
 	prompt := []int64{3, 1, 4}
@@ -136,20 +151,26 @@ func TestBatchUniformStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	for slot := range 2 {
-		if _, err := b.Prefill(slot, prompt); err != nil {
+	var first []float32
+	for slot, p := range [][]int64{prompt, {2, 7, 1}} {
+		lg, err := b.Prefill(slot, p)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if slot == 0 {
+			first = lg
 		}
 	}
 	tok := Sampling{}.Sample([][]float32{want[0]}, nil)[0]
-	lgs, err := b.Step([]int{0, 1}, []int64{tok, tok})
+	lgs, err := b.Step([]int{0, 1}, []int64{tok, 5})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range lgs {
-		if !slices.Equal(lgs[i], want[1]) {
-			t.Errorf("row %d differs from the session's decode", i)
-		}
+	if !slices.Equal(first, want[0]) { // the returned logits are the caller's
+		t.Error("a later call changed the logits Prefill returned")
+	}
+	if !slices.Equal(lgs[0], want[1]) {
+		t.Error("slot 0 differs from the session's decode")
 	}
 	for _, bad := range []struct {
 		slots []int
@@ -226,7 +247,7 @@ func benchSlots(b *testing.B, md *Model, slots int) *Batch {
 // BenchmarkBatchStep16: one decode step of 16 slots at 16 positions on the
 // tiny model (cpu); tokens/s counts every slot's token.
 func BenchmarkBatchStep16(b *testing.B) {
-	md := openTinyOn(b, "cpu")
+	md := openTinyPlan(b, "cpu", true)
 	bt := benchSlots(b, md, 16)
 	defer bt.Close()
 	slots := make([]int, 16)
@@ -252,7 +273,7 @@ func BenchmarkBatchStep16(b *testing.B) {
 // BenchmarkSessionDecode1: one decode step of a lone B=1 session (the
 // single-stream baseline of BenchmarkBatchStep16).
 func BenchmarkSessionDecode1(b *testing.B) {
-	md := openTinyOn(b, "cpu")
+	md := openTinyPlan(b, "cpu", true)
 	var s *Session
 	start := func() {
 		var err error
