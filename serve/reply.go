@@ -17,12 +17,16 @@ type reply struct {
 	model, id          string
 	created            int64
 	content, reasoning strings.Builder
-	completion         int
+	completion         int // tokens generated
+	outcome            string
 	started            bool
 }
 
 // add takes one event's text.
 func (a *reply) add(ev event) {
+	if ev.content != "" || ev.reasoning != "" {
+		a.completion++ // at least: a token may hold no text yet (done sets the count)
+	}
 	if !a.j.stream {
 		a.content.WriteString(ev.content)
 		a.reasoning.WriteString(ev.reasoning)
@@ -93,7 +97,7 @@ func (a *reply) raw(b []byte) {
 
 // done writes the end of the answer: its finish reason and usage.
 func (a *reply) done(ev event) {
-	a.completion = ev.completionTokens
+	a.completion, a.outcome = ev.completionTokens, ev.finish
 	u := &usage{PromptTokens: ev.promptTokens, CompletionTokens: ev.completionTokens, TotalTokens: ev.promptTokens + ev.completionTokens}
 	reason := ev.finish
 	if !a.j.stream {
@@ -130,6 +134,7 @@ func (a *reply) done(ev event) {
 // fail ends the answer with e: its status and error body, or, once the
 // stream has begun, an error event and the end of the stream.
 func (a *reply) fail(e *apiError) {
+	a.outcome = fmt.Sprintf("failed %d (%s)", e.Status, e.Message)
 	if !a.started {
 		writeError(a.w, e)
 		return

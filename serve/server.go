@@ -130,6 +130,9 @@ func (s *Server) Handler() http.Handler {
 		if sw.prompt > 0 || sw.completion > 0 {
 			tokens = fmt.Sprintf(" tokens %d+%d", sw.prompt, sw.completion)
 		}
+		if sw.outcome != "" {
+			tokens += " " + sw.outcome
+		}
 		s.cfg.Logger.Printf("%s %s %s %d %dB %.3fs%s", r.RemoteAddr, r.Method, r.URL.Path, sw.status, sw.bytes, time.Since(t0).Seconds(), tokens)
 	})
 }
@@ -279,7 +282,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, j *job, model st
 	a := &reply{s: s, w: w, j: j, model: model, id: s.newID(j.chat), created: time.Now().Unix()}
 	if sw, ok := w.(*statusWriter); ok {
 		sw.prompt = len(j.prompt)
-		defer func() { sw.completion = a.completion }()
+		defer func() { sw.completion, sw.outcome = a.completion, a.outcome }()
 	}
 	for {
 		var ev event
@@ -319,6 +322,7 @@ type statusWriter struct {
 	status             int
 	bytes              int
 	prompt, completion int
+	outcome            string // the finish reason, or the error that ended the answer
 }
 
 func (w *statusWriter) WriteHeader(code int) {

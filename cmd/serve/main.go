@@ -181,10 +181,14 @@ func run(args []string) error {
 	fmt.Fprintf(os.Stderr, "serve: shutting down: in-flight requests have %v to finish\n", o.drainTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), o.drainTimeout)
 	defer cancel()
-	go hs.Shutdown(ctx) // no new connections; idle ones closed
+	// While the requests drain, the listener stays open: new requests and
+	// /health get 503 (a load balancer sees the server leave).
 	if err := srv.Shutdown(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "serve: drain timeout: the requests left were cancelled\n")
 	}
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelClose()
+	hs.Shutdown(closeCtx)
 	hs.Close()
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
