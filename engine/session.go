@@ -226,11 +226,12 @@ type Options struct {
 type Session struct {
 	m      *Model
 	opt    Options
-	state  map[string]backends.Buffer // each on the device its state node runs on
-	stDev  map[string]string          // the backend of each state
-	ropes  map[string]backends.Buffer // by backend and attributes
-	Pos    int                        // tokens processed so far
-	Calls  int                        // decode calls so far
+	state  map[string]backends.Buffer   // each on the device its state node runs on
+	stDev  map[string]string            // the backend of each state
+	ropes  map[string]backends.Buffer   // by backend and attributes
+	ropeOf map[ropeNode]backends.Buffer // the same tables by backend and node
+	Pos    int                          // tokens processed so far
+	Calls  int                          // decode calls so far
 	Tracer *Tracer
 	arenas map[*backends.Runner]map[string]backends.Arena
 	ratios map[string]int // compression ratio of each cache, from its M/r rows
@@ -326,7 +327,7 @@ func (s *Session) Close() {
 			}
 		}
 	}
-	s.state, s.ropes, s.arenas = map[string]backends.Buffer{}, map[string]backends.Buffer{}, nil
+	s.state, s.ropes, s.ropeOf, s.arenas = map[string]backends.Buffer{}, map[string]backends.Buffer{}, nil, nil
 }
 
 func stateShape(sh ir.Shape, opt Options) ([]int, error) {
@@ -412,8 +413,16 @@ func (s *Session) State(name string) *backends.Tensor {
 // rope returns the RoPE table of node n on backend be's device: computed
 // on the host once per session and uploaded.
 func (s *Session) rope(be string, n *ir.Node) (backends.Buffer, error) {
+	nk := ropeNode{be, n}
+	if t, ok := s.ropeOf[nk]; ok { // a ragged step asks once per row: no fmt on that path
+		return t, nil
+	}
 	key := be + "|" + fmt.Sprint(n.Attrs)
 	if t, ok := s.ropes[key]; ok {
+		if s.ropeOf == nil {
+			s.ropeOf = map[ropeNode]backends.Buffer{}
+		}
+		s.ropeOf[nk] = t
 		return t, nil
 	}
 	a, maxLen := n.Attrs, s.opt.MaxLen
@@ -424,7 +433,17 @@ func (s *Session) rope(be string, n *ir.Node) (backends.Buffer, error) {
 		return nil, fmt.Errorf("backend %s: the RoPE table: %w", be, err)
 	}
 	s.ropes[key] = b
+	if s.ropeOf == nil {
+		s.ropeOf = map[ropeNode]backends.Buffer{}
+	}
+	s.ropeOf[nk] = b
 	return b, nil
+}
+
+// ropeNode keys a RoPE table by backend and node.
+type ropeNode struct {
+	be string
+	n  *ir.Node
 }
 
 // Logits are the f32 logits of one call: [B, S, V].
