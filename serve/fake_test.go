@@ -19,6 +19,7 @@ type fakeEngine struct {
 	script   []int64   // when set: the i-th generated token of every sequence (then end of sentence)
 	gate     chan struct{}
 	delay    time.Duration // each Step sleeps this long
+	empty    bool          // Step returns rows of no logits
 	failOn   int64         // a fed token that makes its step fail
 	panicOn  int64         // a fed token that makes its step panic
 	steps    [][]int
@@ -116,6 +117,9 @@ func (f *fakeEngine) Step(slots []int, tokens []int64) ([][]float32, error) {
 	for i, s := range slots {
 		f.hist[s] = append(f.hist[s], tokens[i])
 		out[i] = f.logits(s)
+		if f.empty {
+			out[i] = nil
+		}
 	}
 	return out, nil
 }

@@ -193,7 +193,22 @@ func (sc *scheduler) admit(q *seq) {
 	now := time.Now()
 	sc.s.metrics.ttft.Observe(now.Sub(q.queue).Seconds())
 	q.last = now
-	sc.sample(q, logits[0])
+	sc.safeSample(q, logits[0])
+}
+
+// safeSample is sample with a panic (sampling, decoding: a bug, or logits
+// the sampler cannot take) failing q alone.
+func (sc *scheduler) safeSample(q *seq, logits []float32) {
+	defer func() {
+		if r := recover(); r != nil {
+			sc.s.logf("sampling slot %d panicked: %v", q.slot, r)
+			q.finish(event{err: engineError(fmt.Errorf("panic: %v", r))})
+			if sc.active[q.slot] == q {
+				sc.release(q.slot)
+			}
+		}
+	}()
+	sc.sample(q, logits)
 }
 
 // engineError is the 500 of a failed engine call.
@@ -314,7 +329,7 @@ func (sc *scheduler) step() {
 		q := sc.active[slot]
 		sc.s.metrics.itl.Observe(now.Sub(q.last).Seconds())
 		q.last = now
-		sc.sample(q, logits[i])
+		sc.safeSample(q, logits[i])
 	}
 }
 

@@ -665,3 +665,31 @@ func TestShutdownCancelsAtDeadline(t *testing.T) {
 		t.Error("the scheduler still runs after Shutdown")
 	}
 }
+
+// Logits the sampler cannot take (an empty row at temperature > 0 panics
+// in engine.Sampling) fail that request alone.
+func TestSamplerPanicFailsOnlyItsRequest(t *testing.T) {
+	f := newFake(1)
+	f.empty = true
+	_, hs := newTest(t, f, nil)
+	if code, b := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":5,"temperature":0.7`)); code != 500 {
+		t.Fatalf("empty logits: %d %s, want 500", code, b)
+	}
+	f.mu.Lock()
+	f.empty = false
+	f.mu.Unlock()
+	if code, b := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":5,"temperature":0.7,"seed":1`)); code != 200 {
+		t.Fatalf("after: %d %s", code, b)
+	}
+}
+
+// The same seed gives the same sampled answer.
+func TestSeedRepeats(t *testing.T) {
+	_, hs := newTest(t, newFake(2), nil)
+	body := chatBody(`,"max_tokens":8,"temperature":1.5,"seed":42`)
+	a := complete(t, hs, "/v1/chat/completions", body).Choices[0].Message.Content
+	b := complete(t, hs, "/v1/chat/completions", body).Choices[0].Message.Content
+	if a != b {
+		t.Fatalf("seed 42 gave %q then %q", a, b)
+	}
+}
