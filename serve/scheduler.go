@@ -25,7 +25,7 @@ type event struct {
 type seq struct {
 	*job
 	ctx   context.Context
-	out   chan event // buffered for every event the job can produce: sends never block
+	out   *outbox
 	rng   *rand.Rand
 	queue time.Time // when it entered the queue
 
@@ -44,13 +44,13 @@ func newSeq(ctx context.Context, j *job) *seq {
 	if !j.seeded {
 		seed = rand.Uint64()
 	}
-	return &seq{job: j, ctx: ctx, out: make(chan event, j.maxNew+2), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), slot: -1}
+	return &seq{job: j, ctx: ctx, out: newOutbox(), rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), slot: -1}
 }
 
 // finish sends the last event of q.
 func (q *seq) finish(ev event) {
 	ev.promptTokens, ev.completionTokens = len(q.prompt), q.generated
-	q.out <- ev
+	q.out.push(ev)
 }
 
 // scheduler owns the engine: it admits queued requests into free slots,
@@ -271,7 +271,7 @@ func (sc *scheduler) sample(q *seq, logits []float32) {
 		sc.end(q, ev, "length")
 	default:
 		if ev.reasoning != "" || ev.content != "" {
-			q.out <- ev
+			q.out.push(ev)
 		}
 		q.next = id
 	}

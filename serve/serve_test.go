@@ -693,3 +693,19 @@ func TestSeedRepeats(t *testing.T) {
 		t.Fatalf("seed 42 gave %q then %q", a, b)
 	}
 }
+
+// The outbox joins text of one kind and keeps the last event apart.
+func TestOutboxJoins(t *testing.T) {
+	o := newOutbox()
+	for _, ev := range []event{{reasoning: "a"}, {reasoning: "b"}, {content: "c"}, {content: "d"}, {content: "e", finish: "stop"}} {
+		o.push(ev)
+	}
+	<-o.notify
+	got := o.take()
+	if len(got) != 3 || got[0].reasoning != "ab" || got[1].content != "cd" || got[2].finish != "stop" || got[2].content != "e" {
+		t.Fatalf("outbox %+v", got)
+	}
+	if len(o.take()) != 0 {
+		t.Fatal("a second take returned events")
+	}
+}

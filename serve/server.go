@@ -26,8 +26,9 @@ type Config struct {
 	MaxSeqLen int                  // positions of a slot: prompt + max_tokens must fit
 	MaxQueue  int                  // requests waiting for a slot before 429 (0: 4 × slots)
 	MaxTokens int                  // the largest max_tokens (0: MaxSeqLen)
-	// DefaultMaxTokens is max_tokens when a request gives none (0: 256),
-	// cut to the room the prompt leaves.
+	// DefaultMaxTokens is a chat request's max_tokens when it gives none
+	// (0: 256), cut to the room the prompt leaves; /v1/completions' is 16,
+	// as OpenAI's.
 	DefaultMaxTokens int
 	RequestTimeout   time.Duration // per request, queue included (0: none)
 	MaxBody          int64         // request body limit in bytes (0: 4 MiB)
@@ -285,23 +286,24 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, j *job, model st
 		defer func() { sw.completion, sw.outcome = a.completion, a.outcome }()
 	}
 	for {
-		var ev event
 		select {
-		case ev = <-q.out:
+		case <-q.out.notify:
 		case <-ctx.Done():
 			// The scheduler frees the slot at its next step; the answer
 			// does not wait for it.
 			a.fail(ctxError(ctx))
 			return
 		}
-		if ev.err != nil {
-			a.fail(ev.err)
-			return
-		}
-		a.add(ev)
-		if ev.finish != "" {
-			a.done(ev)
-			return
+		for _, ev := range q.out.take() {
+			if ev.err != nil {
+				a.fail(ev.err)
+				return
+			}
+			a.add(ev)
+			if ev.finish != "" {
+				a.done(ev)
+				return
+			}
 		}
 	}
 }

@@ -95,9 +95,13 @@ func (s *Server) check(c common, j *job) *apiError {
 	return nil
 }
 
+// defaultCompletionTokens is /v1/completions' max_tokens when a request
+// gives none (OpenAI's and vLLM's 16).
+const defaultCompletionTokens = 16
+
 // fit checks the prompt against the context and sets maxNew: the request's
-// limit, or the server's default cut to the room left.
-func (s *Server) fit(j *job, asked *int, param string) *apiError {
+// limit, or def cut to the room left.
+func (s *Server) fit(j *job, asked *int, param string, def int) *apiError {
 	n, limit := len(j.prompt), s.cfg.MaxSeqLen
 	if asked != nil {
 		if n+*asked > limit {
@@ -109,7 +113,7 @@ func (s *Server) fit(j *job, asked *int, param string) *apiError {
 	if n >= limit {
 		return invalid("messages", "context_length_exceeded", "the prompt of %d tokens leaves no room in the context of %d tokens", n, limit)
 	}
-	j.maxNew = min(s.cfg.DefaultMaxTokens, s.cfg.MaxTokens, limit-n)
+	j.maxNew = min(def, s.cfg.MaxTokens, limit-n)
 	return nil
 }
 
@@ -144,7 +148,7 @@ func (s *Server) chatJob(r *chatRequest) (*job, *apiError) {
 		msgs[i] = deepseekv4.Message{Role: m.Role, Content: m.Content.Text, Reasoning: m.ReasoningContent}
 	}
 	j.prompt = s.tok.Encode(deepseekv4.ChatPrompt(msgs, j.thinking))
-	if e := s.fit(j, c.maxTokens, c.maxParam); e != nil {
+	if e := s.fit(j, c.maxTokens, c.maxParam, s.cfg.DefaultMaxTokens); e != nil {
 		return nil, e
 	}
 	return j, nil
@@ -193,7 +197,7 @@ func (s *Server) completionJob(r *completionRequest) (*job, *apiError) {
 	default:
 		j.prompt = append([]int64{s.bos}, s.tok.Encode(r.Prompt.Text)...)
 	}
-	if e := s.fit(j, c.maxTokens, c.maxParam); e != nil {
+	if e := s.fit(j, c.maxTokens, c.maxParam, defaultCompletionTokens); e != nil {
 		if e.Param != nil && *e.Param == "messages" {
 			e.Param = strp("prompt")
 		}
