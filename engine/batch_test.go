@@ -4,6 +4,7 @@ import (
 	"maps"
 
 	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/ir"
 	"slices"
 	"strings"
 	"testing"
@@ -299,4 +300,40 @@ func BenchmarkSessionDecode1(b *testing.B) {
 	}
 	s.Close()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// TestBatchAfterFailedStep: a ragged call that fails inside a per-row
+// segment (a state missing from a row's views) returns the error, and the
+// batch's next steps are still those of lone sessions.
+func TestBatchAfterFailedStep(t *testing.T) {
+	md := openTinyPlan(t, "cpu", true)
+	prompts := [][]int64{{1, 2, 3}, {4, 5, 6, 7, 8}}
+	want := [][][]float32{lone(t, md, prompts[0], 1), lone(t, md, prompts[1], 1)}
+	b, err := md.NewBatch(BatchOptions{Slots: 2, MaxLen: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for i, p := range prompts {
+		if _, err := b.Prefill(i, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	broken := map[string]backends.Buffer{}
+	c := &backends.Call{B: 2, S: 1, M: 32, Weight: md.weight, Rope: b.s.rope, State: b.s.state, RowPos: []int{3, 5},
+		RowState: []map[string]backends.Buffer{b.views[0], broken},
+		Inputs:   map[string]*backends.Tensor{"tokens": {DType: ir.I64, Shape: []int{2, 1}, I64: []int64{1, 1}}, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{3}}}}
+	if _, err := md.decode.RunRows(c); err == nil {
+		t.Fatal("a ragged call without row 1's state succeeded")
+	}
+	toks := []int64{Sampling{}.Sample([][]float32{want[0][0]}, nil)[0], Sampling{}.Sample([][]float32{want[1][0]}, nil)[0]}
+	lgs, err := b.Step([]int{0, 1}, toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range lgs {
+		if !slices.Equal(lgs[i], want[i][1]) {
+			t.Errorf("slot %d after a failed call: logits differ from a lone session", i)
+		}
+	}
 }
