@@ -53,6 +53,16 @@ func mentionsP(t ir.Type) bool {
 	return false
 }
 
+// mentionsB reports whether a type's shape depends on the batch size.
+func mentionsB(t ir.Type) bool {
+	for _, d := range t.Shape {
+		if strings.ContainsRune(d.Sym, 'B') {
+			return true
+		}
+	}
+	return false
+}
+
 // stackable reports whether per-row values of type t can be stacked into
 // one value of all rows: a leading batch axis and no size that depends on
 // the position.
@@ -142,6 +152,11 @@ func (r *Runner) rows() (*rowPlan, error) {
 			}
 		}
 		rp.inputs = append(rp.inputs, names)
+		for _, a := range seg.In {
+			if rw[seg.Nodes[0]] && !rw[a] && mentionsB(a.Type) && !stackable(a.Type) {
+				return nil, fmt.Errorf("graph %s: per-row %%%d reads %%%d (%s %s), whose rows cannot be sliced: rows at different positions are not supported", r.pl.Graph.Name, seg.Nodes[0].ID, a.ID, a.Op, a.Type)
+			}
+		}
 		p, err := r.devs[seg.Backend].Prepare(seg)
 		if err != nil {
 			return nil, fmt.Errorf("backend %s: preparing row segment %d (%d nodes from %%%d %s): %w", seg.Backend, seg.Index, len(seg.Nodes), seg.Nodes[0].ID, seg.Nodes[0].Op, err)

@@ -43,7 +43,12 @@ func (m *Model) NewBatch(o BatchOptions) (*Batch, error) {
 	if o.Slots <= 0 {
 		return nil, fmt.Errorf("batch of %d slots: must be positive", o.Slots)
 	}
-	return m.newBatch(o, backends.RowsCapable(m.Placement, m.devs) && backends.RowsCapable(m.PrefillPlacement, m.devs))
+	ragged := backends.RowsCapable(m.Placement, m.devs) && backends.RowsCapable(m.PrefillPlacement, m.devs)
+	if ragged {
+		_, _, err := m.decode.RowSegments() // prepares the ragged cut once; a graph it cannot split runs a session per slot
+		ragged = err == nil
+	}
+	return m.newBatch(o, ragged)
 }
 
 // newBatch is NewBatch with row views (ragged) or a session per slot.
