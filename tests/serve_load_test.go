@@ -195,10 +195,25 @@ func BenchmarkServe16StreamsSpeedup(b *testing.B) {
 	loadRound(b, fx, false) // warm up
 	var one, agg float64
 	for b.Loop() {
+		m0 := serveMetrics(b, fx)
 		alone, wa := loadRound(b, fx, true)
+		m1 := serveMetrics(b, fx)
 		together, wt := loadRound(b, fx, false)
+		m2 := serveMetrics(b, fx)
 		one += float64(statsOf(alone).tokens) / wa.Seconds()
 		agg += float64(statsOf(together).tokens) / wt.Seconds()
+		// Where the time goes: the engine's decode steps against the wall.
+		for _, r := range []struct {
+			what          string
+			before, after map[string]float64
+			wall          time.Duration
+		}{{"alone", m0, m1, wa}, {"16 streams", m1, m2, wt}} {
+			n := serveMetricDelta(r.before, r.after, "ds4_serve_step_seconds_count")
+			sec := serveMetricDelta(r.before, r.after, "ds4_serve_step_seconds_sum")
+			rows := serveMetricDelta(r.before, r.after, "ds4_serve_step_rows_sum")
+			b.Logf("%s: %.0f decode steps of %.1f rows on average, %.2f ms each, %.0f%% of the wall %v",
+				r.what, n, rows/n, 1e3*sec/n, 100*sec/r.wall.Seconds(), r.wall.Round(time.Millisecond))
+		}
 	}
 	one, agg = one/float64(b.N), agg/float64(b.N)
 	b.ReportMetric(one, "tokens/s-1")
