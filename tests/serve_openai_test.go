@@ -7,6 +7,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -208,4 +209,48 @@ func stopIn(answer string) (stop string, at int) {
 		}
 	}
 	return "", 0
+}
+
+// TestServeOpenAIThinking: with reasoning_effort the model thinks first;
+// the thinking reaches the SDK as the extra field reasoning_content, the
+// same whether streamed (delta) or not (message).
+func TestServeOpenAIThinking(t *testing.T) {
+	fx := startServe(t, serveOpts{slots: 2, queue: 4})
+	c := fx.client()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p := sdkChat(fx.model, "Think about the sea.", 12)
+	p.ReasoningEffort = shared.ReasoningEffortHigh
+	full, err := c.Chat.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasoning string
+	if f, ok := full.Choices[0].Message.JSON.ExtraFields["reasoning_content"]; !ok || json.Unmarshal([]byte(f.Raw()), &reasoning) != nil {
+		t.Fatalf("no reasoning_content string in %s", full.RawJSON())
+	}
+	content := full.Choices[0].Message.Content
+	t.Logf("reasoning %q, content %q", reasoning, content)
+	if reasoning == "" {
+		t.Errorf("empty reasoning_content with reasoning_effort high: %s", full.RawJSON())
+	}
+	stream := c.Chat.Completions.NewStreaming(ctx, p)
+	var sr, sc strings.Builder
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			sc.WriteString(ch.Delta.Content)
+			if f, ok := ch.Delta.JSON.ExtraFields["reasoning_content"]; ok {
+				var s string
+				if json.Unmarshal([]byte(f.Raw()), &s) == nil {
+					sr.WriteString(s)
+				}
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if sr.String() != reasoning || sc.String() != content {
+		t.Errorf("streamed reasoning %q content %q, non-streamed %q %q", sr.String(), sc.String(), reasoning, content)
+	}
 }
