@@ -61,7 +61,10 @@ type scheduler struct {
 	queue  chan *seq
 	active []*seq // by slot; nil: free
 	rr     int    // round-robin start among same-size position groups
-	done   chan struct{}
+	// lastStep is the duration of the last decode step: the time the
+	// prefills between two steps may take.
+	lastStep time.Duration
+	done     chan struct{}
 }
 
 // submit queues q, or refuses at once when the queue is full.
@@ -89,17 +92,29 @@ func (sc *scheduler) run(stop <-chan struct{}) {
 				sc.drainQueue()
 				return
 			}
-		} else if sc.free() >= 0 {
-			// One prefill per step at most: the running streams wait one
-			// prefill, not the whole queue's.
-			select {
-			case q := <-sc.queue:
-				sc.admit(q)
-			default:
-			}
 		}
+		sc.admitMore()
 		sc.s.metrics.queueDepth.Set(float64(len(sc.queue)))
 		sc.step()
+	}
+}
+
+// admitMore admits queued requests into free slots between two steps:
+// one, and more while the prefills so far took less than the last step
+// (so the running streams wait at most about one step more, and a burst of
+// requests fills the batch in a few steps rather than one per step).
+func (sc *scheduler) admitMore() {
+	t0 := time.Now()
+	for sc.free() >= 0 {
+		select {
+		case q := <-sc.queue:
+			sc.admit(q)
+		default:
+			return
+		}
+		if time.Since(t0) >= sc.lastStep {
+			return
+		}
 	}
 }
 
@@ -312,7 +327,8 @@ func (sc *scheduler) step() {
 	if err == nil && len(logits) != len(slots) {
 		err = fmt.Errorf("step returned %d rows of logits for %d slots", len(logits), len(slots))
 	}
-	sc.s.metrics.stepSeconds.Observe(time.Since(t0).Seconds())
+	sc.lastStep = time.Since(t0)
+	sc.s.metrics.stepSeconds.Observe(sc.lastStep.Seconds())
 	sc.s.metrics.stepRows.Observe(float64(len(slots)))
 	if err != nil {
 		sc.s.metrics.stepFailures.Inc()
