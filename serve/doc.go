@@ -3,8 +3,16 @@
 // Server-Sent Events), /health and /metrics (Prometheus).
 //
 // One scheduler goroutine owns the engine's batch (Engine): requests wait
-// in a bounded queue (full: 429), join between decode steps (one prefill
-// per step at most) and leave when they finish, are cancelled or time out;
-// every step decodes all active sequences at once (continuous batching).
-// A failed or panicking step fails only its own requests (500).
+// in a bounded queue (full: 429) and join between decode steps: one
+// prefill, and more while the prefills take less than the last step (the
+// running streams wait at most about one step more). Every step decodes
+// all active sequences at once (continuous batching); a sequence leaves
+// when it finishes, is cancelled (client gone) or times out, and its slot
+// is freed before the next step. A failed or panicking engine call fails
+// only its own requests (500); the server goes on.
+//
+// Text is decoded incrementally (tokenizer.StreamDecoder: whole UTF-8
+// characters only, the text that may begin a stop string held back). In
+// thinking mode the text before </think> is reasoning_content; the
+// request's stop strings apply to the answer after it.
 package serve
