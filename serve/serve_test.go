@@ -128,6 +128,8 @@ func TestValidation(t *testing.T) {
 		{"top-p-high", "POST", "/v1/chat/completions", chatBody(`,"top_p":1.5`), 400, typeInvalid, "top_p"},
 		{"n-two", "POST", "/v1/chat/completions", chatBody(`,"n":2`), 400, typeInvalid, "n"},
 		{"empty-stop", "POST", "/v1/chat/completions", chatBody(`,"stop":[""]`), 400, typeInvalid, "stop"},
+		{"long-stop", "POST", "/v1/chat/completions", chatBody(`,"stop":"` + strings.Repeat("a", maxStopBytes+1) + `"`), 400, typeInvalid, "stop"},
+		{"many-stops", "POST", "/v1/chat/completions", chatBody(`,"stop":[` + strings.Repeat(`"a",`, maxStops) + `"b"]`), 400, typeInvalid, "stop"},
 		{"bad-effort", "POST", "/v1/chat/completions", chatBody(`,"reasoning_effort":"extreme"`), 400, typeInvalid, "reasoning_effort"},
 		{"too-large", "POST", "/v1/chat/completions", `{"model":"` + strings.Repeat("x", 5<<20) + `"}`, 413, typeInvalid, ""},
 		{"get-chat", "GET", "/v1/chat/completions", "", 405, typeInvalid, ""},

@@ -10,6 +10,11 @@ import (
 // maxStops bounds the stop strings of a request (OpenAI allows 4).
 const maxStops = 16
 
+// maxStopBytes bounds one stop string: the stream decoder's hold-back test
+// costs up to its length squared per token, on the scheduler's goroutine
+// (a megabyte-long stop string would stall every stream).
+const maxStopBytes = 256
+
 // minTemperature: below it logits / T overflow (exec's bound); such a
 // temperature samples greedily.
 const minTemperature = 1e-6
@@ -89,6 +94,9 @@ func (s *Server) check(c common, j *job) *apiError {
 	for _, st := range c.stop {
 		if st == "" {
 			return invalid("stop", "", "empty stop string")
+		}
+		if len(st) > maxStopBytes {
+			return invalid("stop", "", "a stop string of %d bytes: at most %d", len(st), maxStopBytes)
 		}
 	}
 	j.stops = c.stop

@@ -65,6 +65,7 @@ func serveRefusals(model string) []refusal {
 		{"serve-top-p-range", "POST", chat, chatBody(model, `"top_p":0`), 400, "invalid_request_error", "top_p", "", "must be in (0, 1]"},
 		{"serve-n", "POST", chat, chatBody(model, `"n":2`), 400, "invalid_request_error", "n", "", "one choice"},
 		{"serve-stop-empty", "POST", chat, chatBody(model, `"stop":[""]`), 400, "invalid_request_error", "stop", "", "empty stop string"},
+		{"serve-stop-limits", "POST", chat, chatBody(model, `"stop":"`+strings.Repeat("a", 300)+`"`), 400, "invalid_request_error", "stop", "", "at most 256"},
 		{"serve-stop-type", "POST", chat, chatBody(model, `"stop":5`), 400, "invalid_request_error", "stop", "", "stop must be a string or a list of strings"},
 		{"serve-reasoning-effort", "POST", chat, chatBody(model, `"reasoning_effort":"lots"`), 400, "invalid_request_error", "reasoning_effort", "", "reasoning_effort"},
 		{"serve-no-prompt", "POST", comp, fmt.Sprintf(`{"model":%q}`, model), 400, "invalid_request_error", "prompt", "", "provide a prompt"},
