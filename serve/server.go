@@ -150,7 +150,8 @@ func endpoint(path string) string {
 
 // Shutdown stops accepting requests (503), waits for the in-flight ones
 // until ctx ends, then cancels those left (their streams end with an
-// error) and stops the scheduler. It returns ctx's error when it had to
+// error; a handler stuck writing to a stalled client is waited for one
+// second at most) and stops the scheduler. It returns ctx's error when it had to
 // cancel.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
@@ -165,8 +166,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.kill(errKilled)
 		}
 	}
-	for s.inflight.Load() > 0 {
-		<-tick.C
+	// Cancelled handlers return at once, except one blocked writing to a
+	// client that does not read: wait a moment for them, not forever (the
+	// scheduler no longer needs them; closing the connections ends them).
+	for grace := time.After(time.Second); s.inflight.Load() > 0; {
+		select {
+		case <-tick.C:
+			continue
+		case <-grace:
+		}
+		break
 	}
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.sched.done
