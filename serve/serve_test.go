@@ -553,6 +553,45 @@ func TestCancelFreesSlot(t *testing.T) {
 	}
 }
 
+// A client that leaves while its request waits in the queue: the request
+// is dropped when it reaches the head (never prefilled) and the queue
+// empties.
+func TestCancelWhileQueued(t *testing.T) {
+	f := newFake(1)
+	f.gate = make(chan struct{})
+	_, hs := newTest(t, f, nil)
+	first := make(chan int, 1)
+	go func() { code, _ := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":3`)); first <- code }()
+	waitFor(t, "the first request active", func() bool { return metric(t, hs, "ds4_serve_active_slots", "") == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v1/chat/completions", strings.NewReader(chatBody(`,"max_tokens":3`)))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "the second request queued", func() bool { return metric(t, hs, "ds4_serve_queue_depth", "") == 1 })
+	cancel()
+	<-done
+	close(f.gate)
+	if c := <-first; c != 200 {
+		t.Fatalf("the first request ended %d", c)
+	}
+	waitFor(t, "the queue empty", func() bool { return metric(t, hs, "ds4_serve_queue_depth", "") == 0 })
+	waitFor(t, "the slot free", func() bool { return metric(t, hs, "ds4_serve_active_slots", "") == 0 })
+	f.mu.Lock()
+	prefills := f.prefills
+	f.mu.Unlock()
+	if prefills != 1 {
+		t.Errorf("%d prefills, want 1: the cancelled request was prefilled", prefills)
+	}
+	if code, b := post(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":3`)); code != 200 {
+		t.Fatalf("after the cancel: %d %s", code, b)
+	}
+}
+
 func TestTimeout(t *testing.T) {
 	f := newFake(1)
 	f.gate = make(chan struct{})
