@@ -220,7 +220,8 @@ type chunk struct {
 		Text         string  `json:"text"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *usage `json:"usage"`
+	Usage *usage    `json:"usage"`
+	Error *apiError `json:"error"`
 }
 
 // stream posts body and returns its chunks (without [DONE], which it checks).
@@ -625,6 +626,18 @@ func TestEngineFailureFailsOnlyItsStep(t *testing.T) {
 		chunks := stream(t, hs, "/v1/chat/completions", chatBody(`,"max_tokens":10,"stream":true`))
 		if len(chunks) == 0 {
 			t.Fatalf("%s: empty stream", mode)
+		}
+		var text string
+		for _, c := range chunks[:len(chunks)-1] {
+			if c.Error != nil {
+				t.Fatalf("%s: an error event before the last: %+v", mode, c.Error)
+			}
+			if len(c.Choices) > 0 && c.Choices[0].Delta.Content != nil {
+				text += *c.Choices[0].Delta.Content
+			}
+		}
+		if last := chunks[len(chunks)-1]; last.Error == nil || last.Error.Type != typeServer || text != "abx" {
+			t.Fatalf("%s: streamed %q then %+v, want \"abx\" (x fails the step that feeds it) then a server_error event", mode, text, last)
 		}
 		f.mu.Lock()
 		f.failOn, f.panicOn = -1, -1
