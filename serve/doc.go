@@ -6,7 +6,9 @@
 // in a bounded queue (full: 429) and join between decode steps: one
 // prefill, and more while the prefills take less than the last step (the
 // running streams wait at most about one step more). Every step decodes
-// all active sequences at once (continuous batching); a sequence leaves
+// all active sequences at once (continuous batching; an engine that is not
+// Ragged gets the largest group at one position, no group starving); a
+// sequence leaves
 // when it finishes, is cancelled (client gone) or times out, and its slot
 // is freed before the next step. A failed or panicking engine call fails
 // only its own requests (500); the server goes on.
