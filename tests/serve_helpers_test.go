@@ -35,6 +35,9 @@ type serveOpts struct {
 	timeout                         time.Duration
 	// wrap, when set, wraps the engine (to inject failures).
 	wrap func(serve.Engine) serve.Engine
+	// sessions: serve.Sessions even when the batch is ragged (cmd/serve's
+	// engine on cuda, run here on cpu).
+	sessions bool
 }
 
 // The series of /metrics the tests read (serve/metrics.go).
@@ -96,7 +99,7 @@ func newServer(t testing.TB, o serveOpts) (srv *serve.Server, closeFn func()) {
 		t.Fatal(err)
 	}
 	eng = b
-	if !b.Ragged() {
+	if o.sessions || !b.Ragged() {
 		b.Close()
 		if eng, err = serve.NewSessions(serveModel, o.slots, o.maxLen, 0); err != nil {
 			t.Fatal(err)

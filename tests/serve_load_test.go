@@ -223,3 +223,38 @@ func BenchmarkServe16StreamsSpeedup(b *testing.B) {
 		b.Errorf("16 streams give %.0f tokens/s, %.2fx one stream's %.0f: the issue asks for >= 4x", agg, agg/one, one)
 	}
 }
+
+// TestServeSessionsEngine: serve.Sessions (cmd/serve's engine where the
+// backends run no ragged rows, cuda) gives the batch's greedy answers, with
+// 4 concurrent streams on 2 slots (so slots are reused).
+func TestServeSessionsEngine(t *testing.T) {
+	const clients = 4
+	answers := func(fx *serveFixture) []streamResult {
+		out := make([]streamResult, clients)
+		errs := make([]error, clients)
+		var wg sync.WaitGroup
+		for c := range clients {
+			wg.Go(func() {
+				r, err := streamChat(context.Background(), fx, loadPrompt(c, 0), 12)
+				if err == nil && r.status != 200 {
+					err = fmt.Errorf("status %d: %s", r.status, r.errBody)
+				}
+				out[c], errs[c] = r, err
+			})
+		}
+		wg.Wait()
+		for c, err := range errs {
+			if err != nil {
+				t.Fatalf("client %d: %v", c, err)
+			}
+		}
+		return out
+	}
+	batch := answers(startServe(t, serveOpts{slots: 2, queue: clients}))
+	lone := answers(startServe(t, serveOpts{slots: 2, queue: clients, sessions: true}))
+	for c := range clients {
+		if a, b := batch[c], lone[c]; a.text != b.text || a.finish != b.finish || a.tokens != b.tokens || b.tokens <= 0 {
+			t.Errorf("client %d: batch %q (%s, %d tokens), sessions %q (%s, %d tokens)", c, a.text, a.finish, a.tokens, b.text, b.finish, b.tokens)
+		}
+	}
+}
