@@ -576,6 +576,11 @@ func TestCancelWhileQueued(t *testing.T) {
 	waitFor(t, "the second request queued", func() bool { return metric(t, hs, "ds4_serve_queue_depth", "") == 1 })
 	cancel()
 	<-done
+	// The server sees the disconnect on its own (its connection's reader):
+	// the handler answers 499 then.
+	waitFor(t, "the server to see the disconnect", func() bool {
+		return metric(t, hs, "ds4_serve_requests_total", `status="499"`) == 1
+	})
 	close(f.gate)
 	if c := <-first; c != 200 {
 		t.Fatalf("the first request ended %d", c)
