@@ -68,12 +68,16 @@ type scheduler struct {
 }
 
 // submit queues q, or refuses at once when the queue is full.
+// The queue depth gauge goes up before the send and down at each receive
+// (a Set of len(queue) from both sides could land out of order and stay
+// stale while the scheduler waits).
 func (sc *scheduler) submit(q *seq) bool {
+	sc.s.metrics.queueDepth.Inc()
 	select {
 	case sc.queue <- q:
-		sc.s.metrics.queueDepth.Set(float64(len(sc.queue)))
 		return true
 	default:
+		sc.s.metrics.queueDepth.Dec()
 		return false
 	}
 }
@@ -87,6 +91,7 @@ func (sc *scheduler) run(stop <-chan struct{}) {
 		if sc.count() == 0 {
 			select {
 			case q := <-sc.queue:
+				sc.s.metrics.queueDepth.Dec()
 				sc.admit(q)
 			case <-stop:
 				sc.drainQueue()
@@ -94,7 +99,6 @@ func (sc *scheduler) run(stop <-chan struct{}) {
 			}
 		}
 		sc.admitMore()
-		sc.s.metrics.queueDepth.Set(float64(len(sc.queue)))
 		sc.step()
 	}
 }
@@ -108,6 +112,7 @@ func (sc *scheduler) admitMore() {
 	for sc.free() >= 0 {
 		select {
 		case q := <-sc.queue:
+			sc.s.metrics.queueDepth.Dec()
 			sc.admit(q)
 		default:
 			return
@@ -123,6 +128,7 @@ func (sc *scheduler) drainQueue() {
 	for {
 		select {
 		case q := <-sc.queue:
+			sc.s.metrics.queueDepth.Dec()
 			q.finish(event{err: unavailable()})
 		default:
 			return
