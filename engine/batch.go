@@ -15,6 +15,10 @@ import (
 type BatchOptions struct {
 	Slots, MaxLen int
 	MaxMemory     int64
+	// PerSlot makes one session per slot even where the backends run rows
+	// at different positions: what backends without row views get, asked
+	// for to compare the two.
+	PerSlot bool
 }
 
 // Batch is Slots sequences that advance independently (continuous
@@ -43,7 +47,7 @@ func (m *Model) NewBatch(o BatchOptions) (*Batch, error) {
 	if o.Slots <= 0 {
 		return nil, fmt.Errorf("batch of %d slots: must be positive", o.Slots)
 	}
-	ragged := backends.RowsCapable(m.Placement, m.devs) && backends.RowsCapable(m.PrefillPlacement, m.devs)
+	ragged := !o.PerSlot && backends.RowsCapable(m.Placement, m.devs) && backends.RowsCapable(m.PrefillPlacement, m.devs)
 	if ragged {
 		_, _, err := m.decode.RowSegments() // prepares the ragged cut once; a graph it cannot split runs a session per slot
 		ragged = err == nil

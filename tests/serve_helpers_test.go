@@ -35,9 +35,9 @@ type serveOpts struct {
 	timeout                         time.Duration
 	// wrap, when set, wraps the engine (to inject failures).
 	wrap func(serve.Engine) serve.Engine
-	// sessions: serve.Sessions even when the batch is ragged (cmd/serve's
-	// engine on cuda, run here on cpu).
-	sessions bool
+	// perSlot: one session per slot even though the batch could be ragged
+	// (cmd/serve's engine on cuda, run here on cpu).
+	perSlot bool
 }
 
 // The series of /metrics the tests read (serve/metrics.go).
@@ -94,17 +94,14 @@ func newServer(t testing.TB, o serveOpts) (srv *serve.Server, closeFn func()) {
 		serve.Engine
 		Close() error
 	}
-	b, err := serveModel.NewBatch(engine.BatchOptions{Slots: o.slots, MaxLen: o.maxLen})
+	b, err := serveModel.NewBatch(engine.BatchOptions{Slots: o.slots, MaxLen: o.maxLen, PerSlot: o.perSlot})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng = b
-	if o.sessions || !b.Ragged() {
-		b.Close()
-		if eng, err = serve.NewSessions(serveModel, o.slots, o.maxLen, 0); err != nil {
-			t.Fatal(err)
-		}
+	if b.Ragged() == o.perSlot {
+		t.Fatalf("batch ragged %v, asked for one session per slot %v", b.Ragged(), o.perSlot)
 	}
+	eng = b
 	var e serve.Engine = eng
 	if o.wrap != nil {
 		e = o.wrap(eng)

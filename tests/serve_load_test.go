@@ -224,10 +224,11 @@ func BenchmarkServe16StreamsSpeedup(b *testing.B) {
 	}
 }
 
-// TestServeSessionsEngine: serve.Sessions (cmd/serve's engine where the
-// backends run no ragged rows, cuda) gives the batch's greedy answers, with
-// 4 concurrent streams on 2 slots (so slots are reused).
-func TestServeSessionsEngine(t *testing.T) {
+// TestServePerSlotEngine: a batch of one session per slot (cmd/serve's
+// engine where the backends run no ragged rows, cuda) gives the ragged
+// batch's greedy answers, with 4 concurrent streams on 2 slots (so slots
+// are reused).
+func TestServePerSlotEngine(t *testing.T) {
 	const clients = 4
 	answers := func(fx *serveFixture) []streamResult {
 		out := make([]streamResult, clients)
@@ -251,10 +252,10 @@ func TestServeSessionsEngine(t *testing.T) {
 		return out
 	}
 	batch := answers(startServe(t, serveOpts{slots: 2, queue: clients}))
-	lone := answers(startServe(t, serveOpts{slots: 2, queue: clients, sessions: true}))
+	lone := answers(startServe(t, serveOpts{slots: 2, queue: clients, perSlot: true}))
 	for c := range clients {
 		if a, b := batch[c], lone[c]; a.text != b.text || a.finish != b.finish || a.tokens != b.tokens || b.tokens <= 0 {
-			t.Errorf("client %d: batch %q (%s, %d tokens), sessions %q (%s, %d tokens)", c, a.text, a.finish, a.tokens, b.text, b.finish, b.tokens)
+			t.Errorf("client %d: batch %q (%s, %d tokens), per slot %q (%s, %d tokens)", c, a.text, a.finish, a.tokens, b.text, b.finish, b.tokens)
 		}
 	}
 }

@@ -202,9 +202,9 @@ type closingEngine interface {
 	Close() error
 }
 
-// openEngine is the engine's batch when its backends run rows at
-// different positions in one call; otherwise one session per slot (the
-// sequences then share nothing but the weights).
+// openEngine is the engine's batch: continuous batching where the backends
+// run rows at different positions in one call, otherwise one session per
+// slot (the sequences then share nothing but the weights).
 func openEngine(m *engine.Model, o options) (closingEngine, string, error) {
 	b, err := m.NewBatch(engine.BatchOptions{Slots: o.maxBatch, MaxLen: o.maxLen, MaxMemory: o.maxMemory})
 	if err != nil {
@@ -213,10 +213,5 @@ func openEngine(m *engine.Model, o options) (closingEngine, string, error) {
 	if b.Ragged() {
 		return b, "continuous batching", nil
 	}
-	b.Close()
-	s, err := serve.NewSessions(m, o.maxBatch, o.maxLen, o.maxMemory)
-	if err != nil {
-		return nil, "", err
-	}
-	return s, "one session per slot: the backends do not run rows at different positions", nil
+	return b, "one session per slot: the backends do not run rows at different positions", nil
 }
