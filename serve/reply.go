@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // reply writes one request's answer: a JSON body at the end, or Server-Sent
@@ -86,7 +87,13 @@ func (a *reply) send(v any) {
 	a.raw(b)
 }
 
+// writeTimeout bounds one event's write: a client that stops reading
+// loses its connection (and so its request) instead of holding the
+// handler until the connection dies.
+const writeTimeout = 30 * time.Second
+
 func (a *reply) raw(b []byte) {
+	_ = http.NewResponseController(a.w).SetWriteDeadline(time.Now().Add(writeTimeout)) // unsupported writers keep no deadline
 	a.w.Write([]byte("data: "))
 	a.w.Write(b)
 	a.w.Write([]byte("\n\n"))
