@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -21,6 +22,9 @@ type reply struct {
 	completion         int // tokens generated
 	outcome            string
 	started            bool
+	// lost, when set, is called once a write fails (the client stopped
+	// reading or went away): it cancels the request, so its slot is freed.
+	lost func(error)
 }
 
 // add takes one event's text.
@@ -93,12 +97,16 @@ func (a *reply) send(v any) {
 const writeTimeout = 30 * time.Second
 
 func (a *reply) raw(b []byte) {
-	_ = http.NewResponseController(a.w).SetWriteDeadline(time.Now().Add(writeTimeout)) // unsupported writers keep no deadline
-	a.w.Write([]byte("data: "))
-	a.w.Write(b)
-	a.w.Write([]byte("\n\n"))
-	if f, ok := a.w.(http.Flusher); ok {
-		f.Flush()
+	rc := http.NewResponseController(a.w)
+	_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) // unsupported writers keep no deadline
+	msg := make([]byte, 0, len(b)+8)
+	msg = append(append(append(msg, "data: "...), b...), "\n\n"...)
+	_, err := a.w.Write(msg)
+	if err == nil {
+		err = rc.Flush()
+	}
+	if err != nil && !errors.Is(err, http.ErrNotSupported) && a.lost != nil {
+		a.lost(err)
 	}
 }
 

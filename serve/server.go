@@ -289,7 +289,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, j *job, model st
 		return
 	}
 	s.metrics.promptTokens.Add(float64(len(j.prompt)))
-	a := &reply{s: s, w: w, j: j, model: model, id: s.newID(j.chat), created: time.Now().Unix()}
+	a := &reply{s: s, w: w, j: j, model: model, id: s.newID(j.chat), created: time.Now().Unix(),
+		lost: func(err error) { cancel(fmt.Errorf("writing to the client: %w", err)) }}
 	if sw, ok := w.(*statusWriter); ok {
 		sw.prompt = len(j.prompt)
 		defer func() { sw.completion, sw.outcome = a.completion, a.outcome }()
