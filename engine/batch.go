@@ -329,7 +329,7 @@ func (b *Batch) run(r *backends.Runner, call string, tokens [][]int64, pos, slot
 	case uniform:
 		c.State = s.state
 		outs, err = r.Run(c)
-	case B == 1 && call == "prefill":
+	case B == 1: // one row (a prefill, or a step of one slot): the plain call on its rows of the state
 		c.State = b.views[slots[0]]
 		outs, err = r.Run(c)
 	default:
