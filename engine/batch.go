@@ -137,28 +137,9 @@ func (b *Batch) rowArenasFor(r *backends.Runner) (map[string]backends.Arena, err
 	}
 	s := b.s
 	_, dec := Options{Batch: 1, MaxLen: s.opt.MaxLen}.callBindings()
-	sizes := backends.SlotSizes(r.Placement().Graph, dec)
-	a := map[string]backends.Arena{}
-	var host backends.Arena
-	for _, seg := range r.Placement().Segments {
-		if _, ok := a[seg.Backend]; ok {
-			continue
-		}
-		if s.m.host[seg.Backend] && host != nil {
-			a[seg.Backend] = host
-			continue
-		}
-		ar, err := s.m.devs[seg.Backend].NewArena(sizes)
-		if err != nil {
-			for _, x := range a {
-				x.Close()
-			}
-			return nil, fmt.Errorf("backend %s: the per-row activation arena: %w", seg.Backend, err)
-		}
-		a[seg.Backend] = ar
-		if s.m.host[seg.Backend] {
-			host = ar
-		}
+	a, err := s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, dec), "the per-row activation arena")
+	if err != nil {
+		return nil, err
 	}
 	b.rowArenas = a
 	return a, nil

@@ -249,7 +249,12 @@ func (sp Sampling) candidates(l []float32) []int {
 	if !cutP {
 		return ids
 	}
-	// The probabilities at the temperature, over the ids top-k kept.
+	return sp.topP(l, ids)
+}
+
+// topP is the shortest prefix of ids (most likely first) whose
+// probabilities at the temperature, over ids, reach sp.TopP.
+func (sp Sampling) topP(l []float32, ids []int) []int {
 	mx := float64(l[ids[0]]) / sp.Temperature
 	p := make([]float64, len(ids))
 	var sum float64

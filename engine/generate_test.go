@@ -255,21 +255,7 @@ func stableCandidates(sp Sampling, l []float32) []int {
 	if !cutP {
 		return ids
 	}
-	mx := float64(l[ids[0]]) / sp.Temperature
-	p := make([]float64, len(ids))
-	var sum float64
-	for j, i := range ids {
-		p[j] = math.Exp(float64(l[i])/sp.Temperature - mx)
-		sum += p[j]
-	}
-	var acc float64
-	for j := range ids {
-		acc += p[j] / sum
-		if acc >= sp.TopP {
-			return ids[:j+1]
-		}
-	}
-	return ids
+	return sp.topP(l, ids)
 }
 
 func BenchmarkCandidatesTopK(b *testing.B) {

@@ -357,27 +357,44 @@ func (s *Session) arenasFor(r *backends.Runner) (map[string]backends.Arena, erro
 	if r == s.m.decode {
 		bind = dec
 	}
-	sizes := backends.SlotSizes(r.Placement().Graph, bind)
+	a, err := s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, bind), "the activation arena")
+	if err != nil {
+		return nil, err
+	}
+	s.arenas[r] = a
+	return a, nil
+}
+
+// newArenas makes one arena of the slot sizes per device of the placement;
+// the host backends share one (host memory, whose slots the plan assigned
+// over the whole graph). On an error the arenas made so far are closed.
+func (m *Model) newArenas(pl *backends.Placement, sizes []backends.SlotSize, what string) (map[string]backends.Arena, error) {
 	a := map[string]backends.Arena{}
 	var host backends.Arena
-	for _, seg := range r.Placement().Segments {
+	for _, seg := range pl.Segments {
 		if _, ok := a[seg.Backend]; ok {
 			continue
 		}
-		if s.m.host[seg.Backend] && host != nil {
+		if m.host[seg.Backend] && host != nil {
 			a[seg.Backend] = host
 			continue
 		}
-		ar, err := s.m.devs[seg.Backend].NewArena(sizes)
+		ar, err := m.devs[seg.Backend].NewArena(sizes)
 		if err != nil {
-			return nil, fmt.Errorf("backend %s: the activation arena: %w", seg.Backend, err)
+			closed := map[backends.Arena]bool{}
+			for _, x := range a {
+				if !closed[x] {
+					closed[x] = true
+					x.Close()
+				}
+			}
+			return nil, fmt.Errorf("backend %s: %s: %w", seg.Backend, what, err)
 		}
 		a[seg.Backend] = ar
-		if s.m.host[seg.Backend] {
+		if m.host[seg.Backend] {
 			host = ar
 		}
 	}
-	s.arenas[r] = a
 	return a, nil
 }
 
