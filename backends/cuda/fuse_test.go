@@ -14,6 +14,7 @@ import (
 	"github.com/ds4go/ds4/internal/numfmt"
 	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 	"github.com/ds4go/ds4/passes"
 )
 
@@ -315,7 +316,7 @@ func TestFusedModelMatchesUnfusedGPU(t *testing.T) {
 	fusedGPU(t)
 	for _, dir := range []string{"tiny", "unseen6"} {
 		t.Run(dir, func(t *testing.T) {
-			m, path := releasedModule(t, dir)
+			m, path := dstest.ReleasedModule(t, dir)
 			run := func(fuse string) (*greedyRun, int64) {
 				backends.SetOptions(map[string]string{"cuda-fusions": fuse})
 				defer backends.SetOptions(nil)
@@ -468,7 +469,7 @@ func BenchmarkGateTailDecode(b *testing.B) {
 func TestFusedDecodeStepGPU(t *testing.T) {
 	fusedGPU(t)
 	for _, dir := range []string{"tiny", "unseen6"} {
-		m, path := releasedModule(t, dir)
+		m, path := dstest.ReleasedModule(t, dir)
 		kernels := map[string]float64{}
 		for _, graphs := range []string{"true", "false"} {
 			for _, fuse := range []string{"true", "false"} {

@@ -13,6 +13,7 @@ import (
 	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/ir"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 )
 
 // openCUDA opens the model on cuda with graphs on or off.
@@ -40,7 +41,7 @@ func TestGraphsMatchReferenceOnGPU(t *testing.T) {
 	gpu(t)
 	for _, dir := range []string{"tiny", "unseen6"} {
 		t.Run(dir, func(t *testing.T) {
-			m, path := releasedModule(t, dir)
+			m, path := dstest.ReleasedModule(t, dir)
 			on, gOn := openCUDA(t, m, path, true)
 			defer on.Close()
 			off, gOff := openCUDA(t, m, path, false)
@@ -109,7 +110,7 @@ func TestGraphsMatchReferenceOnGPU(t *testing.T) {
 // size are served correctly; the new batch size captures anew.
 func TestGraphsRecaptureOnGPU(t *testing.T) {
 	gpu(t)
-	m, path := releasedModule(t, "tiny")
+	m, path := dstest.ReleasedModule(t, "tiny")
 	on, g := openCUDA(t, m, path, true)
 	defer on.Close()
 	off, _ := openCUDA(t, m, path, false)
@@ -136,7 +137,7 @@ func TestGraphsRecaptureOnGPU(t *testing.T) {
 // per-op times are filled when asked for.
 func TestProfilerOnGPU(t *testing.T) {
 	gpu(t)
-	m, path := releasedModule(t, "tiny")
+	m, path := dstest.ReleasedModule(t, "tiny")
 	md, g := openCUDA(t, m, path, true)
 	defer md.Close()
 	bw, err := g.ProbeBandwidth(1 << 30)

@@ -9,53 +9,13 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	_ "github.com/ds4go/ds4/backends/cpu"
 	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/engine"
-	"github.com/ds4go/ds4/ir"
-	"github.com/ds4go/ds4/models/deepseekv4"
-	"github.com/ds4go/ds4/passes"
-	"github.com/ds4go/ds4/synth"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 )
-
-// defaultModule builds the module of the config in the folder path with the
-// default passes.
-func defaultModule(t *testing.T, path string) (*deepseekv4.Config, *ir.Module) {
-	t.Helper()
-	cfg, err := deepseekv4.LoadConfig(filepath.Join(path, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := deepseekv4.BuildModule(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := passes.Run(m, passes.ParseNames("default"), passes.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return cfg, m
-}
-
-// releasedModule builds testdata/dir's module with the default passes and
-// returns it with the folder of its checkpoint.
-func releasedModule(t *testing.T, dir string) (*ir.Module, string) {
-	t.Helper()
-	path := filepath.Join("..", "..", "testdata", dir)
-	cfg, m := defaultModule(t, path)
-	if _, err := os.Stat(filepath.Join(path, "model.safetensors.index.json")); err != nil {
-		// unseen6 ships its config and golden file only: its checkpoint is
-		// synth's for seed 1 (testdata/unseen6/README.md)
-		path = t.TempDir()
-		if err := synth.Write(path, cfg, 1, synth.Options{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return m, path
-}
 
 // greedyRun is a prefill and greedy decode steps: the last-position
 // logits of every call ([call][row][vocab]) and the tokens fed to each
@@ -177,7 +137,7 @@ func TestModelsMatchReferenceOnGPU(t *testing.T) {
 	gpu(t)
 	for _, dir := range []string{"tiny", "unseen6"} {
 		t.Run(dir, func(t *testing.T) {
-			m, path := releasedModule(t, dir)
+			m, path := dstest.ReleasedModule(t, dir)
 			open := func(be string) *engine.Model {
 				md, err := engine.Open(m, path, be)
 				if err != nil {
@@ -219,7 +179,7 @@ func TestModelsMatchReferenceOnGPU(t *testing.T) {
 // memory after every Close is what it was before the first session.
 func TestSessionsFreeTheirMemoryOnGPU(t *testing.T) {
 	env := gpu(t)
-	m, path := releasedModule(t, "tiny")
+	m, path := dstest.ReleasedModule(t, "tiny")
 	md, err := engine.Open(m, path, "cuda")
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +222,7 @@ func TestSessionsFreeTheirMemoryOnGPU(t *testing.T) {
 func TestEngramTablesInHostMemoryOnGPU(t *testing.T) {
 	gpu(t)
 	t.Setenv(EngramEnv, "host")
-	m, path := releasedModule(t, "tiny")
+	m, path := dstest.ReleasedModule(t, "tiny")
 	before := hostTables.Load()
 	gm, err := engine.Open(m, path, "cuda")
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ds4go/ds4/backends"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 )
 
 // TestReleasedGraphsPlacedWhollyOnGPU: after the default passes, every node
@@ -12,7 +13,7 @@ import (
 // segment, no transfer (no GPU needed: placement is data).
 func TestReleasedGraphsPlacedWhollyOnGPU(t *testing.T) {
 	for _, dir := range []string{"tiny", "unseen6"} {
-		_, m := defaultModule(t, filepath.Join("..", "..", "testdata", dir))
+		_, m := dstest.DefaultModule(t, filepath.Join(dstest.RepoRoot(), "testdata", dir))
 		for _, name := range []string{"prefill", "decode"} {
 			g := m.Graph(name)
 			pl, err := backends.Schedule(g, "cuda")

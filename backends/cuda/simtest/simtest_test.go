@@ -2,7 +2,6 @@ package simtest
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/ds4go/ds4/backends"
@@ -10,9 +9,7 @@ import (
 	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/ir"
-	"github.com/ds4go/ds4/models/deepseekv4"
-	"github.com/ds4go/ds4/passes"
-	"github.com/ds4go/ds4/synth"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 )
 
 func TestMain(m *testing.M) {
@@ -26,24 +23,7 @@ func TestMain(m *testing.M) {
 // checkpoint, written to a temporary folder).
 func open(t testing.TB, dir string, graphs bool) (*engine.Model, *cuda.GPU) {
 	t.Helper()
-	path := filepath.Join("..", "..", "..", "testdata", dir)
-	cfg, err := deepseekv4.LoadConfig(filepath.Join(path, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := deepseekv4.BuildModule(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := passes.Run(m, passes.ParseNames("default"), passes.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(path, "model.safetensors.index.json")); err != nil {
-		path = t.TempDir()
-		if err := synth.Write(path, cfg, 1, synth.Options{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	m, path := dstest.ReleasedModule(t, dir)
 	opt := "false"
 	if graphs {
 		opt = "true"

@@ -1,15 +1,13 @@
 package simtest
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/ir"
-	"github.com/ds4go/ds4/models/deepseekv4"
-	"github.com/ds4go/ds4/passes"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 )
 
 // TestQuantWeightDownload: an fp8 product weight and an expert stack,
@@ -60,18 +58,7 @@ func TestQuantWeightDownload(t *testing.T) {
 func TestFusionOptionRefused(t *testing.T) {
 	backends.SetOptions(map[string]string{"cuda-fusions": "flase"})
 	defer backends.SetOptions(nil)
-	path := filepath.Join("..", "..", "..", "testdata", "tiny")
-	cfg, err := deepseekv4.LoadConfig(filepath.Join(path, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := deepseekv4.BuildModule(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := passes.Run(m, passes.ParseNames("default"), passes.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	m, path := dstest.ReleasedModule(t, "tiny")
 	md, err := engine.Open(m, path, "cuda")
 	if err == nil {
 		md.Close()
