@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/ds4go/ds4/backends/cuda/driver"
 )
@@ -27,17 +28,27 @@ const gemvSharedMax = 48 << 10
 // loads in flight, and a short last wave).
 const gemvTargetBlocks = 8 * 132
 
+// gemvKernels are the kernel names of one instantiation (1, 2, 4 or 8
+// activation rows), made once so a launch formats nothing.
+type gemvKernels struct{ fp8, fp4, plainF32, plainBF16, plainFP8, pcFP8 string }
+
+// gemvByRows holds the names by instantiation, index log2 of its rows.
+var gemvByRows [4]gemvKernels
+
 func init() {
-	kernelNames = append(kernelNames,
-		"gemv_fp8_m1", "gemv_fp8_m2", "gemv_fp8_m4", "gemv_fp8_m8",
-		"gemv_fp4_m1", "gemv_fp4_m2", "gemv_fp4_m4", "gemv_fp4_m8",
-		"gemv_routed_fp4", "gemv_routed_fp8", "gemv_routed_swiglu_fp4", "gemv_routed_swiglu_fp8",
-		"gemv_plain_m1_f32w", "gemv_plain_m1_bf16w", "gemv_plain_m1_fp8w",
-		"gemv_plain_m2_f32w", "gemv_plain_m2_bf16w", "gemv_plain_m2_fp8w",
-		"gemv_plain_m4_f32w", "gemv_plain_m4_bf16w", "gemv_plain_m4_fp8w",
-		"gemv_plain_m8_f32w", "gemv_plain_m8_bf16w", "gemv_plain_m8_fp8w",
-		"gemv_pc_m1_fp8w", "gemv_pc_m2_fp8w", "gemv_pc_m4_fp8w", "gemv_pc_m8_fp8w")
+	for i := range gemvByRows {
+		mr := 1 << i
+		g := gemvKernels{fp8: fmt.Sprintf("gemv_fp8_m%d", mr), fp4: fmt.Sprintf("gemv_fp4_m%d", mr),
+			plainF32: fmt.Sprintf("gemv_plain_m%d_f32w", mr), plainBF16: fmt.Sprintf("gemv_plain_m%d_bf16w", mr),
+			plainFP8: fmt.Sprintf("gemv_plain_m%d_fp8w", mr), pcFP8: fmt.Sprintf("gemv_pc_m%d_fp8w", mr)}
+		gemvByRows[i] = g
+		kernelNames = append(kernelNames, g.fp8, g.fp4, g.plainF32, g.plainBF16, g.plainFP8, g.pcFP8)
+	}
+	kernelNames = append(kernelNames, "gemv_routed_fp4", "gemv_routed_fp8", "gemv_routed_swiglu_fp4", "gemv_routed_swiglu_fp8")
 }
+
+// gemvFor is the instantiation that takes m (1..gemvMaxRows) rows.
+func gemvFor(m int) *gemvKernels { return &gemvByRows[bits.Len(uint(gemvMR(m)))-1] }
 
 // gemvMR is the instantiation (1, 2, 4 or 8 rows) that takes m rows.
 func gemvMR(m int) int {
@@ -91,9 +102,9 @@ func (k *Kernels) gemvBlockScaled(s *driver.Stream, fp4 bool, what string, out, 
 	if !ok {
 		return false, nil
 	}
-	name := fmt.Sprintf("gemv_fp8_m%d", mr)
+	name := gemvFor(mr).fp8
 	if fp4 {
-		name = fmt.Sprintf("gemv_fp4_m%d", mr)
+		name = gemvFor(mr).fp4
 	}
 	g := driver.Dim3{X: uint32(ceilDiv(n, 1<<rbLog2)), Y: 1, Z: 1}
 	return true, k.launch(s, name, what, g, driver.Dim3{X: gemvThreads, Y: 1, Z: 1}, sh,
@@ -174,22 +185,21 @@ func (k *Kernels) gemvPlain(s *driver.Stream, what string, out, a driver.Ptr, m,
 	}
 	bs := gemvPlainBlock(n, groups)
 	grid, block := driver.Dim3{X: uint32(ceilDiv(n, bs)), Y: 1, Z: uint32(groups)}, driver.Dim3{X: uint32(bs), Y: 1, Z: 1}
-	base := fmt.Sprintf("gemv_plain_m%d_", gemvMR(m))
+	names := gemvFor(m)
 	head := []driver.Arg{driver.P(out), driver.P(a), driver.I(m), driver.I(kdim)}
 	tail := []driver.Arg{driver.I(n), driver.I(lda), driver.I(ldo), driver.L(aZ), driver.L(oZ), driver.I(r)}
 	switch w.Format {
 	case PlainF32:
-		return true, k.launch(s, base+"f32w", what, grid, block, 0, append(append(head, driver.P(w.W)), tail...)...)
+		return true, k.launch(s, names.plainF32, what, grid, block, 0, append(append(head, driver.P(w.W)), tail...)...)
 	case PlainBF16:
-		return true, k.launch(s, base+"bf16w", what, grid, block, 0, append(append(head, driver.P(w.W)), tail...)...)
+		return true, k.launch(s, names.plainBF16, what, grid, block, 0, append(append(head, driver.P(w.W)), tail...)...)
 	case PlainFP8:
 		if kdim%16 == 0 && lda%4 == 0 && aZ%4 == 0 && a%16 == 0 && w.W%16 == 0 {
 			// the producer/consumer kernel: 32 rows a block of 128 threads
 			grid, block = driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: 1, Z: uint32(groups)}, driver.Dim3{X: 128, Y: 1, Z: 1}
-			name := fmt.Sprintf("gemv_pc_m%d_fp8w", gemvMR(m))
-			return true, k.launch(s, name, what, grid, block, 0, append(append(head, driver.P(w.W), driver.P(w.Scale)), tail...)...)
+			return true, k.launch(s, names.pcFP8, what, grid, block, 0, append(append(head, driver.P(w.W), driver.P(w.Scale)), tail...)...)
 		}
-		return true, k.launch(s, base+"fp8w", what, grid, block, 0, append(append(head, driver.P(w.W), driver.P(w.Scale)), tail...)...)
+		return true, k.launch(s, names.plainFP8, what, grid, block, 0, append(append(head, driver.P(w.W), driver.P(w.Scale)), tail...)...)
 	}
 	return true, fmt.Errorf("cuda matmul for %s: unknown weight format %d", what, w.Format)
 }

@@ -194,49 +194,6 @@ func TestGemvRoutedSwiGLUGPU(t *testing.T) {
 	}
 }
 
-func TestGemvPlainGPU(t *testing.T) {
-	e := gpu(t)
-	r := rng(t)
-	for _, c := range []struct {
-		m, k, n     int
-		bf16, round bool
-	}{
-		{1, 5120, 129280, true, false}, // the head
-		{3, 5120, 8192, true, false}, {8, 1000, 300, true, true}, {2, 1001, 33, true, true},
-		{1, 5120, 4096, false, false}, {3, 1003, 70, false, true}, {8, 64, 5, false, false},
-	} {
-		a := bf16s(r, c.m*c.k, 1)
-		w := bf16s(r, c.n*c.k, 0.02)
-		if !c.bf16 {
-			for i := range w {
-				w[i] = float32(r.NormFloat64() * 0.02)
-			}
-		}
-		want := make([]float32, c.m*c.n)
-		if c.round {
-			kernels.MatmulBF16(want, a, w, c.m, c.k, c.n)
-		} else {
-			kernels.MatmulF32(want, a, w, c.m, c.k, c.n)
-		}
-		pw := Plain{Format: PlainF32}
-		if c.bf16 {
-			pw.Format = PlainBF16
-			bits := make([]uint16, len(w))
-			for i, v := range w {
-				bits[i] = numfmt.BF16Bits(v)
-			}
-			pw.W = up(t, e, bits)
-		} else {
-			pw.W = up(t, e, w)
-		}
-		out := alloc(t, e, 4*len(want))
-		if err := e.k.MatmulF32(e.s, "gemv plain", out, up(t, e, a), c.m, c.k, pw, c.n, c.round); err != nil {
-			t.Fatal(err)
-		}
-		exact(t, fmt.Sprintf("gemv plain %dx%dx%d bf16 %v round %v", c.m, c.k, c.n, c.bf16, c.round), down[float32](t, e, out, len(want)), want)
-	}
-}
-
 // TestGemvGroupedFP8GPU: the released fp8 wo_a (8 groups of 4096 -> 1024)
 // at 1 and 3 tokens, and an odd group width, against the widened reference.
 func TestGemvGroupedFP8GPU(t *testing.T) {

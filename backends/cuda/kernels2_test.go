@@ -17,11 +17,17 @@ func TestMatmulPlainGPU(t *testing.T) {
 	e := gpu(t)
 	r := rng(t)
 	// fp32 weights unrounded (the ratio-2 compressor), bf16 weights rounded
-	// (MatmulBF16), bf16 weights unrounded (the head, on part of the vocab)
+	// (MatmulBF16), bf16 weights unrounded (the head); up to 8 rows take
+	// the decode kernels (gemv.cuh), more the tiled one
 	for _, c := range []struct {
 		m, k, n     int
 		bf16, round bool
-	}{{3, 5120, 4096, false, false}, {5, 1000, 300, true, true}, {2, 5120, 8192, true, false}} {
+	}{
+		{3, 5120, 4096, false, false}, {9, 1000, 300, true, true}, {12, 5120, 8192, true, false},
+		{1, 5120, 129280, true, false}, // the head
+		{3, 5120, 8192, true, false}, {8, 1000, 300, true, true}, {2, 1001, 33, true, true},
+		{1, 5120, 4096, false, false}, {3, 1003, 70, false, true}, {8, 64, 5, false, false},
+	} {
 		a := bf16s(r, c.m*c.k, 1)
 		w := bf16s(r, c.n*c.k, 0.02)
 		if !c.bf16 {
