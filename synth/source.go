@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -164,38 +163,7 @@ func (s *Source) fill(ts []*tensor, parts []*backends.HostWeight) (err error) {
 	for i, t := range ts {
 		dst[t] = parts[i]
 	}
-	js := jobs(ts)
-	ch := make(chan job)
-	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		bug any
-	)
-	for w := 0; w < min(s.workers, max(len(js), 1)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					mu.Lock()
-					bug = r
-					mu.Unlock()
-					for range ch { // drain: the sender must not block
-					}
-				}
-			}()
-			var sc scratch
-			for j := range ch {
-				fillJob(j, dst[j.t], &sc)
-			}
-		}()
-	}
-	for _, j := range js {
-		ch <- j
-	}
-	close(ch)
-	wg.Wait()
-	if bug != nil {
+	if bug, _ := runJobs(jobs(ts), s.workers, func(j job, sc *scratch) error { fillJob(j, dst[j.t], sc); return nil }); bug != nil {
 		return fmt.Errorf("internal error generating synthetic weights: %v", bug)
 	}
 	return nil

@@ -227,6 +227,45 @@ func jobs(sh []*tensor) []job {
 	return out
 }
 
+// runJobs runs fn on every job over up to workers goroutines, each with a
+// scratch of its own. It returns the first error and the first panic (a
+// bug of ours, caught so the caller reports it on its own goroutine).
+func runJobs(js []job, workers int, fn func(job, *scratch) error) (bug any, err error) {
+	ch := make(chan job)
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	one := func(j job, sc *scratch) (jbug any, jerr error) {
+		defer func() { jbug = recover() }()
+		return nil, fn(j, sc)
+	}
+	for w := 0; w < min(workers, max(len(js), 1)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var sc scratch
+			for j := range ch {
+				jbug, jerr := one(j, &sc)
+				mu.Lock()
+				if err == nil {
+					err = jerr
+				}
+				if bug == nil {
+					bug = jbug
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range js {
+		ch <- j
+	}
+	close(ch)
+	wg.Wait()
+	return bug, err
+}
+
 // writeShard writes the header, then every chunk in place at its offset.
 func writeShard(out *fileio.Dir, name string, sh []*tensor, workers int) (err error) {
 	hdr := header(sh)
@@ -250,37 +289,7 @@ func writeShard(out *fileio.Dir, name string, sh []*tensor, workers int) (err er
 	if err := f.Truncate(base + size); err != nil {
 		return out.Err(name, err)
 	}
-	js := jobs(sh)
-	ch := make(chan job)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-		bug   any // a worker's panic
-	)
-	for w := 0; w < min(workers, max(len(js), 1)); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var s scratch
-			for j := range ch {
-				wbug, werr := runJob(f, base, j, &s)
-				mu.Lock()
-				if first == nil {
-					first = werr
-				}
-				if bug == nil {
-					bug = wbug
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, j := range js {
-		ch <- j
-	}
-	close(ch)
-	wg.Wait()
+	bug, first := runJobs(jobs(sh), workers, func(j job, sc *scratch) error { return writeJob(f, base, j, sc) })
 	if bug != nil {
 		// On the caller's goroutine, where internal/cli reports it as an
 		// internal error; in a worker it would end the process with a trace.
@@ -299,12 +308,6 @@ func writeShard(out *fileio.Dir, name string, sh []*tensor, workers int) (err er
 		}
 	}
 	return nil
-}
-
-// runJob is writeJob with a panic (a bug of ours) caught and returned.
-func runJob(f *os.File, base int64, j job, s *scratch) (bug any, err error) {
-	defer func() { bug = recover() }()
-	return nil, writeJob(f, base, j, s)
 }
 
 func writeJob(f *os.File, base int64, j job, s *scratch) error {

@@ -76,9 +76,10 @@ func TestWriteStaged(t *testing.T) {
 // it into an internal error; in the worker it would end the process with a
 // trace.
 func TestWorkerPanic(t *testing.T) {
-	bug, err := runJob(nil, 0, job{t: &tensor{name: "x.scale", kind: kindScale, shape: []int{1, 32}}, r1: 1}, &scratch{})
+	js := []job{{t: &tensor{name: "x.scale", kind: kindScale, shape: []int{1, 32}}, r1: 1}}
+	bug, err := runJobs(js, 2, func(j job, sc *scratch) error { return writeJob(nil, 0, j, sc) })
 	if bug == nil || err != nil {
-		t.Fatalf("runJob of a scale tensor: bug %v, err %v; want the panic of gen", bug, err)
+		t.Fatalf("runJobs of a scale tensor: bug %v, err %v; want the panic of gen", bug, err)
 	}
 	if !strings.Contains(fmt.Sprint(bug), "gen of a scale tensor") {
 		t.Errorf("bug %v", bug)
