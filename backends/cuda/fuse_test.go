@@ -13,9 +13,7 @@ import (
 	"github.com/ds4go/ds4/engine"
 	"github.com/ds4go/ds4/internal/numfmt"
 	"github.com/ds4go/ds4/ir"
-	"github.com/ds4go/ds4/models/deepseekv4"
 	"github.com/ds4go/ds4/models/deepseekv4/dstest"
-	"github.com/ds4go/ds4/passes"
 )
 
 // launchesOf estimates the launches node n's unfused launcher queues (no
@@ -62,29 +60,13 @@ func fusedLaunches(seg *backends.Segment) (before, after int, kinds map[string]i
 	return before, after, kinds
 }
 
-func moduleOf(t *testing.T, config string) *ir.Module {
-	t.Helper()
-	cfg, err := deepseekv4.LoadConfig(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := deepseekv4.BuildModule(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := passes.Run(m, passes.ParseNames("default"), passes.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 // TestFusionPlan (no GPU: planning is data): on the tiny, unseen6 and the
 // released-width wide4 graphs every hyper-connection split and every
 // hc_pre is fused, no run breaks the planner's rules, and the estimated
 // launches per call fall. The counts are logged.
 func TestFusionPlan(t *testing.T) {
 	for _, cfg := range []string{"tiny/config.json", "unseen6/config.json", "../backends/cuda/testdata/wide4.config.json", "../bench/configs/slice.json"} {
-		m := moduleOf(t, filepath.Join("..", "..", "testdata", cfg))
+		_, m := dstest.ConfigModule(t, filepath.Join(dstest.RepoRoot(), "testdata", cfg))
 		for _, name := range []string{"prefill", "decode"} {
 			g := m.Graph(name)
 			pl, err := backends.Schedule(g, "cuda")

@@ -15,7 +15,13 @@ import (
 // default passes.
 func DefaultModule(tb testing.TB, path string) (*deepseekv4.Config, *ir.Module) {
 	tb.Helper()
-	cfg, err := deepseekv4.LoadConfig(filepath.Join(path, "config.json"))
+	return ConfigModule(tb, filepath.Join(path, "config.json"))
+}
+
+// ConfigModule builds the module of a config file with the default passes.
+func ConfigModule(tb testing.TB, file string) (*deepseekv4.Config, *ir.Module) {
+	tb.Helper()
+	cfg, err := deepseekv4.LoadConfig(file)
 	if err != nil {
 		tb.Fatal(err)
 	}
