@@ -152,6 +152,24 @@ type Tensor struct {
 	Parts []*Tensor
 }
 
+// ZeroTensor is a zeroed host tensor: floats in F32, i64 in I64, i32 in
+// I32, the byte-sized dtypes in U8.
+func ZeroTensor(dt ir.DType, shape []int) *Tensor {
+	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...)}
+	n := t.NumElements()
+	switch {
+	case dt.IsFloat():
+		t.F32 = make([]float32, n)
+	case dt == ir.I64:
+		t.I64 = make([]int64, n)
+	case dt == ir.I32:
+		t.I32 = make([]int32, n)
+	default:
+		t.U8 = make([]byte, n)
+	}
+	return t
+}
+
 // NumElements is the product of the shape.
 func (t *Tensor) NumElements() int {
 	n := 1

@@ -50,19 +50,7 @@ func (d *HostDevice) BindWeight(w *HostWeight) (Buffer, error) {
 // Alloc implements Device: floats in F32, i64 in I64, i32 in I32, the
 // byte-sized dtypes in U8.
 func (d *HostDevice) Alloc(dt ir.DType, shape []int) (Buffer, error) {
-	t := &Tensor{DType: dt, Shape: append([]int(nil), shape...)}
-	n := t.NumElements()
-	switch {
-	case dt.IsFloat():
-		t.F32 = make([]float32, n)
-	case dt == ir.I64:
-		t.I64 = make([]int64, n)
-	case dt == ir.I32:
-		t.I32 = make([]int32, n)
-	default:
-		t.U8 = make([]byte, n)
-	}
-	return t, nil
+	return ZeroTensor(dt, shape), nil
 }
 
 // Upload implements Device: the tensor itself.

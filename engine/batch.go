@@ -3,7 +3,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/ds4go/ds4/backends"
@@ -163,24 +162,8 @@ func (b *Batch) reset(slot int) error {
 		if !ok {
 			continue
 		}
-		dt, sh := view.Type()
-		t := &backends.Tensor{DType: dt, Shape: sh}
-		k := t.NumElements()
-		switch {
-		case dt.IsFloat():
-			t.F32 = make([]float32, k)
-			if n.Attrs.Str("kind", "") == "compressor_score" {
-				for i := range t.F32 {
-					t.F32[i] = float32(math.Inf(-1))
-				}
-			}
-		case dt == ir.I64:
-			t.I64 = make([]int64, k)
-		case dt == ir.I32:
-			t.I32 = make([]int32, k)
-		default:
-			t.U8 = make([]byte, k)
-		}
+		_, sh := view.Type()
+		t := freshState(n, sh)
 		d := s.m.devs[s.stDev[name]]
 		up, err := d.Upload(t)
 		if err != nil {

@@ -291,13 +291,8 @@ func (s *Session) allocState(n *ir.Node, name string) error {
 	be := s.m.PrefillPlacement.Backend[n]
 	d := s.m.devs[be]
 	var b backends.Buffer
-	if n.Attrs.Str("kind", "") == "compressor_score" && n.Type.DType.IsFloat() {
-		t := &backends.Tensor{DType: n.Type.DType, Shape: shape}
-		t.F32 = make([]float32, t.NumElements())
-		for i := range t.F32 {
-			t.F32[i] = float32(math.Inf(-1))
-		}
-		b, err = d.Upload(t)
+	if negInfState(n) {
+		b, err = d.Upload(freshState(n, shape))
 	} else {
 		b, err = d.Alloc(n.Type.DType, shape)
 	}
@@ -306,6 +301,24 @@ func (s *Session) allocState(n *ir.Node, name string) error {
 	}
 	s.state[name], s.stDev[name] = b, be
 	return nil
+}
+
+// negInfState reports whether state n starts at -inf (a compressor score)
+// rather than zero.
+func negInfState(n *ir.Node) bool {
+	return n.Attrs.Str("kind", "") == "compressor_score" && n.Type.DType.IsFloat()
+}
+
+// freshState is the host value of state n (or a row of it, shape) in a new
+// session: zero, or -inf for a compressor score.
+func freshState(n *ir.Node, shape []int) *backends.Tensor {
+	t := backends.ZeroTensor(n.Type.DType, shape)
+	if negInfState(n) {
+		for i := range t.F32 {
+			t.F32[i] = float32(math.Inf(-1))
+		}
+	}
+	return t
 }
 
 // Close frees the session's buffers (state, RoPE tables, arenas) on the
