@@ -140,6 +140,54 @@ func TestBatchEqualsLoneSessions(t *testing.T) {
 	}
 }
 
+// TestBatchWideStepEqualsLoneSessions: a ragged step of 16 slots (more
+// rows than the fast matmuls stream by default) gives every slot the
+// logits of its lone session, bit for bit, on cpu and cpu-ref: the decode
+// call's matmuls compute each row as a one-row call does.
+func TestBatchWideStepEqualsLoneSessions(t *testing.T) {
+	const slots, steps = 16, 3
+	for _, be := range []string{"cpu", "cpu-ref"} {
+		t.Run(be, func(t *testing.T) {
+			md := openTinyPlan(t, be, true)
+			b, err := md.NewBatch(BatchOptions{Slots: slots, MaxLen: 32})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			want := make([][][]float32, slots)
+			last := make([][]float32, slots)
+			all := make([]int, slots)
+			for s := range slots {
+				p := make([]int64, 1+s%6)
+				for i := range p {
+					p[i] = int64(1 + (3*s+i)%50)
+				}
+				want[s] = lone(t, md, p, steps)
+				if last[s], err = b.Prefill(s, p); err != nil {
+					t.Fatal(err)
+				}
+				all[s] = s
+			}
+			for st := 1; st <= steps; st++ {
+				toks := make([]int64, slots)
+				for s := range slots {
+					toks[s] = Sampling{}.Sample([][]float32{last[s]}, nil)[0]
+				}
+				lgs, err := b.Step(all, toks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for s := range slots {
+					if !slices.Equal(lgs[s], want[s][st]) {
+						t.Fatalf("step %d slot %d: logits differ from a lone session", st, s)
+					}
+					last[s] = lgs[s]
+				}
+			}
+		})
+	}
+}
+
 // TestBatchUniformStep: a Step of every slot at one position is the plain
 // decode call, equal to a session's Decode; the logits returned are the
 // caller's (not the arena's); bad steps are refused.

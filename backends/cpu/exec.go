@@ -114,6 +114,12 @@ type nodeState struct {
 
 type kernel func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 
+// perRow reports whether the call's rows are tokens of different sequences
+// (a decode call, S = 1): the fast matmuls then compute every row as a
+// one-row call would (fast.MatmulFP8PerRow, ...), so that a sequence's
+// result does not depend on the batch it runs in.
+func (r *run) perRow() bool { return r.env != nil && r.env.S == 1 }
+
 // ---- helpers ---------------------------------------------------------------
 
 // newF returns the zeroed output tensor of the current node: in its arena

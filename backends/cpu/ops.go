@@ -475,23 +475,32 @@ func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = N
 	out := r.newF(x.DType, shape...)
+	perRow := r.perRow()
 	if storedBF16(w) && r.fast {
 		// the bf16 view (half the bytes of the F32 copy), bit-identical
+		f32, bf16 := fast.MatmulF32W16, fast.MatmulBF16W16
+		if perRow {
+			f32, bf16 = fast.MatmulF32W16PerRow, fast.MatmulBF16W16PerRow
+		}
 		if x.DType == ir.F32 {
-			fast.MatmulF32W16(out.F32, x.F32, w.U8, rows(x), K, N)
+			f32(out.F32, x.F32, w.U8, rows(x), K, N)
 		} else {
-			fast.MatmulBF16W16(out.F32, x.F32, w.U8, rows(x), K, N)
+			bf16(out.F32, x.F32, w.U8, rows(x), K, N)
 			r.round(x.DType, out.F32)
 		}
 		return out, nil
 	}
 	w = widened(w)
+	f32, bf16 := fast.MatmulF32, fast.MatmulBF16
+	if perRow {
+		f32, bf16 = fast.MatmulF32PerRow, fast.MatmulBF16PerRow
+	}
 	if x.DType == ir.F32 && r.fast {
-		fast.MatmulF32(out.F32, x.F32, w.F32, rows(x), K, N)
+		f32(out.F32, x.F32, w.F32, rows(x), K, N)
 	} else if x.DType == ir.F32 {
 		kernels.MatmulF32(out.F32, x.F32, w.F32, rows(x), K, N)
 	} else if r.fast {
-		fast.MatmulBF16(out.F32, x.F32, w.F32, rows(x), K, N)
+		bf16(out.F32, x.F32, w.F32, rows(x), K, N)
 		r.round(x.DType, out.F32)
 	} else {
 		kernels.MatmulBF16(out.F32, x.F32, w.F32, rows(x), K, N)
@@ -506,10 +515,14 @@ func kMatmulQ(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = N
 	out := r.newF(ir.BF16, shape...)
+	fp4, fp8 := fast.MatmulFP4, fast.MatmulFP8
+	if r.perRow() {
+		fp4, fp8 = fast.MatmulFP4PerRow, fast.MatmulFP8PerRow
+	}
 	if r.fast && w.DType == ir.FP4E2M1 {
-		fast.MatmulFP4(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
+		fp4(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
 	} else if r.fast {
-		fast.MatmulFP8(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
+		fp8(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
 	} else if w.DType == ir.FP4E2M1 {
 		kernels.MatmulFP4(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
 	} else {
@@ -524,15 +537,19 @@ func kGrouped(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = w.Shape[0]
 	out := r.newF(ir.BF16, shape...)
+	grouped := fast.GroupedLoRA
+	if r.perRow() {
+		grouped = fast.GroupedLoRAPerRow
+	}
 	if r.fast && storedFP8(w) {
 		// wo_a as stored, dequantised on the fly; bit-identical to the
 		// reference on the dequantised matrix
-		fast.GroupedLoRA(out.F32, x.F32, rows(x), G, w.Shape[1], nil, w.U8, w.Scale, w.Shape[0]/G)
+		grouped(out.F32, x.F32, rows(x), G, w.Shape[1], nil, w.U8, w.Scale, w.Shape[0]/G)
 		return out, nil
 	}
 	w = widened(w)
 	if r.fast {
-		fast.GroupedLoRA(out.F32, x.F32, rows(x), G, w.Shape[1], w.F32, nil, nil, w.Shape[0]/G)
+		grouped(out.F32, x.F32, rows(x), G, w.Shape[1], w.F32, nil, nil, w.Shape[0]/G)
 		return out, nil
 	}
 	kernels.GroupedLoRA(out.F32, x.F32, rows(x), G, w.Shape[1], w.F32, w.Shape[0]/G)
@@ -546,7 +563,11 @@ func kExpertMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, 
 	out := r.newF(ir.BF16, N, k, O)
 	perSlot := len(x.Shape) == 3
 	if r.fast {
-		err := fast.ExpertMatmul(out.F32, x.F32, N, k, K, O, perSlot, idx.I64, func(e int) (fast.Expert, bool) {
+		experts := fast.ExpertMatmul
+		if r.perRow() {
+			experts = fast.ExpertMatmulPerRow
+		}
+		err := experts(out.F32, x.F32, N, k, K, O, perSlot, idx.I64, func(e int) (fast.Expert, bool) {
 			if e < 0 || e >= len(w.Parts) {
 				return fast.Expert{}, false
 			}

@@ -19,6 +19,12 @@ type Expert struct {
 // fast GEMM with all of its rows; experts nobody chose are not touched.
 // expert(e) returns expert e's weights, ok = false when e is out of range.
 func ExpertMatmul(out, x []float32, N, k, K, O int, perSlot bool, idx []int64, expert func(e int) (Expert, bool)) error {
+	return expertMatmulRows(out, x, N, k, K, O, perSlot, idx, expert, false)
+}
+
+// expertMatmulRows is ExpertMatmul; perRow streams every expert's rows,
+// however many (see PerRow).
+func expertMatmulRows(out, x []float32, N, k, K, O int, perSlot bool, idx []int64, expert func(e int) (Expert, bool), perRow bool) error {
 	slots := N * k
 	check("ExpertMatmul", len(out), slots*O, len(idx), slots)
 	if perSlot {
@@ -95,7 +101,7 @@ func ExpertMatmul(out, x []float32, N, k, K, O int, perSlot bool, idx []int64, e
 		if w.FP4 {
 			kw.kind, op = kindFP4, "MatmulFP4"
 		}
-		if !expertMatmul(oe, xe, m, kw, op) {
+		if !expertMatmul(oe, xe, m, kw, op, perRow) {
 			var q []byte // the group's packed rows
 			if w.FP4 && packed != nil {
 				if src := srcRow(rows[0]); m == 1 {
@@ -160,7 +166,7 @@ const expertStreamMaxM = 12
 // expertMatmul checks the operands of MatmulFP8/MatmulFP4 and runs the
 // matmul when the expert has too many rows for the streaming path (or none);
 // it reports whether it did, else the caller runs decode.
-func expertMatmul(out, a []float32, m int, w *weights, op string) bool {
+func expertMatmul(out, a []float32, m int, w *weights, op string, perRow bool) bool {
 	if w.kind == kindFP4 {
 		if w.k%2 != 0 {
 			panic(fmt.Sprintf("fast.%s: k = %d is odd (fp4 packs two values per byte)", op, w.k))
@@ -169,7 +175,7 @@ func expertMatmul(out, a []float32, m int, w *weights, op string) bool {
 	} else {
 		check(op, len(out), m*w.n, len(a), m*w.k, len(w.q), w.n*w.k, len(w.s), ceilDiv(w.n, block)*w.kb)
 	}
-	if m == 0 || w.n == 0 || w.k == 0 || (m > expertStreamMaxM && !streamsAll(current(), w)) {
+	if m == 0 || w.n == 0 || w.k == 0 || (m > expertStreamMaxM && !perRow && !streamsAll(current(), w)) {
 		matmul(out, a, m, w, true)
 		return true
 	}

@@ -59,6 +59,12 @@ func MatmulBF16(out, a, w []float32, m, k, n int) {
 }
 
 func matmul(out, a []float32, m int, w *weights, round bool) {
+	matmulRows(out, a, m, w, round, false)
+}
+
+// matmulRows is matmul; perRow takes the streaming kernels at every m, so
+// that each row's result is the one a one-row call gives (see PerRow).
+func matmulRows(out, a []float32, m int, w *weights, round, perRow bool) {
 	if m == 0 || w.n == 0 {
 		return
 	}
@@ -67,7 +73,7 @@ func matmul(out, a []float32, m int, w *weights, round bool) {
 		return
 	}
 	ks := current()
-	if m <= decodeMaxM || streamsAll(ks, w) {
+	if m <= decodeMaxM || perRow || streamsAll(ks, w) {
 		decode(ks, out, a, m, w, round)
 	} else {
 		prefill(ks, out, a, m, w, round)
