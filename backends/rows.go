@@ -3,6 +3,7 @@ package backends
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/ds4go/ds4/ir"
 )
@@ -516,4 +517,39 @@ func (rc *rowCall) free(out map[string]Buffer) error {
 		}
 	}
 	return nil
+}
+
+// Side-by-side calls. A host backend's kernels fork their loops onto the
+// machine's cores; a caller that runs several calls at once (engine.Batch:
+// a ragged step's row groups, prefills of different slots) keeps the cores
+// busy itself, and forking inside each call would only add hand-offs. The
+// backends register how to stop forking (RegisterInline, from init); the
+// caller holds Inline while its calls run side by side.
+var (
+	inlineMu sync.Mutex
+	inliners []func() (release func())
+)
+
+// RegisterInline adds f to what Inline holds: f stops the backend's kernels
+// from forking until the release it returns is called.
+func RegisterInline(f func() (release func())) {
+	inlineMu.Lock()
+	defer inlineMu.Unlock()
+	inliners = append(inliners, f)
+}
+
+// Inline makes every registered backend run its kernels on the calling
+// goroutine until release is called.
+func Inline() (release func()) {
+	inlineMu.Lock()
+	var rs []func()
+	for _, f := range inliners {
+		rs = append(rs, f())
+	}
+	inlineMu.Unlock()
+	return func() {
+		for _, r := range rs {
+			r()
+		}
+	}
 }

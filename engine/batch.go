@@ -3,7 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/ir"
@@ -36,8 +38,17 @@ type Batch struct {
 	ragged bool
 	opt    BatchOptions
 	lone   []*Session // !ragged: each slot's session (nil until prefilled)
-	// rowArenas are the per-row runs' arenas of ragged steps (by backend;
-	// the host backends share one), apart from the session's.
+	// lanes are what each of the calls that run side by side owns (lane 0
+	// is the session's arenas): a ragged step's row groups, concurrent
+	// prefills.
+	lanes []*lane
+}
+
+// lane is one of a batch's side-by-side calls: its activation arenas by
+// runner (lane 0: the session's) and those of its ragged steps' per-row
+// runs (by backend; the host backends share one).
+type lane struct {
+	arenas    map[*backends.Runner]map[string]backends.Arena
 	rowArenas map[string]backends.Arena
 }
 
@@ -117,22 +128,65 @@ func (b *Batch) Close() error {
 		return nil
 	}
 	closed := map[backends.Arena]bool{}
-	for _, a := range b.rowArenas {
-		if !closed[a] {
-			closed[a] = true
-			a.Close()
+	closeAll := func(m map[string]backends.Arena) {
+		for _, a := range m {
+			if !closed[a] {
+				closed[a] = true
+				a.Close()
+			}
 		}
 	}
-	b.rowArenas = nil
+	for i, l := range b.lanes {
+		closeAll(l.rowArenas)
+		if i > 0 { // lane 0's call arenas are the session's
+			for _, m := range l.arenas {
+				closeAll(m)
+			}
+		}
+	}
+	b.lanes = nil
 	b.s.Close()
 	return nil
 }
 
-// rowArenasFor returns the arenas of the per-row runs of a ragged decode
-// step, made on first use and sized for one row.
-func (b *Batch) rowArenasFor(r *backends.Runner) (map[string]backends.Arena, error) {
-	if b.rowArenas != nil {
-		return b.rowArenas, nil
+// lane returns lane i, made on first use.
+func (b *Batch) lane(i int) *lane {
+	for len(b.lanes) <= i {
+		b.lanes = append(b.lanes, &lane{arenas: map[*backends.Runner]map[string]backends.Arena{}})
+	}
+	return b.lanes[i]
+}
+
+// arenasFor returns lane i's activation arenas of runner r's calls (lane
+// 0: the session's), made on first use with the session's sizes.
+func (b *Batch) arenasFor(i int, r *backends.Runner) (map[string]backends.Arena, error) {
+	if i == 0 {
+		return b.s.arenasFor(r)
+	}
+	l := b.lane(i)
+	if a, ok := l.arenas[r]; ok {
+		return a, nil
+	}
+	s := b.s
+	pre, dec := s.opt.callBindings()
+	bind := pre
+	if r == s.m.decode {
+		bind = dec
+	}
+	a, err := s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, bind), "the activation arena")
+	if err != nil {
+		return nil, err
+	}
+	l.arenas[r] = a
+	return a, nil
+}
+
+// rowArenasFor returns lane i's arenas of the per-row runs of a ragged
+// decode step, made on first use and sized for one row.
+func (b *Batch) rowArenasFor(i int, r *backends.Runner) (map[string]backends.Arena, error) {
+	l := b.lane(i)
+	if l.rowArenas != nil {
+		return l.rowArenas, nil
 	}
 	s := b.s
 	_, dec := Options{Batch: 1, MaxLen: s.opt.MaxLen}.callBindings()
@@ -140,7 +194,7 @@ func (b *Batch) rowArenasFor(r *backends.Runner) (map[string]backends.Arena, err
 	if err != nil {
 		return nil, err
 	}
-	b.rowArenas = a
+	l.rowArenas = a
 	return a, nil
 }
 
@@ -197,15 +251,84 @@ func (b *Batch) Prefill(slot int, tokens []int64) (logits []float32, err error) 
 	if !b.ragged {
 		return b.prefillLone(slot, tokens)
 	}
+	return b.prefillOn(0, slot, tokens)
+}
+
+// prefillOn is Prefill of a ragged batch in lane lane.
+func (b *Batch) prefillOn(lane, slot int, tokens []int64) ([]float32, error) {
 	if err := b.reset(slot); err != nil {
 		return nil, err
 	}
-	lg, err := b.run(b.s.m.prefill, "prefill", [][]int64{tokens}, []int{0}, []int{slot}, false)
+	lg, err := b.run(lane, b.s.m.prefill, "prefill", [][]int64{tokens}, []int{0}, []int{slot}, false)
 	if err != nil {
 		return nil, err
 	}
 	b.pos[slot] = len(tokens)
 	return slices.Clone(lg.Last()[0]), nil
+}
+
+// PrefillMany is Prefill of each listed slot with its prompt (slots
+// distinct), the prefills side by side, one per core, on a ragged batch
+// (else one after the other); logits[i] and errs[i] belong to slots[i]. A
+// failed prefill fails only its slot.
+func (b *Batch) PrefillMany(slots []int, prompts [][]int64) (logits [][]float32, errs []error) {
+	logits, errs = make([][]float32, len(slots)), make([]error, len(slots))
+	if len(prompts) != len(slots) {
+		for i := range errs {
+			errs[i] = fmt.Errorf("prefill of %d slots with %d prompts", len(slots), len(prompts))
+		}
+		return logits, errs
+	}
+	seen := map[int]bool{}
+	for i, sl := range slots {
+		if seen[sl] && sl >= 0 && sl < len(b.pos) {
+			errs[i] = fmt.Errorf("slot %d listed twice", sl)
+		}
+		seen[sl] = true
+	}
+	lanes := b.lanesFor(len(slots))
+	if !b.ragged || lanes == 1 {
+		for i, sl := range slots {
+			if errs[i] == nil {
+				logits[i], errs[i] = b.Prefill(sl, prompts[i])
+			}
+		}
+		return logits, errs
+	}
+	// Validate here (Prefill's checks), run side by side.
+	for i, sl := range slots {
+		switch {
+		case errs[i] != nil:
+		case sl < 0 || sl >= len(b.pos):
+			errs[i] = fmt.Errorf("slot %d of a batch of %d", sl, len(b.pos))
+		case len(prompts[i]) == 0:
+			errs[i] = fmt.Errorf("empty prompt")
+		case len(prompts[i]) > b.s.opt.MaxLen:
+			errs[i] = fmt.Errorf("%d tokens exceed the maximum length %d", len(prompts[i]), b.s.opt.MaxLen)
+		default:
+			b.pos[sl] = 0
+		}
+	}
+	b.lane(lanes - 1)
+	release := backends.Inline()
+	defer release()
+	var wg sync.WaitGroup
+	for g := range lanes {
+		work := func() {
+			for i := g; i < len(slots); i += lanes {
+				if errs[i] == nil {
+					logits[i], errs[i] = b.prefillOn(g, slots[i], prompts[i])
+				}
+			}
+		}
+		if g == lanes-1 {
+			work()
+			continue
+		}
+		wg.Go(work)
+	}
+	wg.Wait()
+	return logits, errs
 }
 
 // Step runs one decode step for each listed slot, each at its own position,
@@ -239,14 +362,61 @@ func (b *Batch) Step(slots []int, tokens []int64) ([][]float32, error) {
 	for i, t := range tokens {
 		rows[i] = []int64{t}
 	}
-	lg, err := b.run(b.s.m.decode, "decode", rows, pos, slots, uniform)
-	if err != nil {
-		return nil, err
+	lanes := b.lanesFor(len(slots))
+	if uniform || lanes == 1 {
+		lg, err := b.run(0, b.s.m.decode, "decode", rows, pos, slots, uniform)
+		if err != nil {
+			return nil, err
+		}
+		for _, sl := range slots {
+			b.pos[sl]++
+		}
+		return ownRows(lg.Last()), nil
+	}
+	// Row groups side by side, one per lane: a row's result does not
+	// depend on the rows beside it (the host kernels compute every row of
+	// a decode call as a call of its own would).
+	out := make([][]float32, len(slots))
+	errs := make([]error, lanes)
+	var wg sync.WaitGroup
+	b.lane(lanes - 1) // (the lanes are made here, not by the goroutines)
+	release := backends.Inline()
+	for g := range lanes {
+		lo, hi := g*len(slots)/lanes, (g+1)*len(slots)/lanes
+		group := func() {
+			lg, err := b.run(g, b.s.m.decode, "decode", rows[lo:hi], pos[lo:hi], slots[lo:hi], false)
+			if err == nil {
+				copy(out[lo:hi], ownRows(lg.Last()))
+			}
+			errs[g] = err
+		}
+		if g == lanes-1 {
+			group()
+			continue
+		}
+		wg.Go(group)
+	}
+	wg.Wait()
+	release()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // (the caller frees the slots of a failed step)
+		}
 	}
 	for _, sl := range slots {
 		b.pos[sl]++
 	}
-	return ownRows(lg.Last()), nil
+	return out, nil
+}
+
+// lanesFor is the number of row groups a ragged step of rows rows runs
+// side by side: one per core (GOMAXPROCS), each of at least one row; one
+// while the kernels are timed (OpTimes, NodeTimes are not shared).
+func (b *Batch) lanesFor(rows int) int {
+	if b.s.OpTimes != nil || b.s.NodeTimes != nil {
+		return 1
+	}
+	return max(1, min(rows, runtime.GOMAXPROCS(0)))
 }
 
 // ownRows copies the rows of a call's logits: a host backend's logits may
@@ -264,7 +434,7 @@ func ownRows(rows [][]float32) [][]float32 {
 // run is one call of graph r's runner for the rows tokens, row i of slot
 // slots[i] at position pos[i]: uniform (the whole state, one position) or
 // ragged.
-func (b *Batch) run(r *backends.Runner, call string, tokens [][]int64, pos, slots []int, uniform bool) (lg *Logits, err error) {
+func (b *Batch) run(lane int, r *backends.Runner, call string, tokens [][]int64, pos, slots []int, uniform bool) (lg *Logits, err error) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			lg, err = nil, &InternalError{Where: "the " + call + " call", Err: fmt.Errorf("%v", rec)}
@@ -281,7 +451,7 @@ func (b *Batch) run(r *backends.Runner, call string, tokens [][]int64, pos, slot
 		}
 		ids.I64 = append(ids.I64, row...)
 	}
-	arenas, err := s.arenasFor(r)
+	arenas, err := b.arenasFor(lane, r)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +469,7 @@ func (b *Batch) run(r *backends.Runner, call string, tokens [][]int64, pos, slot
 	default:
 		c.State = s.state
 		c.RowPos = pos
-		if c.RowArenas, err = b.rowArenasFor(r); err != nil {
+		if c.RowArenas, err = b.rowArenasFor(lane, r); err != nil {
 			return nil, err
 		}
 		for _, sl := range slots {

@@ -140,10 +140,11 @@ func TestBatchEqualsLoneSessions(t *testing.T) {
 	}
 }
 
-// TestBatchWideStepEqualsLoneSessions: a ragged step of 16 slots (more
-// rows than the fast matmuls stream by default) gives every slot the
-// logits of its lone session, bit for bit, on cpu and cpu-ref: the decode
-// call's matmuls compute each row as a one-row call does.
+// TestBatchWideStepEqualsLoneSessions: 16 slots prefilled side by side
+// (PrefillMany) and ragged steps of all 16 (more rows than the fast
+// matmuls stream by default, run as row groups side by side) give every
+// slot the logits of its lone session, bit for bit, on cpu and cpu-ref:
+// the decode call's matmuls compute each row as a one-row call does.
 func TestBatchWideStepEqualsLoneSessions(t *testing.T) {
 	const slots, steps = 16, 3
 	for _, be := range []string{"cpu", "cpu-ref"} {
@@ -155,18 +156,24 @@ func TestBatchWideStepEqualsLoneSessions(t *testing.T) {
 			}
 			defer b.Close()
 			want := make([][][]float32, slots)
-			last := make([][]float32, slots)
 			all := make([]int, slots)
+			prompts := make([][]int64, slots)
 			for s := range slots {
 				p := make([]int64, 1+s%6)
 				for i := range p {
 					p[i] = int64(1 + (3*s+i)%50)
 				}
 				want[s] = lone(t, md, p, steps)
-				if last[s], err = b.Prefill(s, p); err != nil {
-					t.Fatal(err)
+				all[s], prompts[s] = s, p
+			}
+			last, errs := b.PrefillMany(all, prompts)
+			for s := range slots {
+				if errs[s] != nil {
+					t.Fatal(errs[s])
 				}
-				all[s] = s
+				if !slices.Equal(last[s], want[s][0]) || b.Pos(s) != len(prompts[s]) {
+					t.Fatalf("slot %d: the prefill's logits differ from a lone session's (at %d)", s, b.Pos(s))
+				}
 			}
 			for st := 1; st <= steps; st++ {
 				toks := make([]int64, slots)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/ir"
@@ -230,6 +231,7 @@ type Session struct {
 	stDev  map[string]string            // the backend of each state
 	ropes  map[string]backends.Buffer   // by backend and attributes
 	ropeOf map[ropeNode]backends.Buffer // the same tables by backend and node
+	ropeMu sync.Mutex                   // a Batch's concurrent calls share the tables
 	Pos    int                          // tokens processed so far
 	Calls  int                          // decode calls so far
 	Tracer *Tracer
@@ -443,6 +445,8 @@ func (s *Session) State(name string) *backends.Tensor {
 // rope returns the RoPE table of node n on backend be's device: computed
 // on the host once per session and uploaded.
 func (s *Session) rope(be string, n *ir.Node) (backends.Buffer, error) {
+	s.ropeMu.Lock()
+	defer s.ropeMu.Unlock()
 	nk := ropeNode{be, n}
 	if t, ok := s.ropeOf[nk]; ok { // a ragged step asks once per row: no fmt on that path
 		return t, nil

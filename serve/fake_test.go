@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -122,4 +123,32 @@ func (f *fakeEngine) Step(slots []int, tokens []int64) ([][]float32, error) {
 		}
 	}
 	return out, nil
+}
+
+// manyFake is a fakeEngine that prefills several slots in one call
+// (PrefillMany, as engine.Batch), recording the slots of each call; a
+// prompt whose tokens after the first are fail fails its own prefill only
+// (in either call).
+type manyFake struct {
+	*fakeEngine
+	fail  []int64
+	calls [][]int
+}
+
+func (m *manyFake) PrefillMany(slots []int, prompts [][]int64) ([][]float32, []error) {
+	m.mu.Lock()
+	m.calls = append(m.calls, append([]int(nil), slots...))
+	m.mu.Unlock()
+	logits, errs := make([][]float32, len(slots)), make([]error, len(slots))
+	for i, sl := range slots {
+		logits[i], errs[i] = m.Prefill(sl, prompts[i])
+	}
+	return logits, errs
+}
+
+func (m *manyFake) Prefill(slot int, tokens []int64) ([]float32, error) {
+	if len(tokens) > 0 && slices.Equal(tokens[1:], m.fail) {
+		return nil, fmt.Errorf("prefill failure (injected)")
+	}
+	return m.fakeEngine.Prefill(slot, tokens)
 }

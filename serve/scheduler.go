@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"time"
 
@@ -88,39 +89,63 @@ func (sc *scheduler) run(stop <-chan struct{}) {
 	defer close(sc.done)
 	for {
 		sc.retire()
+		var first *seq
 		if sc.count() == 0 {
 			select {
-			case q := <-sc.queue:
+			case first = <-sc.queue:
 				sc.s.metrics.queueDepth.Dec()
-				sc.admit(q)
 			case <-stop:
 				sc.drainQueue()
 				return
 			}
 		}
-		sc.admitMore()
+		sc.admitMore(first)
 		sc.step()
 	}
 }
 
-// admitMore admits queued requests into free slots between two steps:
-// one, and more while the prefills so far took less than the last step
-// (so the running streams wait at most about one step more, and a burst of
-// requests fills the batch in a few steps rather than one per step).
-func (sc *scheduler) admitMore() {
+// admitMore admits queued requests (first, when not nil, taken from the
+// queue already) into free slots between two steps: one round, and more
+// while the prefills so far took less than the last step (so the running
+// streams wait at most about one step more, and a burst of requests fills
+// the batch in a few steps rather than one per step). A round is one
+// request, or one per core on an engine that prefills several slots side
+// by side (PrefillMany).
+func (sc *scheduler) admitMore(first *seq) {
 	t0 := time.Now()
+	width := 1
+	if _, ok := sc.eng.(manyPrefiller); ok {
+		width = max(1, runtime.GOMAXPROCS(0))
+	}
 	for sc.free() >= 0 {
-		select {
-		case q := <-sc.queue:
-			sc.s.metrics.queueDepth.Dec()
-			sc.admit(q)
-		default:
+		var qs []*seq
+		if first != nil {
+			qs, first = append(qs, first), nil
+		}
+	take:
+		for len(qs) < min(width, sc.freeCount()) {
+			select {
+			case q := <-sc.queue:
+				sc.s.metrics.queueDepth.Dec()
+				qs = append(qs, q)
+			default:
+				break take
+			}
+		}
+		if len(qs) == 0 {
 			return
 		}
+		sc.admit(qs...)
 		if time.Since(t0) >= sc.lastStep {
 			return
 		}
 	}
+}
+
+// manyPrefiller is an Engine that prefills several slots side by side
+// (engine.Batch); logits[i] and errs[i] belong to slots[i].
+type manyPrefiller interface {
+	PrefillMany(slots []int, prompts [][]int64) (logits [][]float32, errs []error)
 }
 
 // drainQueue refuses whatever is still queued at the end.
@@ -159,6 +184,9 @@ func (sc *scheduler) free() int {
 	return -1
 }
 
+// freeCount is the number of free slots.
+func (sc *scheduler) freeCount() int { return len(sc.active) - sc.count() }
+
 // retire frees the slots of cancelled requests (client gone, timeout,
 // forced shutdown).
 func (sc *scheduler) retire() {
@@ -188,33 +216,90 @@ func ctxError(ctx context.Context) *apiError {
 	return &apiError{Status: 499, Message: "the request was cancelled", Type: typeInvalid}
 }
 
-// admit prefills q into a free slot and sends its first token.
-func (sc *scheduler) admit(q *seq) {
-	if q.ctx.Err() != nil {
-		q.finish(event{err: ctxError(q.ctx)})
+// admit prefills each of qs into a free slot (at most as many as there
+// are free slots; side by side on a manyPrefiller) and sends each its
+// first token.
+func (sc *scheduler) admit(qs ...*seq) {
+	var run []*seq
+	var slots []int
+	taken := map[int]bool{}
+	for _, q := range qs {
+		if q.ctx.Err() != nil {
+			q.finish(event{err: ctxError(q.ctx)})
+			continue
+		}
+		q.slot = -1
+		for i, a := range sc.active {
+			if a == nil && !taken[i] {
+				q.slot = i
+				break
+			}
+		}
+		taken[q.slot] = true
+		run, slots = append(run, q), append(slots, q.slot)
+	}
+	if len(run) == 0 {
 		return
 	}
-	slot := sc.free()
-	q.slot = slot
-	logits, err := guard(func() ([][]float32, error) {
-		lg, err := sc.eng.Prefill(slot, q.prompt)
-		return [][]float32{lg}, err
-	})
-	if err != nil {
-		sc.eng.Free(slot)
-		sc.s.metrics.stepFailures.Inc()
-		sc.s.logf("prefill of slot %d failed: %v", slot, err)
-		q.finish(event{err: engineError(err)})
-		return
+	logits, errs := sc.prefill(slots, run)
+	for i, q := range run {
+		slot, err := q.slot, errs[i]
+		if err != nil {
+			sc.eng.Free(slot)
+			sc.s.metrics.stepFailures.Inc()
+			sc.s.logf("prefill of slot %d failed: %v", slot, err)
+			q.finish(event{err: engineError(err)})
+			continue
+		}
+		sc.active[slot] = q
+		sc.s.metrics.active.Set(float64(sc.count()))
+		q.dec = sc.s.tok.NewStreamDecoder(q.stopsNow(sc.s))
+		q.reasoning = q.chat && q.thinking
+		now := time.Now()
+		sc.s.metrics.ttft.Observe(now.Sub(q.queue).Seconds())
+		q.last = now
+		sc.safeSample(q, logits[i])
 	}
-	sc.active[slot] = q
-	sc.s.metrics.active.Set(float64(sc.count()))
-	q.dec = sc.s.tok.NewStreamDecoder(q.stopsNow(sc.s))
-	q.reasoning = q.chat && q.thinking
-	now := time.Now()
-	sc.s.metrics.ttft.Observe(now.Sub(q.queue).Seconds())
-	q.last = now
-	sc.safeSample(q, logits[0])
+}
+
+// prefill runs the prefills of qs into slots: side by side on a
+// manyPrefiller, else one after the other; a panic fails every prefill of
+// the call.
+func (sc *scheduler) prefill(slots []int, qs []*seq) ([][]float32, []error) {
+	prompts := make([][]int64, len(qs))
+	for i, q := range qs {
+		prompts[i] = q.prompt
+	}
+	if mp, ok := sc.eng.(manyPrefiller); ok && len(qs) > 1 {
+		var errs []error
+		logits, err := guard(func() ([][]float32, error) {
+			lg, es := mp.PrefillMany(slots, prompts)
+			errs = es
+			return lg, nil
+		})
+		if err != nil || len(logits) != len(qs) || len(errs) != len(qs) {
+			if err == nil {
+				err = fmt.Errorf("prefill of %d slots returned %d logits and %d errors", len(qs), len(logits), len(errs))
+			}
+			errs = make([]error, len(qs))
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+		return logits, errs
+	}
+	logits, errs := make([][]float32, len(qs)), make([]error, len(qs))
+	for i := range qs {
+		var lg [][]float32
+		lg, errs[i] = guard(func() ([][]float32, error) {
+			lg, err := sc.eng.Prefill(slots[i], prompts[i])
+			return [][]float32{lg}, err
+		})
+		if errs[i] == nil {
+			logits[i] = lg[0]
+		}
+	}
+	return logits, errs
 }
 
 // safeSample is sample with a panic (sampling, decoding: a bug, or logits

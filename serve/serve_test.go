@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -454,6 +455,68 @@ func TestBatchedEqualsAlone(t *testing.T) {
 		if shared == 0 {
 			t.Errorf("ragged %v: no step decoded two sequences at once", ragged)
 		}
+	}
+}
+
+// TestPrefillManyEqualsAlone: on an engine that prefills several slots
+// in one call, a burst of requests is admitted a round of slots at a time
+// (distinct free slots), every answer equals the one it gets alone, and a
+// prefill that fails fails only its own request.
+func TestPrefillManyEqualsAlone(t *testing.T) {
+	f := newFake(4)
+	f.delay = 2 * time.Millisecond
+	m := &manyFake{fakeEngine: f}
+	m.fail = testTokenizer(t).Encode("boom")
+	_, hs := newTest(t, f, func(c *Config) { c.MaxQueue = 16; c.Engine = m })
+	prompts := []string{"a", "bb", "ccc", "dddd", "e", "ff", "ggg", "hhhh"}
+	alone := map[string]string{}
+	for _, p := range prompts {
+		alone[p] = complete(t, hs, "/v1/completions", `{"model":"`+model+`","prompt":"`+p+`","max_tokens":12}`).Choices[0].Text
+	}
+	var wg sync.WaitGroup
+	got := make([]string, len(prompts))
+	var failed atomic.Int32
+	for i, p := range append(prompts, "boom") {
+		wg.Go(func() {
+			code, body := post(t, hs, "/v1/completions", `{"model":"`+model+`","prompt":"`+p+`","max_tokens":12}`)
+			if p == "boom" {
+				if code != 500 {
+					t.Errorf("the failing prefill answered %d: %s", code, body)
+				}
+				failed.Add(1)
+				return
+			}
+			var r chatResult
+			if err := json.Unmarshal([]byte(body), &r); err != nil || code != 200 {
+				t.Errorf("prompt %q: %d %s", p, code, body)
+				return
+			}
+			got[i] = r.Choices[0].Text
+		})
+	}
+	wg.Wait()
+	for i, p := range prompts {
+		if got[i] != alone[p] {
+			t.Errorf("prompt %q: with the burst %q, alone %q", p, got[i], alone[p])
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wide := 0
+	for _, c := range m.calls {
+		seen := map[int]bool{}
+		for _, sl := range c {
+			if seen[sl] || sl < 0 || sl >= f.slots {
+				t.Errorf("PrefillMany of slots %v", c)
+			}
+			seen[sl] = true
+		}
+		if len(c) > 1 {
+			wide++
+		}
+	}
+	if wide == 0 || failed.Load() != 1 {
+		t.Errorf("%d PrefillMany calls of several slots (of %d), %d failed", wide, len(m.calls), failed.Load())
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cpu/fast"
 	"github.com/ds4go/ds4/backends/cpu/kernels"
+	"github.com/ds4go/ds4/backends/cpu/workpool"
 	"github.com/ds4go/ds4/internal/numfmt"
 	"github.com/ds4go/ds4/ir"
 )
@@ -27,6 +28,7 @@ type Backend struct {
 func init() {
 	backends.Register(Backend{name: "cpu-ref"})
 	backends.Register(Backend{name: "cpu", fast: true})
+	backends.RegisterInline(workpool.Inline)
 }
 
 // Name implements backends.Backend.

@@ -13,7 +13,7 @@ import (
 // fresh goroutines.
 func Run(n int, fn func(i int)) {
 	p := min(runtime.GOMAXPROCS(0), n)
-	if p <= 1 {
+	if p <= 1 || inline.Load() > 0 {
 		for i := range n {
 			fn(i)
 		}
@@ -35,6 +35,21 @@ func Run(n int, fn func(i int)) {
 	}
 	j.work(0)
 	wg.Wait()
+}
+
+// inline counts the holders of Inline.
+var inline atomic.Int32
+
+// Inline makes every Run execute on its caller's goroutine until release
+// is called (holders are counted; release once). A caller that keeps every
+// core busy with goroutines of its own (engine.Batch's concurrent row
+// groups and prefills) holds it, so that the kernels inside neither fork
+// onto cores that are taken nor leave the pool's helpers spinning on them:
+// the helpers park at once while it is held.
+func Inline() (release func()) {
+	inline.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { inline.Add(-1) }) }
 }
 
 // pool is a set of persistent helper goroutines for Run. A call
@@ -113,7 +128,7 @@ func (w *poolWorker) loop(last uint64) {
 		if s == last {
 			t0 := time.Now()
 			for i := 0; s == last; i++ {
-				if i&1023 == 1023 && time.Since(t0) > poolSpin {
+				if i&1023 == 1023 && (time.Since(t0) > poolSpin || inline.Load() > 0) {
 					break
 				}
 				s = pool.seq.Load()

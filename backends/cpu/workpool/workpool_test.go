@@ -46,3 +46,26 @@ func TestRun(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestInline: while Inline is held every index runs on the caller's
+// goroutine, in order; after release Run forks again.
+func TestInline(t *testing.T) {
+	release := Inline()
+	var order []int
+	Run(64, func(i int) { order = append(order, i) }) // a data race unless inline
+	release()
+	release() // a second release is a no-op
+	for i, v := range order {
+		if v != i {
+			t.Fatalf("inline run: index %d ran at %d", v, i)
+		}
+	}
+	if len(order) != 64 || inline.Load() != 0 {
+		t.Fatalf("%d indices, %d holders", len(order), inline.Load())
+	}
+	var c atomic.Int32
+	Run(64, func(int) { c.Add(1) })
+	if c.Load() != 64 {
+		t.Fatalf("after release: %d of 64", c.Load())
+	}
+}
