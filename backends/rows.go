@@ -2,6 +2,7 @@ package backends
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -190,14 +191,66 @@ type rowCall struct {
 	start map[string][]Buffer              // by backend: each row's start_pos
 }
 
+// RowScratch holds the buffers of all rows that a ragged call stacks its
+// per-row values into, by node, for the next call of as many rows (a value
+// is written whole, row by row, so a reused buffer needs no clearing). A
+// graph output stacked there is reused by the next call: the caller reads
+// it first.
+type RowScratch struct {
+	stacked map[*ir.Node]Buffer
+	dev     map[*ir.Node]Device
+}
+
+// Free releases the scratch's buffers.
+func (s *RowScratch) Free() error {
+	var first error
+	for n, b := range s.stacked {
+		if err := s.dev[n].Free(b); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.stacked, s.dev = nil, nil
+	return first
+}
+
+// stackedFor returns a buffer of dt [rows, sh[1:]...] on d for node n:
+// the scratch's when it has one of that type, else a new one (kept by the
+// scratch when there is one, else by the call).
+func (rc *rowCall) stackedFor(n *ir.Node, be string, d Device, dt ir.DType, sh []int) (Buffer, error) {
+	want := append([]int{rc.c.B}, sh[1:]...)
+	s := rc.c.RowScratch
+	if s != nil {
+		if b, ok := s.stacked[n]; ok && s.dev[n] == d {
+			if bdt, bsh := b.Type(); bdt == dt && slices.Equal(bsh, want) {
+				return b, nil
+			}
+			d.Free(b)
+			delete(s.stacked, n)
+		}
+	}
+	all, err := d.Alloc(dt, want)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		rc.made[be] = append(rc.made[be], all)
+		return all, nil
+	}
+	if s.stacked == nil {
+		s.stacked, s.dev = map[*ir.Node]Buffer{}, map[*ir.Node]Device{}
+	}
+	s.stacked[n], s.dev[n] = all, d
+	return all, nil
+}
+
 // RunRows runs a ragged call: row b at position c.RowPos[b] with the state
 // c.RowState[b] (views of its rows of the state buffers); c.B is the number
 // of rows, c.StartPos is ignored. Per-row segments run once per row with
 // B = 1; their stackable outputs are copied into values of all rows, the
 // others kept per row. Probes are not supported (c.Probe must be nil).
 func (r *Runner) RunRows(c *Call) (map[string]Buffer, error) {
-	if len(c.RowPos) != c.B || len(c.RowState) != c.B {
-		return nil, fmt.Errorf("ragged call of %d rows with %d positions and %d states", c.B, len(c.RowPos), len(c.RowState))
+	if len(c.RowPos) != c.B || len(c.RowState) != c.B || (c.RowArenas != nil && len(c.RowArenas) != c.B) {
+		return nil, fmt.Errorf("ragged call of %d rows with %d positions, %d states and %d row arenas", c.B, len(c.RowPos), len(c.RowState), len(c.RowArenas))
 	}
 	if c.Probe != nil {
 		return nil, fmt.Errorf("ragged call: probes are not supported")
@@ -285,10 +338,14 @@ func (rc *rowCall) runRows(i int, seg *Segment) error {
 	}
 	// A per-row run must not write into the call's arena: its inputs are
 	// views of values there, which the plan let a per-row node overwrite
-	// once it read them (every row still needs them).
-	env.Arena = c.RowArenas[be]
+	// once it read them (every row still needs them). In an arena of its
+	// own, a row's values need no copy until its next run.
+	env.Arena = nil
 	for b := 0; b < c.B; b++ {
 		env.StartPos, env.State = c.RowPos[b], c.RowState[b]
+		if c.RowArenas != nil {
+			env.Arena = c.RowArenas[b][be]
+		}
 		clear(env.Values)
 		if env.Inputs, err = rc.inputs(be, rp.inputs[i], b); err != nil {
 			return err
@@ -318,11 +375,10 @@ func (rc *rowCall) runRows(i int, seg *Segment) error {
 					if len(sh) == 0 || sh[0] != 1 {
 						return fmt.Errorf("%%%d (%s): a per-row value of shape %v", n.ID, n.Op, sh)
 					}
-					all, err := d.Alloc(dt, append([]int{c.B}, sh[1:]...))
+					all, err := rc.stackedFor(n, be, d, dt, sh)
 					if err != nil {
 						return fmt.Errorf("backend %s: %%%d (%s): %w", be, n.ID, n.Op, err)
 					}
-					rc.made[be] = append(rc.made[be], all)
 					stacked[n] = all
 				}
 				if err := d.CopyRow(stacked[n], b, v); err != nil {
@@ -330,12 +386,7 @@ func (rc *rowCall) runRows(i int, seg *Segment) error {
 				}
 				continue
 			}
-			cp, err := d.Clone(v)
-			if err != nil {
-				return fmt.Errorf("backend %s: %%%d (%s) row %d: %w", be, n.ID, n.Op, b, err)
-			}
-			rc.made[be] = append(rc.made[be], cp)
-			rc.rows[b][be][n] = cp
+			rc.rows[b][be][n] = v // (in the row's own arena, or fresh)
 		}
 	}
 	if rc.full[be] == nil {

@@ -78,9 +78,15 @@ type Call struct {
 	// position and its state (views of its rows of the state buffers).
 	RowPos   []int
 	RowState []map[string]Buffer
-	// RowArenas are the arenas of the per-row runs of a ragged call, one
-	// per backend, apart from Arenas (nil: fresh buffers).
-	RowArenas map[string]Arena
+	// RowArenas are the arenas of the per-row runs of a ragged call, by
+	// row and backend, apart from Arenas (nil: fresh buffers). In its own
+	// arena a row's values live from one of its runs to the next as in a
+	// plain call.
+	RowArenas []map[string]Arena
+	// RowScratch, when not nil, keeps the buffers a ragged call stacks
+	// its rows' values into for the next call (one caller's: calls side by
+	// side have one each).
+	RowScratch *RowScratch
 }
 
 // Run launches every segment, waits for the devices and returns the

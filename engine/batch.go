@@ -49,7 +49,8 @@ type Batch struct {
 // runs (by backend; the host backends share one).
 type lane struct {
 	arenas    map[*backends.Runner]map[string]backends.Arena
-	rowArenas map[string]backends.Arena
+	rowArenas []map[string]backends.Arena // one per row of its ragged steps
+	scratch   backends.RowScratch
 }
 
 // NewBatch allocates the state of o.Slots rows.
@@ -137,7 +138,10 @@ func (b *Batch) Close() error {
 		}
 	}
 	for i, l := range b.lanes {
-		closeAll(l.rowArenas)
+		for _, m := range l.rowArenas {
+			closeAll(m)
+		}
+		l.scratch.Free()
 		if i > 0 { // lane 0's call arenas are the session's
 			for _, m := range l.arenas {
 				closeAll(m)
@@ -182,20 +186,20 @@ func (b *Batch) arenasFor(i int, r *backends.Runner) (map[string]backends.Arena,
 }
 
 // rowArenasFor returns lane i's arenas of the per-row runs of a ragged
-// decode step, made on first use and sized for one row.
-func (b *Batch) rowArenasFor(i int, r *backends.Runner) (map[string]backends.Arena, error) {
+// decode step of rows rows, one per row (each sized for one row), made on
+// first use.
+func (b *Batch) rowArenasFor(i int, r *backends.Runner, rows int) ([]map[string]backends.Arena, error) {
 	l := b.lane(i)
-	if l.rowArenas != nil {
-		return l.rowArenas, nil
-	}
 	s := b.s
-	_, dec := Options{Batch: 1, MaxLen: s.opt.MaxLen}.callBindings()
-	a, err := s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, dec), "the per-row activation arena")
-	if err != nil {
-		return nil, err
+	for len(l.rowArenas) < rows {
+		_, dec := Options{Batch: 1, MaxLen: s.opt.MaxLen}.callBindings()
+		a, err := s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, dec), "the per-row activation arena")
+		if err != nil {
+			return nil, err
+		}
+		l.rowArenas = append(l.rowArenas, a)
 	}
-	l.rowArenas = a
-	return a, nil
+	return l.rowArenas[:rows], nil
 }
 
 // Ragged reports whether the backends run rows at different positions in
@@ -469,9 +473,10 @@ func (b *Batch) run(lane int, r *backends.Runner, call string, tokens [][]int64,
 	default:
 		c.State = s.state
 		c.RowPos = pos
-		if c.RowArenas, err = b.rowArenasFor(lane, r); err != nil {
+		if c.RowArenas, err = b.rowArenasFor(lane, r, B); err != nil {
 			return nil, err
 		}
+		c.RowScratch = &b.lane(lane).scratch
 		for _, sl := range slots {
 			c.RowState = append(c.RowState, b.views[sl])
 		}
