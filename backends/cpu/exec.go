@@ -95,9 +95,16 @@ func (b Backend) kernel(n *ir.Node) (backends.HostKernel, error) {
 	fast := b.fast
 	return func(env *backends.Env, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
 		arena, _ := env.Arena.(*backends.HostArena)
-		return k(&run{env: env, arena: arena, node: n, state: st, fast: fast}, n, args)
+		r := runPool.Get().(*run) // (a kernel keeps nothing of its run past its return)
+		*r = run{env: env, arena: arena, node: n, state: st, fast: fast}
+		defer func() { *r = run{}; runPool.Put(r) }()
+		return k(r, n, args)
 	}, nil
 }
+
+// runPool recycles the runs of kernel calls (a decode step makes
+// thousands).
+var runPool = sync.Pool{New: func() any { return new(run) }}
 
 // run is what a kernel sees of one call.
 type run struct {

@@ -377,7 +377,11 @@ func HCPost(out, y, res, post, comb []float32, tokens, hc, dim int) {
 		d0 := 0
 		if ks.hcPost4 != nil {
 			d0 = dim &^ 7
-			ks.hcPost4(o[:d0], &[4][]float32{r0, r1, r2, r3}, &[4]float32{c0, c1, c2, c3}, yt, p)
+			a := argsPool.Get().(*hcArgs)
+			a.r, a.c = [4][]float32{r0, r1, r2, r3}, [4]float32{c0, c1, c2, c3}
+			ks.hcPost4(o[:d0], &a.r, &a.c, yt, p)
+			a.r = [4][]float32{}
+			argsPool.Put(a)
 		}
 		for d := d0; d < dim; d++ {
 			var s float32
@@ -390,6 +394,15 @@ func HCPost(out, y, res, post, comb []float32, tokens, hc, dim int) {
 	})
 }
 
+// hcArgs are the operands the hc kernels take by pointer (which makes a
+// composite literal escape): recycled, one per task.
+type hcArgs struct {
+	r [4][]float32
+	c [4]float32
+}
+
+var argsPool = sync.Pool{New: func() any { return new(hcArgs) }}
+
 // HCPre is kernels.HCPre, bit for bit: out[t,d] = bf16(Σ_i pre[t,i]·h[t,i,d])
 // (fp32, i ascending from +0), in vectors for hc = 4.
 func HCPre(out, h, pre []float32, tokens, hc, dim int) {
@@ -401,13 +414,16 @@ func HCPre(out, h, pre []float32, tokens, hc, dim int) {
 	check("HCPre", len(out), tokens*dim, len(h), tokens*hc*dim, len(pre), tokens*hc)
 	per := max(1, 8192/dim) // tokens per task
 	parallel(ceilDiv(tokens, per), func(c int) {
+		a := argsPool.Get().(*hcArgs)
+		defer func() { a.r = [4][]float32{}; argsPool.Put(a) }()
 		for t := c * per; t < min(tokens, (c+1)*per); t++ {
 			base := t * hc * dim
-			r := [4][]float32{h[base : base+dim], h[base+dim : base+2*dim], h[base+2*dim : base+3*dim], h[base+3*dim : base+4*dim]}
-			w := [4]float32{pre[t*hc], pre[t*hc+1], pre[t*hc+2], pre[t*hc+3]}
+			a.r = [4][]float32{h[base : base+dim], h[base+dim : base+2*dim], h[base+2*dim : base+3*dim], h[base+3*dim : base+4*dim]}
+			a.c = [4]float32{pre[t*hc], pre[t*hc+1], pre[t*hc+2], pre[t*hc+3]}
+			r, w := &a.r, &a.c
 			o := out[t*dim : (t+1)*dim]
 			d0 := dim &^ 7
-			ks.hcSum4(o[:d0], &r, &w)
+			ks.hcSum4(o[:d0], r, w)
 			for d := d0; d < dim; d++ {
 				var s float32
 				for i := range hc {

@@ -16,21 +16,23 @@ func MeanSquare(out, x []float32, rows, n int) {
 		return
 	}
 	check("MeanSquare", len(out), rows, len(x), rows*n)
-	sb := getBuf(n)
+	sb := getBuf(n + kernels.TorchSumScratch)
 	defer putBuf(sb)
 	for r := range rows {
-		out[r] = meanSquare(ks, (*sb)[:n], x[r*n:(r+1)*n])
+		out[r] = meanSquare(ks, (*sb)[:n+kernels.TorchSumScratch], x[r*n:(r+1)*n])
 	}
 }
 
-// meanSquare is one row of MeanSquare; sq is scratch of len(x).
+// meanSquare is one row of MeanSquare; sq is scratch of len(x) +
+// kernels.TorchSumScratch.
 func meanSquare(ks *kernelSet, sq, x []float32) float32 {
+	sq, accs := sq[:len(x)], sq[len(x):]
 	n8 := len(x) &^ 7
 	ks.squares(sq[:n8], x[:n8])
 	for j := n8; j < len(x); j++ {
 		sq[j] = float32(x[j] * x[j])
 	}
-	return kernels.TorchSum(sq, ks.addRows32) / float32(len(x))
+	return kernels.TorchSumInto(sq, ks.addRows32, accs) / float32(len(x))
 }
 
 // RMSNorm is kernels.RMSNorm, bit for bit (meanSquare, then the output
@@ -44,11 +46,11 @@ func RMSNorm(out, x []float32, rows, dim int, w []float32, eps float32) {
 	check("RMSNorm", len(out), rows*dim, len(x), rows*dim, len(w), dim)
 	per := max(1, 16384/dim) // rows per task
 	parallel(ceilDiv(rows, per), func(c int) {
-		sb := getBuf(dim)
+		sb := getBuf(dim + kernels.TorchSumScratch)
 		defer putBuf(sb)
 		for r := c * per; r < min(rows, (c+1)*per); r++ {
 			xr, or := x[r*dim:(r+1)*dim], out[r*dim:(r+1)*dim]
-			rs := 1 / float32(math.Sqrt(float64(meanSquare(ks, (*sb)[:dim], xr)+eps))) // kernels' elemRsqrt
+			rs := 1 / float32(math.Sqrt(float64(meanSquare(ks, (*sb)[:dim+kernels.TorchSumScratch], xr)+eps))) // kernels' elemRsqrt
 			d8 := dim &^ 7
 			ks.rmsOut(or[:d8], xr[:d8], w[:d8], rs)
 			for j := d8; j < dim; j++ {

@@ -277,6 +277,19 @@ func addRowsGo(acc, x []float32, rows int) {
 // TorchSum is elemTorchSum with the lane-wise row additions done by add
 // (whose width is 32 = 8 lanes × 4 accumulators whenever len(x) ≥ 8).
 func TorchSum(x []float32, add RowAdder) float32 {
+	var accs [TorchSumScratch]float32
+	return TorchSumInto(x, add, accs[:])
+}
+
+// TorchSumScratch is the length of TorchSumInto's scratch.
+const TorchSumScratch = elemSumLevels * elemSumLanes * elemSumILP
+
+// TorchSumInto is TorchSum with its accumulators in accs (TorchSumScratch
+// elements, any values: it clears them), which a caller summing many rows
+// keeps (TorchSum's own escape to the heap through add).
+func TorchSumInto(x []float32, add RowAdder, accs []float32) float32 {
+	accs = accs[:TorchSumScratch]
+	clear(accs)
 	lanes := elemSumLanes
 	if len(x) < lanes {
 		lanes = 1
@@ -284,7 +297,6 @@ func TorchSum(x []float32, add RowAdder) float32 {
 	nv := len(x) / lanes
 	wide := lanes * elemSumILP
 	nRows := nv / elemSumILP
-	var accs [elemSumLevels * elemSumLanes * elemSumILP]float32
 	acc := elemCascade(accs[:elemSumLevels*wide], x[:nRows*wide], wide, add) // 4 accumulators side by side
 	a0 := acc[:lanes]
 	for v := nRows * elemSumILP; v < nv; v++ {
