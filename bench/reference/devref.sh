@@ -7,12 +7,13 @@
 #
 # It needs, in .devbin (built here; no Go there): synth, compile and exec (plain or .gz), and the
 # reference files in .devbin/ref/deepseek_v41/ (bench/reference/README.md says which and how).
-# Steps: the reference's block-local check against testdata/tiny's golden data (cuda, then cpu);
+# Steps: gemm_check.py (the cuBLAS GEMM mode against the port's GEMMs, real fp8/fp4 dtypes); the
+# reference's block-local check against testdata/tiny's golden data (cuda, then cpu);
 # synth writes the checkpoint of $CONFIG into $CKPT (skipped when the same config is already
 # there); run_ref.py times the reference on it (cuBLAS GEMMs, then the golden recipe's port
 # kernels); exec -bench -backend cuda times ds4 on the same files; the table comes last.
-# Files in $OUT: summary.txt (the table), devref.log (every command's stderr), check.jsonl,
-# ref.jsonl, ds4.json.
+# Files in $OUT: summary.txt (the table), devref.log (every command's stderr), gemm.log,
+# check.jsonl, ref.jsonl, ds4.json.
 #
 # Knobs (environment): CONFIG (bench/configs/slice.json; when the disk under $CKPT has less than
 # NEED_GB free it falls back to bench/configs/slice-small.json and says so), CKPT
@@ -66,6 +67,9 @@ fi
 row "reference sha256" "$(cd "$BIN/ref/deepseek_v41" && sha256sum model.py kernel_cpu.py engram.py | cut -c1-12 | tr '\n' ' ')"
 
 if [ "${SKIP_CHECK:-0}" != 1 ]; then
+  t0=$(date +%s)
+  timeout 120 $PY bench/reference/gemm_check.py --device cuda --ref "$BIN/ref" >"$OUT/gemm.log" 2>&1
+  row "cuBLAS mode vs port GEMMs ($(($(date +%s) - t0))s)" "rc $?: $(tail -1 "$OUT/gemm.log")"
   for dev in cuda cpu; do
     k=both; th=""
     [ $dev = cpu ] && { k=port; th="--threads 1"; }
