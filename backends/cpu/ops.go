@@ -256,9 +256,13 @@ func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 func kFP4Quant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	out := r.newFFull(ir.BF16, cloneShape(a[0].Shape)...) // every element is written
 	block := int(n.Attrs.Int("block", 32))
+	e4m3 := n.Attrs.Str("scale", "e8m0") == "e4m3"
 	quant := numfmt.FP4ActQuantE8M0
-	if n.Attrs.Str("scale", "e8m0") == "e4m3" {
+	if e4m3 {
 		quant = numfmt.FP4ActQuantE4M3
+	}
+	if r.fast { // bit-identical, without branches on the values
+		quant = func(x []float32, block int, _ []byte, _ []float32) { fast.FP4ActQuant(x, block, e4m3) }
 	}
 	unit := block // blocks are independent: chunks of whole blocks
 	if block <= 0 || len(out.F32)%block != 0 {
