@@ -116,7 +116,7 @@ echo "== run_ref" >>"$L"
 t0=$(date +%s)
 timeout "${REF_S:-330}" $PY bench/reference/run_ref.py --ref "$BIN/ref" --model "$CKPT" --device cuda --prefill "$PREFILL" \
   --context "$CONTEXT" --decode "$DECODE" --kernels "$KERNELS" >"$OUT/ref.jsonl" 2>>"$L"
-row "run_ref ($(($(date +%s) - t0))s, at $(el))" "rc $?"
+row "run_ref ($(($(date +%s) - t0))s, at $(el))" "rc $?: $(grep 'loaded in' "$L" | tail -1 | cut -c10-)"
 
 echo "== ds4 exec -bench" >>"$L"
 t0=$(date +%s)
