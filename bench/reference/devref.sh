@@ -69,7 +69,8 @@ row "reference sha256" "$(cd "$BIN/ref/deepseek_v41" && sha256sum model.py kerne
 if [ "${SKIP_CHECK:-0}" != 1 ]; then
   t0=$(date +%s)
   timeout 120 $PY bench/reference/gemm_check.py --device cuda --ref "$BIN/ref" >"$OUT/gemm.log" 2>&1
-  row "cuBLAS mode vs port GEMMs ($(($(date +%s) - t0))s)" "rc $?: $(tail -1 "$OUT/gemm.log")"
+  rc=$?
+  row "cuBLAS mode vs port GEMMs ($(($(date +%s) - t0))s)" "rc $rc: $(tail -1 "$OUT/gemm.log")"
   for dev in cuda cpu; do
     k=both; th=""
     [ $dev = cpu ] && { k=port; th="--threads 1"; }
@@ -77,7 +78,8 @@ if [ "${SKIP_CHECK:-0}" != 1 ]; then
     t0=$(date +%s)
     timeout 180 $PY bench/reference/run_ref.py --ref "$BIN/ref" --model testdata/tiny --check testdata/tiny/golden.safetensors \
       --device $dev --kernels $k $th >>"$OUT/check.jsonl" 2>>"$L"
-    row "reference check tiny $dev ($(($(date +%s) - t0))s)" "rc $?"
+    rc=$?
+    row "reference check tiny $dev ($(($(date +%s) - t0))s)" "rc $rc"
   done
   $PY - "$OUT/check.jsonl" >>"$S" 2>>"$L" <<'EOF'
 import json, sys
@@ -116,7 +118,8 @@ echo "== run_ref" >>"$L"
 t0=$(date +%s)
 timeout "${REF_S:-330}" $PY bench/reference/run_ref.py --ref "$BIN/ref" --model "$CKPT" --device cuda --prefill "$PREFILL" \
   --context "$CONTEXT" --decode "$DECODE" --kernels "$KERNELS" >"$OUT/ref.jsonl" 2>>"$L"
-row "run_ref ($(($(date +%s) - t0))s, at $(el))" "rc $?: $(grep 'loaded in' "$L" | tail -1 | cut -c10-)"
+rc=$?
+row "run_ref ($(($(date +%s) - t0))s, at $(el))" "rc $rc: $(grep 'loaded in' "$L" | tail -1 | cut -c10-)"
 
 echo "== ds4 exec -bench" >>"$L"
 t0=$(date +%s)
@@ -124,7 +127,8 @@ t0=$(date +%s)
 timeout "${DS4_S:-200}" "$EXEC" -plan /tmp/devref.plan -model "$CKPT" -backend cuda -bench -json \
   -bench-prefill "$PREFILL" -bench-context "$CONTEXT" -bench-decode "$DS4_DECODE" -bench-repeats 1 \
   -probe-mb 0 -bench-floor-gbs 4300 >"$OUT/ds4.json" 2>>"$L"
-row "ds4 exec -bench cuda ($(($(date +%s) - t0))s, at $(el))" "rc $?"
+rc=$?
+row "ds4 exec -bench cuda ($(($(date +%s) - t0))s, at $(el))" "rc $rc"
 [ "${KEEP_CKPT:-1}" = 0 ] && rm -rf "$CKPT"
 
 $PY - "$OUT/ref.jsonl" "$OUT/ds4.json" "$CONFIG" >>"$S" 2>>"$L" <<'EOF'
