@@ -72,12 +72,22 @@ func stackable(t ir.Type) bool {
 	return len(t.Shape) > 0 && t.Shape[0].Sym == "B" && !mentionsP(t)
 }
 
+// rowPositions reports whether n is the positions of a call's tokens
+// (ratio 1: i64[S], start_pos+t): per-row, and stacked for the rope
+// nodes that read it, which take each row's positions as i64[B,S] in a
+// ragged call (ir's rope row).
+func rowPositions(n *ir.Node) bool {
+	return n.Op == "positions" && n.Attrs.Int("ratio", 0) == 1 && len(n.Type.Shape) == 1 && !mentionsP(n.Type)
+}
+
 // RowWise classifies the nodes of g: true for a per-row node (run once per
 // row of a ragged call). A node is per-row when it is the start_pos input
 // or a state, its type or an argument's type mentions P, or it reads a
-// per-row value that is not stackable; a node without arguments (weights,
-// constants, RoPE tables, the tokens) is per-row when all its readers are,
-// so that it does not cut a per-row run.
+// per-row value that is not stackable (a rope reading the tokens'
+// positions is not per-row for that: it takes every row's positions);
+// a node without arguments (weights, constants, RoPE tables, the tokens)
+// is per-row when all its readers are, so that it does not cut a per-row
+// run.
 func RowWise(g *ir.Graph) map[*ir.Node]bool {
 	rw := map[*ir.Node]bool{}
 	readers := map[*ir.Node][]*ir.Node{}
@@ -88,7 +98,7 @@ func RowWise(g *ir.Graph) map[*ir.Node]bool {
 		}
 		for _, a := range n.Args {
 			readers[a] = append(readers[a], n)
-			if mentionsP(a.Type) || (rw[a] && !stackable(a.Type)) {
+			if mentionsP(a.Type) || (rw[a] && !stackable(a.Type) && !(n.Op == "rope" && rowPositions(a))) {
 				r = true
 			}
 		}
@@ -369,9 +379,15 @@ func (rc *rowCall) runRows(i int, seg *Segment) error {
 			if rp.state[n] != "" { // the state row itself: read through the row's view
 				continue
 			}
-			if stackable(n.Type) {
+			if rowPositions(n) { // per row, and stacked [B, S] for the batched ropes
+				rc.rows[b][be][n] = v
+			}
+			if stackable(n.Type) || rowPositions(n) {
 				if stacked[n] == nil {
 					dt, sh := v.Type()
+					if rowPositions(n) {
+						sh = append([]int{1}, sh...)
+					}
 					if len(sh) == 0 || sh[0] != 1 {
 						return fmt.Errorf("%%%d (%s): a per-row value of shape %v", n.ID, n.Op, sh)
 					}
@@ -481,7 +497,7 @@ func (rc *rowCall) value(a *ir.Node, to string, row int) (Buffer, error) {
 			return rc.stackState(a, name, to)
 		}
 	case rp.rw[a] && row >= 0:
-		v = rc.rows[row][from][a]
+		v = rc.rows[row][from][a] // (a row's positions: its own, not a view of the stacked ones)
 		if v == nil {
 			v = rc.full[from][a]
 			if v != nil {

@@ -245,12 +245,13 @@ func TestBatchUniformStep(t *testing.T) {
 // TestRowWiseTinyDecode: the per-row nodes of the tiny decode graph are
 // those derived by reading the ops: the position-dependent ops (caches,
 // window, compressor, indexer, candidate blocks, Engram history and hash,
-// RoPE and its positions and tables, the states, start_pos), the concats
-// of window and compressed rows (P-sized), and of the otherwise batched
-// ops only those on the compressor's new rows ((P+1)/r-P/r of them: one
-// cast, one matmul, two rmsnorms, two fp4_quants), the probes of per-row
-// values, the weights only per-row ops read, and the sparse attentions of
-// the compressed layers (their key rows are P-sized).
+// the positions, the states, start_pos), the concats of window and
+// compressed rows (P-sized), and of the otherwise batched ops only those on
+// the compressor's new rows ((P+1)/r-P/r of them: one cast, one matmul, two
+// rmsnorms, two fp4_quants, two ropes), the probes of per-row values, the
+// weights only per-row ops read, and the sparse attentions of the
+// compressed layers (their key rows are P-sized). The ropes of the tokens
+// are batched: they take every row's positions ([B, S], stacked).
 func TestRowWiseTinyDecode(t *testing.T) {
 	md := openTinyOn(t, "cpu")
 	rw := backends.RowWise(md.Placement.Graph)
@@ -262,7 +263,7 @@ func TestRowWiseTinyDecode(t *testing.T) {
 	}
 	want := map[string]int{"cache_read": 9, "cache_write": 4, "candidate_blocks": 1, "cast": 1, "compressor_pool": 1, "concat": 12,
 		"engram_hash": 2, "engram_hist_update": 1, "fp4_quant": 2, "group_state_update": 2, "index_mask": 3, "index_score": 3, "index_topk": 3,
-		"input": 1, "mask_fill": 1, "matmul": 1, "positions": 3, "probe": 11, "rmsnorm": 2, "rope": 31, "rope_table": 2, "sparse_attn": 6,
+		"input": 1, "mask_fill": 1, "matmul": 1, "positions": 3, "probe": 11, "rmsnorm": 2, "rope": 2, "sparse_attn": 6,
 		"state": 15, "weight": 9, "window_idx": 8, "window_update": 8}
 	if !maps.Equal(got, want) {
 		t.Errorf("per-row ops %v\nwant %v", got, want)

@@ -264,7 +264,7 @@ func init() {
 
 	// Positions and RoPE.
 	def("positions", 2, 2, 0, []AttrSpec{req("ratio", AInt)}, positionsRule, "Absolute positions of this call: ratio 1 → start_pos+t for the S tokens (i64[S]); ratio r > 1 → g·r for every compressed group completed in this call (i64[(P+S)/r-P/r]).")
-	def("rope", 3, 3, 0, []AttrSpec{req("dim", AInt), opt("inverse", ABool)}, ropeRule, "Rotate the last `dim` channels (interleaved pairs) of x [B,T,...,W] by table[pos[t]] (conjugate when inverse), fp32 complex product, result in x's dtype.")
+	def("rope", 3, 3, 0, []AttrSpec{req("dim", AInt), opt("inverse", ABool)}, ropeRule, "Rotate the last `dim` channels (interleaved pairs) of x [B,T,...,W] by table[pos[t]] (conjugate when inverse), fp32 complex product, result in x's dtype. In a ragged call (backends.Runner.RunRows) the host kernels also take pos as i64[B,T], row b rotated by pos[b,t].")
 
 	// Attention.
 	def("window_idx", 2, 2, 0, []AttrSpec{req("window", AInt), req("phase", AString)}, windowIdxRule, "Window part of the attention index list, i32[B,S,T]: prefill (T = min(S,window)) query t sees chunk rows max(0,t-window+1)..t; decode (T = window) the ring slots oldest first, slots not yet written -1.")

@@ -712,8 +712,12 @@ func kRope(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	perT := x.NumElements() / (x.Shape[0] * T * W) // rows per (b, t)
 	nrows := rows(x)
 	ps := make([]int, nrows)
+	perRow := len(pos.I64) == x.Shape[0]*T && len(pos.Shape) == 2 // a ragged call's [B, T]: each row's own
 	for i := range ps {
 		t := (i / perT) % T
+		if perRow {
+			t += i / (perT * T) * T
+		}
 		p := int(pos.I64[t])
 		if p < 0 || p >= tab.Shape[0] {
 			return nil, fmt.Errorf("position %d beyond the RoPE table (max length %d)", p, tab.Shape[0])

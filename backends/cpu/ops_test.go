@@ -134,3 +134,22 @@ func TestChunkedElementwiseOps(t *testing.T) {
 	}
 	sameBits(t, "moe_combine", runOp(t, "moe_combine", nil, y, idx).F32, wantC)
 }
+
+// TestRopeRowPositions: rope with positions i64[B,T] (a ragged call's:
+// each row its own) rotates row b as rope of that row alone with its
+// positions i64[T], bit for bit.
+func TestRopeRowPositions(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const B, T, H, W, D, L = 3, 2, 4, 16, 8, 40
+	x := randTensor(r, ir.F32, B, T, H, W)
+	tab := randTensor(r, ir.F32, L, D/2, 2)
+	pos := &backends.Tensor{DType: ir.I64, Shape: []int{B, T}, I64: []int64{0, 1, 7, 8, 30, 31}}
+	attrs := ir.Attrs{"dim": int64(D)}
+	got := runOp(t, "rope", attrs, x, tab, pos)
+	n := T * H * W
+	for b := range B {
+		xb := &backends.Tensor{DType: ir.F32, Shape: []int{1, T, H, W}, F32: x.F32[b*n : (b+1)*n]}
+		pb := &backends.Tensor{DType: ir.I64, Shape: []int{T}, I64: pos.I64[b*T : (b+1)*T]}
+		sameBits(t, "rope row", got.F32[b*n:(b+1)*n], runOp(t, "rope", attrs, xb, tab, pb).F32)
+	}
+}
