@@ -327,14 +327,13 @@ func HCMixes(out []float32, h []float32, tokens, hc, dim int, fn []float32, eps 
 		return
 	}
 	check("HCMixes", len(out), tokens*mix, len(h), tokens*n, len(fn), mix*n)
-	pb := getBuf(n * 32)
-	defer putBuf(pb)
-	p := *pb
-	clear(p)
-	for i := range mix {
-		for c, v := range fn[i*n : (i+1)*n] {
-			p[c*32+i] = v
-		}
+	var p []float32
+	if panels != nil {
+		p = panels.get32(fn, mix, n)
+	} else {
+		pb := getBuf(n * 32)
+		defer putBuf(pb)
+		p = lanes32Panel(*pb, fn, mix, n)
 	}
 	parallel(ceilDiv(tokens, 4), func(c int) {
 		var acc [32]float32
@@ -467,13 +466,39 @@ func ActQuant(x []float32, block int) {
 
 // HCPanels caches fn transposed into 4-lane panels [ceil(mix/4)][n][4]
 // (zero padded) for HCMixes with few tokens: a decode step's mixes then
-// stream panels, each thread its own, instead of one fp32 dot chain per mix.
+// stream panels, each thread its own, instead of one fp32 dot chain per mix
+// (and, for many tokens, the 32-lane panel, built once, not per call).
 // The CPU backend keeps one per hc_mix node, whose fn is a weight fixed for
 // the life of the program; the panel is rebuilt if fn changes.
 type HCPanels struct {
 	mu  sync.Mutex
 	src []float32 // the fn the panel was built from
 	p   []float32
+	// src32, p32: the same for the 32-lane panel of many tokens
+	src32, p32 []float32
+}
+
+// get32 is the 32-lane panel of fn [n][32] (mix ≤ 32 mixes, zero padded)
+// for HCMixes with many tokens, cached like get's.
+func (c *HCPanels) get32(fn []float32, mix, n int) []float32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.p32) == n*32 && len(c.src32) == len(fn) && &c.src32[0] == &fn[0] {
+		return c.p32
+	}
+	c.src32, c.p32 = fn, lanes32Panel(make([]float32, n*32), fn, mix, n)
+	return c.p32
+}
+
+// lanes32Panel writes fn [mix][n] transposed into p [n][32] (zero padded).
+func lanes32Panel(p, fn []float32, mix, n int) []float32 {
+	clear(p)
+	for i := range mix {
+		for c, v := range fn[i*n : (i+1)*n] {
+			p[c*32+i] = v
+		}
+	}
+	return p
 }
 
 func (c *HCPanels) get(fn []float32, mix, n int) []float32 {
