@@ -45,7 +45,7 @@ func (Backend) Available() error { return nil }
 // crossing costs a launch). The model's stateful and selection ops (caches,
 // compressor, indexer, Engram) run on cpu-ref.
 var fastOps = []string{
-	"act_quant", "mean_sq", "matmul", "matmul_fp8", "matmul_fp4", "grouped_matmul", "expert_matmul",
+	"act_quant", "fp4_quant", "mean_sq", "matmul", "matmul_fp8", "matmul_fp4", "grouped_matmul", "expert_matmul",
 	"rmsnorm", "hc_pre", "hc_post", "sparse_attn", "index_score", "hc_mix", "swiglu_clamp",
 	"cast", "sigmoid", "silu", "rsqrt", "sqrt", "exp", "relu", "softplus", "clamp", "add_scalar", "mul_scalar",
 	"add", "sub", "mul", "div", "sum", "softmax", "rope",
