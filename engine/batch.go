@@ -42,6 +42,9 @@ type Batch struct {
 	// is the session's arenas): a ragged step's row groups, concurrent
 	// prefills.
 	lanes []*lane
+	// fresh is a fresh row of each state (for reset), on its device.
+	fresh   map[string]backends.Buffer
+	freshMu sync.Mutex // (prefills side by side reset their slots)
 }
 
 // lane is one of a batch's side-by-side calls: its activation arenas by
@@ -149,6 +152,10 @@ func (b *Batch) Close() error {
 		}
 	}
 	b.lanes = nil
+	for name, up := range b.fresh {
+		b.s.m.devs[b.s.stDev[name]].Free(up)
+	}
+	b.fresh = nil
 	b.s.Close()
 	return nil
 }
@@ -220,22 +227,36 @@ func (b *Batch) reset(slot int) error {
 		if !ok {
 			continue
 		}
-		_, sh := view.Type()
-		t := freshState(n, sh)
 		d := s.m.devs[s.stDev[name]]
-		up, err := d.Upload(t)
+		up, err := b.freshRow(n, name, view, d)
 		if err != nil {
 			return fmt.Errorf("backend %s: state %s: %w", s.stDev[name], name, err)
 		}
-		err = d.(backends.RowDevice).CopyRow(s.state[name], slot, up)
-		if backends.Buffer(t) != up {
-			d.Free(up)
-		}
-		if err != nil {
+		if err := d.(backends.RowDevice).CopyRow(s.state[name], slot, up); err != nil {
 			return fmt.Errorf("backend %s: state %s: %w", s.stDev[name], name, err)
 		}
 	}
 	return nil
+}
+
+// freshRow is one row of state name's fresh value on d, made once (every
+// reset copies it: a prefill allocated the rows of every state before).
+func (b *Batch) freshRow(n *ir.Node, name string, view backends.Buffer, d backends.Device) (backends.Buffer, error) {
+	b.freshMu.Lock()
+	defer b.freshMu.Unlock()
+	if up, ok := b.fresh[name]; ok {
+		return up, nil
+	}
+	_, sh := view.Type()
+	up, err := d.Upload(freshState(n, sh))
+	if err != nil {
+		return nil, err
+	}
+	if b.fresh == nil {
+		b.fresh = map[string]backends.Buffer{}
+	}
+	b.fresh[name] = up
+	return up, nil
 }
 
 // Prefill resets slot and runs its prompt at positions 0..len-1 (the other

@@ -378,7 +378,9 @@ func prefill(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 		for i := i0; i < i1; i++ {
 			clear(out[i*n+j0 : i*n+j1])
 		}
-		tmp := make([]float32, mr*nr)
+		tb := getBuf(mr * nr)
+		defer putBuf(tb)
+		tmp := *tb
 		for tc0 := t0; tc0 < t1; tc0 += mcTiles {
 			tc1 := min(t1, tc0+mcTiles)
 			for k0 := 0; k0 < k; k0 += kcBlock {

@@ -100,11 +100,12 @@ func Softmax(out, x []float32, rows, n int) {
 // torch's x.square().mean(-1) computes it.
 func MeanSquare(out, x []float32, rows, n int) {
 	sq := make([]float32, n)
+	var accs [TorchSumScratch]float32
 	for r := range rows {
 		for j, v := range x[r*n : (r+1)*n] {
 			sq[j] = float32(v * v)
 		}
-		out[r] = elemTorchSum(sq) / float32(n)
+		out[r] = TorchSumInto(sq, addRowsGo, accs[:]) / float32(n)
 	}
 }
 
@@ -124,8 +125,9 @@ func SumAxis(out, x []float32, shape []int, axis int) {
 	}
 	n := shape[axis]
 	if inner == 1 {
+		var accs [TorchSumScratch]float32 // (one for every row)
 		for o := range outer {
-			out[o] = elemTorchSum(x[o*n : (o+1)*n])
+			out[o] = TorchSumInto(x[o*n:(o+1)*n], addRowsGo, accs[:])
 		}
 		return
 	}
