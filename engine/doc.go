@@ -18,10 +18,13 @@
 //
 // A Batch (batch.go) is continuous batching for a server: Slots sequences
 // that join and leave between decode steps, each at its own position.
-// Prefill runs one slot alone; Step runs the listed slots in one call of
-// the decode graph (backends.Runner.RunRows: the position-dependent nodes
-// once per row, the rest once for all rows). Greedy answers equal a lone
-// session's bit for bit on the host backends (cpu-ref, cpu, gorgonia). On
-// a backend without row views (cuda, for now) Ragged is false and a Step
-// runs the slots' own sessions one after the other: correct, not batched.
+// Prefill runs one slot alone (PrefillMany: several, side by side, one per
+// core); Step runs the listed slots in calls of the decode graph
+// (backends.Runner.RunRows: the position-dependent nodes once per row, the
+// rest once for all rows of the call), the rows split into groups run side
+// by side, one per core. Greedy answers equal a lone session's bit for bit
+// on the host backends (cpu-ref, cpu, gorgonia): a decode call computes
+// each row as a one-row call would. On a backend without row views (cuda,
+// for now) Ragged is false and a Step runs the slots' own sessions one
+// after the other: correct, not batched.
 package engine

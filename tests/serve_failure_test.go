@@ -286,7 +286,11 @@ func TestServeOverloadAndDisconnect(t *testing.T) {
 // TestServeTimeout: a request over -request-timeout is answered 504 and
 // its slot freed.
 func TestServeTimeout(t *testing.T) {
-	fx := startServe(t, serveOpts{slots: 1, queue: 1, maxLen: 4096, maxTokens: 4000, timeout: 500 * time.Millisecond})
+	// Steps of at least 5 ms: 4000 tokens outlast the timeout on any
+	// machine (the tiny model's answer, ~300 tokens to its end of sentence,
+	// took less than the timeout at full speed).
+	slow := func(e serve.Engine) serve.Engine { return slowSteps{e, 5 * time.Millisecond} }
+	fx := startServe(t, serveOpts{slots: 1, queue: 1, maxLen: 4096, maxTokens: 4000, timeout: 500 * time.Millisecond, wrap: slow})
 	code, body := servePost(t, fx, "/v1/chat/completions", "application/json", []byte(chatBody(fx.model, `"max_tokens":4000,"temperature":0`)))
 	if code != 504 {
 		t.Fatalf("a request over the timeout: %d %s, want 504", code, body)
@@ -299,6 +303,17 @@ func TestServeTimeout(t *testing.T) {
 	if r, err := streamChat(context.Background(), fx, "quick", 1); err != nil || r.status != 200 {
 		t.Fatalf("a request after the timeout: %v %d %s", err, r.status, r.errBody)
 	}
+}
+
+// slowSteps is an engine whose decode steps take at least d.
+type slowSteps struct {
+	serve.Engine
+	d time.Duration
+}
+
+func (s slowSteps) Step(slots []int, tokens []int64) ([][]float32, error) {
+	time.Sleep(s.d)
+	return s.Engine.Step(slots, tokens)
 }
 
 // failing is an engine whose next calls fail or panic on demand.
