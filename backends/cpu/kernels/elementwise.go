@@ -105,7 +105,7 @@ func MeanSquare(out, x []float32, rows, n int) {
 		for j, v := range x[r*n : (r+1)*n] {
 			sq[j] = float32(v * v)
 		}
-		out[r] = TorchSumInto(sq, addRowsGo, accs[:]) / float32(n)
+		out[r] = elemTorchSum(sq, accs[:]) / float32(n)
 	}
 }
 
@@ -127,7 +127,7 @@ func SumAxis(out, x []float32, shape []int, axis int) {
 	if inner == 1 {
 		var accs [TorchSumScratch]float32 // (one for every row)
 		for o := range outer {
-			out[o] = TorchSumInto(x[o*n:(o+1)*n], addRowsGo, accs[:])
+			out[o] = elemTorchSum(x[o*n:(o+1)*n], accs[:])
 		}
 		return
 	}
@@ -260,7 +260,8 @@ const (
 //
 // This differs from a sequential sum by a few fp32 ulps; matching it makes
 // RMSNorm and the hc ρ bit-exact with the reference.
-func elemTorchSum(x []float32) float32 { return TorchSum(x, addRowsGo) }
+// accs is TorchSumInto's scratch.
+func elemTorchSum(x, accs []float32) float32 { return TorchSumInto(x, addRowsGo, accs) }
 
 // RowAdder adds the rows of x [rows][len(acc)] to acc lane by lane, in row
 // order (acc[l] += x[r*len(acc)+l], fp32). TorchSum takes it so that a
