@@ -212,12 +212,12 @@ var decodeFP8Shapes = []struct {
 	{"shared_w1", 5120, 2304}, {"shared_w2", 2304, 5120}, {"index_wq_b", 1280, 4096},
 }
 
-// BenchmarkDecodeFP8 runs MatmulFP8 (gemv_fp8_mR) at 1 and 4 tokens.
+// BenchmarkDecodeFP8 runs MatmulFP8 at 1 and 4 tokens, tensor-core and exact
+// kernels (gemv_mma_fp8_mR, gemv_fp8_mR).
 func BenchmarkDecodeFP8(b *testing.B) {
 	for _, c := range decodeFP8Shapes {
 		for _, m := range []int{1, 4} {
-			b.Run(fmt.Sprintf("%s_%dx%d_m%d", c.name, c.k, c.n, m), func(b *testing.B) {
-				e := gpu(b)
+			gemvBenchModes(b, fmt.Sprintf("%s_%dx%d_m%d", c.name, c.k, c.n, m), func(b *testing.B, e *gpuEnv) {
 				r := benchRand()
 				wb, sb := c.n*c.k, ceilDiv(c.n, 32)*ceilDiv(c.k, 32)
 				rot := rotations(wb)
@@ -280,8 +280,7 @@ func BenchmarkDecodeRoutedFP4(b *testing.B) {
 		name       string
 		k, n, adiv int
 	}{{"w1_5120x2304", 5120, 2304, 6}, {"w2_2304x5120", 2304, 5120, 1}} {
-		b.Run(c.name, func(b *testing.B) {
-			e := gpu(b)
+		gemvBenchModes(b, c.name, func(b *testing.B, e *gpuEnv) {
 			rt, ids, wbytes := routedBench(b, e, c.k, c.n)
 			r := benchRand()
 			a, out := up(b, e, quantActs(r, 6/c.adiv, c.k)), alloc(b, e, 4*6*c.n)
@@ -295,15 +294,29 @@ func BenchmarkDecodeRoutedFP4(b *testing.B) {
 // BenchmarkDecodeRoutedSwiGLU is the fused gate + up projections and
 // SwiGLU of one token's 6 experts (w1 and w3: 2 × 6 × 5.9 MB).
 func BenchmarkDecodeRoutedSwiGLU(b *testing.B) {
-	e := gpu(b)
-	const k, n = 5120, 2304
-	rt1, ids, wbytes := routedBench(b, e, k, n)
-	rt3, _, _ := routedBench(b, e, k, n)
-	r := benchRand()
-	a, out, rw := up(b, e, quantActs(r, 1, k)), alloc(b, e, 4*6*n), up(b, e, []float32{0.1, 0.2, 0.3, 0.1, 0.2, 0.1})
-	reportDecode(b, e, 2*wbytes+4*(k+6*n+6), len(ids), func(i int) error {
-		return e.k.MatmulRoutedSwiGLU(e.s, "bench", out, a, 6, k, rt1, rt3, n, ids[i], 6, 10, rw)
+	gemvBenchModes(b, "w1w3_5120x2304", func(b *testing.B, e *gpuEnv) {
+		const k, n = 5120, 2304
+		rt1, ids, wbytes := routedBench(b, e, k, n)
+		rt3, _, _ := routedBench(b, e, k, n)
+		r := benchRand()
+		a, out, rw := up(b, e, quantActs(r, 1, k)), alloc(b, e, 4*6*n), up(b, e, []float32{0.1, 0.2, 0.3, 0.1, 0.2, 0.1})
+		reportDecode(b, e, 2*wbytes+4*(k+6*n+6), len(ids), func(i int) error {
+			return e.k.MatmulRoutedSwiGLU(e.s, "bench", out, a, 6, k, rt1, rt3, n, ids[i], 6, 10, rw)
+		})
 	})
+}
+
+// gemvBenchModes runs f as name/mma (the tensor-core decode kernels) and
+// name/exact (Kernels.Exact).
+func gemvBenchModes(b *testing.B, name string, f func(b *testing.B, e *gpuEnv)) {
+	for _, mode := range []string{"mma", "exact"} {
+		b.Run(name+"/"+mode, func(b *testing.B) {
+			e := gpu(b)
+			defer func(v bool) { e.k.Exact = v }(e.k.Exact)
+			e.k.Exact = mode == "exact"
+			f(b, e)
+		})
+	}
 }
 
 // BenchmarkDecodeRoutedFP4Old is the split-K routed kernel gemv.cuh
@@ -325,8 +338,7 @@ func BenchmarkDecodeRoutedFP4Old(b *testing.B) {
 // weights), at 1 and 4 tokens.
 func BenchmarkDecodeHead(b *testing.B) {
 	for _, m := range []int{1, 4} {
-		b.Run(fmt.Sprintf("m%d", m), func(b *testing.B) {
-			e := gpu(b)
+		gemvBenchModes(b, fmt.Sprintf("m%d", m), func(b *testing.B, e *gpuEnv) {
 			r := benchRand()
 			const k, n, chunk = 5120, 129280, 1280 // 101 copies of 1280 random rows
 			bits := make([]byte, 2*chunk*k)
@@ -346,15 +358,16 @@ func BenchmarkDecodeHead(b *testing.B) {
 // BenchmarkDecodeGroupedWoA is the grouped output LoRA on the fp8 wo_a as
 // stored (8 groups of 4096 -> 1024, widened in the kernel).
 func BenchmarkDecodeGroupedWoA(b *testing.B) {
-	e := gpu(b)
-	r := benchRand()
-	const groups, dg, rank = 8, 4096, 1024
-	wb, sb := groups*rank*dg, (groups*rank/32)*(dg/32)
-	rot := rotations(wb)
-	w, s := replicate(b, e, e4m3Codes(r, wb), rot), replicate(b, e, e8m0s(r, sb), rot)
-	o, out := up(b, e, bf16s(r, groups*dg, 1)), alloc(b, e, 4*groups*rank)
-	reportDecode(b, e, wb+sb+4*groups*(dg+rank), rot, func(i int) error {
-		return e.k.GroupedLoRA(e.s, "bench", out, o, 1, groups, dg, Plain{W: w + driver.Ptr(i*wb), Scale: s + driver.Ptr(i*sb), Format: PlainFP8}, rank)
+	gemvBenchModes(b, "8x4096x1024", func(b *testing.B, e *gpuEnv) {
+		r := benchRand()
+		const groups, dg, rank = 8, 4096, 1024
+		wb, sb := groups*rank*dg, (groups*rank/32)*(dg/32)
+		rot := rotations(wb)
+		w, s := replicate(b, e, e4m3Codes(r, wb), rot), replicate(b, e, e8m0s(r, sb), rot)
+		o, out := up(b, e, bf16s(r, groups*dg, 1)), alloc(b, e, 4*groups*rank)
+		reportDecode(b, e, wb+sb+4*groups*(dg+rank), rot, func(i int) error {
+			return e.k.GroupedLoRA(e.s, "bench", out, o, 1, groups, dg, Plain{W: w + driver.Ptr(i*wb), Scale: s + driver.Ptr(i*sb), Format: PlainFP8}, rank)
+		})
 	})
 }
 

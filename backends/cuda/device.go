@@ -60,6 +60,9 @@ func OpenGPU(image []byte) (*GPU, error) {
 		return nil, err
 	}
 	on, err := graphsOption()
+	if err == nil {
+		k.Exact, err = backends.BoolOption("cuda-exact", false)
+	}
 	if err != nil {
 		k.Close()
 		st.Destroy()

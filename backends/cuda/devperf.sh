@@ -7,10 +7,13 @@
 # (no Go on the device machine), carried as .devbin:
 #   CGO_ENABLED=0 go build -ldflags='-s -w' -o .devbin/ ./cmd/exec
 #   CGO_ENABLED=0 go test -c -ldflags='-s -w' -o .devbin/cuda.test ./backends/cuda/
+#   CGO_ENABLED=0 go build -ldflags='-s -w' -o .devbin/ ./cmd/compile   # TRACE (default on)
+#   CGO_ENABLED=0 go -C ../shared/tools/tracecmp build -o "$PWD/.devbin/tracecmp" .
 # Run from the repository root: sh backends/cuda/devperf.sh. At most 8 files
 # come back through $OUT: summary.txt, build.log, ds4.fatbin(.sha256),
-# cuda.log (tests, then benchmarks), slice.log, slice-graphs.json,
-# slice-nographs.json. SKIP_TESTS=1 and SKIP_SLICE=1 leave parts out.
+# cuda.log (tests, then benchmarks), trace.log, slice.log, slice-graphs.json,
+# slice-nographs.json. SKIP_TESTS=1, SKIP_SLICE=1 and TRACE=0 leave parts out;
+# TESTRUN and BENCH narrow the tests and benchmarks (-test.run, -test.bench).
 set -u
 OUT=${OUT:-/tmp/devperf}
 mkdir -p "$OUT"
@@ -27,7 +30,7 @@ export DS4_CUDA_FATBIN=$(pwd)/$K/ds4.fatbin  # absolute: the tests run in backen
 L=$OUT/cuda.log
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   t0=$(date +%s)
-  (cd backends/cuda && timeout ${TESTS_S:-240} "$BIN/cuda.test" -test.v -test.count=1 -test.timeout ${TESTS_S:-240}s) >"$L" 2>&1
+  (cd backends/cuda && timeout ${TESTS_S:-240} "$BIN/cuda.test" -test.v -test.count=1 -test.timeout ${TESTS_S:-240}s -test.run "${TESTRUN:-.}") >"$L" 2>&1
   rc=$?
   row "cuda tests ($(($(date +%s)-t0))s)" "rc $rc; $(grep -c '^--- PASS' "$L") pass, $(grep -c -- '--- FAIL' "$L") fail, $(grep -c -- '--- SKIP' "$L") skip"
   grep -E -- '--- FAIL' "$L" | head -20 >>"$S"
@@ -37,6 +40,18 @@ echo "== benchmarks" >>"$L"
 (cd backends/cuda && timeout ${BENCH_S:-150} "$BIN/cuda.test" -test.run '^$' -test.bench "${BENCH:-Copy|Decode|TC}" -test.benchtime 50x) >>"$L" 2>&1
 row "benchmarks ($(($(date +%s)-t0))s)" "rc $?"
 grep -E '^Benchmark.*(GB/s|TFLOP)' "$L" | sed 's/  */ /g' | cut -c1-150 >>"$S"
+if [ "${TRACE:-1}" = 1 ] && [ -x "$BIN/tracecmp" ]; then
+  # the golden teacher-forced trace of tiny on cuda (its decode steps take
+  # the tensor-core products), compared as acceptance compares it
+  T=$OUT/trace.log
+  "$BIN/compile" -model testdata/tiny -o /tmp/tiny.plan >"$T" 2>&1
+  for opt in false true; do
+    timeout 120 "$BIN/exec" -plan /tmp/tiny.plan -model testdata/tiny -backend cuda -backend-opt cuda-exact=$opt \
+      -trace-in testdata/tiny/golden.safetensors -trace-out /tmp/tiny.$opt.trace >>"$T" 2>&1
+    "$BIN/tracecmp" testdata/tiny/golden.safetensors /tmp/tiny.$opt.trace >>"$T" 2>&1
+    row "tracecmp tiny cuda exact-gemv=$opt" "rc $?: $(tail -1 "$T")"
+  done
+fi
 if [ "${SKIP_SLICE:-0}" != 1 ]; then
   for g in ${GRAPHS:-true false}; do
     f=slice-graphs; [ $g = false ] && f=slice-nographs
@@ -44,7 +59,7 @@ if [ "${SKIP_SLICE:-0}" != 1 ]; then
     t0=$(date +%s)
     timeout ${SLICE_S:-200} "$BIN/exec" -bench -synthetic -config bench/configs/slice.json -backend cuda -cuda-graphs=$g \
       -bench-floor-gbs 4300 -bench-prefill "${PREFILL:-1024,8192}" -bench-context 128 -bench-decode 32 -bench-repeats 1 \
-      -probe-mb 2048 -json >"$OUT/$f.json" 2>>"$OUT/slice.log"
+      -probe-mb 2048 ${SLICE_FLAGS:-} -json >"$OUT/$f.json" 2>>"$OUT/slice.log"
     row "exec -bench slice graphs=$g ($(($(date +%s)-t0))s)" "rc $?"
     PREFILL=1  # the second run times decode only
   done

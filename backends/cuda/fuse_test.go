@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -140,11 +141,16 @@ func fusedGPU(t *testing.T) *gpuEnv {
 	return e
 }
 
-// TestHCMixSplitGPU: the fused hc_mix_split against hc_mixes then
-// hc_split_sinkhorn (and the reference) at the released widths, bit for bit.
+// TestHCMixSplitGPU: HCMixSplit against HCMixes then HCSplitSinkhorn (and
+// the reference) at the released widths, bit for bit. Exact: the fused
+// hc_mix_split[_wide] against cpu-ref's kernels.HCMixes + HCSplitSinkhorn;
+// else the fast launches against kernels.HCSplitSinkhorn of HCMixes'
+// (hc_mixes_fast's) mixes, which must be within 1 fp32 ulp of the float64
+// dots (hcMixes64) and within the golden reorder32 tolerance of cpu-ref's.
 func TestHCMixSplitGPU(t *testing.T) {
 	e := fusedGPU(t)
 	r := rng(t)
+	defer func(x bool) { e.k.Exact = x }(e.k.Exact)
 	for _, c := range []struct{ tokens, hc, dim int }{{1, 4, 5120}, {3, 4, 5120}, {5, 2, 100}, {2, 8, 640}, {2, 3, 1000}, {1, 4, 1282}, {2, 1, 1001}} {
 		const iters, eps, hcEps = 20, 1e-20, 1e-6
 		tokens, hc, dim := c.tokens, c.hc, c.dim
@@ -159,40 +165,91 @@ func TestHCMixSplitGPU(t *testing.T) {
 		for i := range base {
 			base[i] = float32(r.NormFloat64())
 		}
-		wantMix := make([]float32, tokens*mix)
-		kernels.HCMixes(wantMix, h, tokens, hc, dim, fn, eps)
-		wantPre, wantPost, wantComb := make([]float32, tokens*hc), make([]float32, tokens*hc), make([]float32, tokens*hc*hc)
-		kernels.HCSplitSinkhorn(wantPre, wantPost, wantComb, wantMix, tokens, hc, scale, base, iters, hcEps)
-
+		refMix := make([]float32, tokens*mix)
+		kernels.HCMixes(refMix, h, tokens, hc, dim, fn, eps)
 		dh, dfn, ds, db := up(t, e, h), up(t, e, fn), up(t, e, scale), up(t, e, base)
-		mixes := alloc(t, e, 4*tokens*mix)
-		uPre, uPost, uComb := alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc*hc)
-		if err := e.k.HCMixes(e.s, "hc_mixes", mixes, dh, tokens, hc, dim, dfn, eps); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.k.HCSplitSinkhorn(e.s, "sinkhorn", uPre, uPost, uComb, mixes, tokens, hc, ds, db, iters, hcEps); err != nil {
-			t.Fatal(err)
-		}
-		for _, wide := range []bool{true, false} {
-			hcWide = wide
-			pre, post, comb := alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc*hc)
-			err := e.k.HCMixSplit(e.s, "hc_mix_split", pre, post, comb, dh, tokens, hc, dim, dfn, eps, ds, db, iters, hcEps)
-			hcWide = true
-			if err != nil {
+		for _, ex := range []bool{true, false} {
+			e.k.Exact = ex
+			mixes := alloc(t, e, 4*tokens*mix)
+			uPre, uPost, uComb := alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc*hc)
+			if err := e.k.HCMixes(e.s, "hc_mixes", mixes, dh, tokens, hc, dim, dfn, eps); err != nil {
 				t.Fatal(err)
 			}
-			name := fmt.Sprintf("hc_mix_split wide %v %d×%d×%d", wide, tokens, hc, dim)
-			for _, p := range []struct {
-				part      string
-				got, unf  driver.Ptr
-				n         int
-				reference []float32
-			}{{"pre", pre, uPre, tokens * hc, wantPre}, {"post", post, uPost, tokens * hc, wantPost}, {"comb", comb, uComb, tokens * hc * hc, wantComb}} {
-				got := down[float32](t, e, p.got, p.n)
-				exact(t, name+" "+p.part+" vs unfused", got, down[float32](t, e, p.unf, p.n))
-				exact(t, name+" "+p.part+" vs reference", got, p.reference)
+			wantMix, wides := refMix, []bool{true, false}
+			if !ex {
+				wantMix, wides = down[float32](t, e, mixes, tokens*mix), []bool{true}
+				name := fmt.Sprintf("hc_mixes_fast %d×%d×%d", tokens, hc, dim)
+				d := compare(wantMix, hcMixes64(h, tokens, hc, dim, fn, eps), 0)
+				t.Logf("%s vs float64 dots: %v", name, d)
+				if d.over1 > 0 {
+					t.Errorf("%s: over 1 fp32 ulp from the float64 dots: %v", name, d)
+				}
+				reorder32(t, name+" vs reference", wantMix, refMix)
+			}
+			wantPre, wantPost, wantComb := make([]float32, tokens*hc), make([]float32, tokens*hc), make([]float32, tokens*hc*hc)
+			kernels.HCSplitSinkhorn(wantPre, wantPost, wantComb, wantMix, tokens, hc, scale, base, iters, hcEps)
+			if err := e.k.HCSplitSinkhorn(e.s, "sinkhorn", uPre, uPost, uComb, mixes, tokens, hc, ds, db, iters, hcEps); err != nil {
+				t.Fatal(err)
+			}
+			for _, wide := range wides {
+				hcWide = wide
+				pre, post, comb := alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc), alloc(t, e, 4*tokens*hc*hc)
+				err := e.k.HCMixSplit(e.s, "hc_mix_split", pre, post, comb, dh, tokens, hc, dim, dfn, eps, ds, db, iters, hcEps)
+				hcWide = true
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := fmt.Sprintf("hc_mix_split exact %v wide %v %d×%d×%d", ex, wide, tokens, hc, dim)
+				for _, p := range []struct {
+					part      string
+					got, unf  driver.Ptr
+					n         int
+					reference []float32
+				}{{"pre", pre, uPre, tokens * hc, wantPre}, {"post", post, uPost, tokens * hc, wantPost}, {"comb", comb, uComb, tokens * hc * hc, wantComb}} {
+					got := down[float32](t, e, p.got, p.n)
+					exact(t, name+" "+p.part+" vs unfused", got, down[float32](t, e, p.unf, p.n))
+					exact(t, name+" "+p.part+" vs reference", got, p.reference)
+				}
 			}
 		}
+	}
+}
+
+// hcMixes64 is kernels.HCMixes with each dot Σ_c x_c·fn[i,c] summed in
+// float64 (exact products) and rounded once to fp32, ρ as the reference's:
+// hc_mixes_fast's values (its float64 sums run in another order, which
+// can move an fp32 rounding by an ulp only near a rounding boundary).
+func hcMixes64(h []float32, tokens, hc, dim int, fn []float32, eps float32) []float32 {
+	mix, n := (2+hc)*hc, hc*dim
+	out := make([]float32, tokens*mix)
+	ms := make([]float32, 1)
+	for t := range tokens {
+		x := h[t*n : (t+1)*n]
+		kernels.MeanSquare(ms, x, 1, n)
+		rho := 1 / float32(math.Sqrt(float64(ms[0]+eps)))
+		for i := range mix {
+			var d float64
+			for c, v := range x {
+				d += float64(v) * float64(fn[i*n+c])
+			}
+			out[t*mix+i] = float32(d) * rho
+		}
+	}
+	return out
+}
+
+// reorder32 asserts the golden tolerance of reordered fp32 sums (backendtest
+// reorder32: hc_mix): every |got - want| within 1e-5 of max |want|.
+func reorder32(t *testing.T, name string, got, want []float32) {
+	t.Helper()
+	var scale, worst float64
+	for i := range want {
+		scale = max(scale, math.Abs(float64(want[i])))
+		worst = max(worst, math.Abs(float64(got[i])-float64(want[i])))
+	}
+	t.Logf("%s: max |Δ| %.3g = %.3g of max |want| %.3g", name, worst, worst/scale, scale)
+	if !(worst <= 1e-5*scale) {
+		t.Errorf("%s: max |Δ| %.3g over 1e-5 of max |want| %.3g", name, worst, scale)
 	}
 }
 
@@ -343,10 +400,13 @@ func BenchmarkHCMixSplitDecode(b *testing.B) {
 	h, fn := up(b, e, bf16s(r, hc*dim, 1)), up(b, e, bf16s(r, mix*hc*dim, 0.01))
 	scale, base := up(b, e, []float32{0.5, 0.7, 1.3}), up(b, e, bf16s(r, mix, 1))
 	pre, post, comb := alloc(b, e, 4*hc), alloc(b, e, 4*hc), alloc(b, e, 4*hc*hc)
-	for _, wide := range []bool{true, false} {
-		b.Run(fmt.Sprintf("wide=%v", wide), func(b *testing.B) {
-			hcWide = wide
-			defer func() { hcWide = true }()
+	for _, v := range []struct {
+		name        string
+		exact, wide bool
+	}{{"fast", false, true}, {"exact,wide=true", true, true}, {"exact,wide=false", true, false}} {
+		b.Run(v.name, func(b *testing.B) {
+			defer func(x bool) { hcWide, e.k.Exact = true, x }(e.k.Exact)
+			hcWide, e.k.Exact = v.wide, v.exact
 			timeLaunches(b, e, 4*(mix+1)*hc*dim, func() error {
 				return e.k.HCMixSplit(e.s, "bench", pre, post, comb, h, 1, hc, dim, fn, 1e-20, scale, base, 20, 1e-6)
 			})

@@ -322,7 +322,7 @@ func (k *Kernels) GateTail(s *driver.Stream, what string, idx, weights, logits, 
 	if topk < 1 || topk > gateTailMaxTopk || topk > e || 8*e > 48<<10 {
 		return fmt.Errorf("cuda gate_tail: top-%d of %d experts not supported", topk, e)
 	}
-	return k.launch(s, "gate_tail", what, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 8*e,
+	return k.launch(s, "gate_tail", what, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: 512, Y: 1, Z: 1}, 8*e,
 		driver.P(idx), driver.P(weights), driver.P(logits), driver.P(bias), driver.I(e), driver.I(topk), driver.F(add), driver.F(mul))
 }
 
@@ -396,13 +396,27 @@ const (
 // benchmarks compare both).
 var hcWide = true
 
-// HCMixSplit is hc_mix + hc_split_sinkhorn in one launch (hc_mix_split):
-// h [tokens, hc, dim], fn [(2+hc)·hc, hc·dim]; pre, post [tokens, hc],
-// comb [tokens, hc, hc], as HCMixes then HCSplitSinkhorn write them.
+// HCMixSplit is hc_mix + hc_split_sinkhorn: h [tokens, hc, dim], fn
+// [(2+hc)·hc, hc·dim]; pre, post [tokens, hc], comb [tokens, hc, hc], as
+// HCMixes then HCSplitSinkhorn write them. Two launches: hc_mixes_fast
+// (HCMixes' mixes, a block per (token, mix)) leaves the mixes in pre, post
+// and comb themselves, and hc_sinkhorn_slots turns them into the split in
+// place. Exact: one hc_mix_split[_wide] launch, cpu-ref's fp32 order.
 func (k *Kernels) HCMixSplit(s *driver.Stream, what string, pre, post, comb, h driver.Ptr, tokens, hc, dim int, fn driver.Ptr, normEps float32,
 	scale, base driver.Ptr, iters int, eps float32) error {
 	if hc < 1 || hc > hcMax || iters < 1 {
 		return fmt.Errorf("cuda hc_mix_split: hc %d (1..%d) or iters %d (>= 1) not supported", hc, hcMax, iters)
+	}
+	if !k.Exact {
+		err := k.launch(s, "hc_mixes_fast", what, driver.Dim3{X: uint32(tokens), Y: uint32((2 + hc) * hc), Z: 1}, driver.Dim3{X: hcFastThreads, Y: 1, Z: 1}, 0,
+			driver.P(pre), driver.I(hc), driver.P(post), driver.I(hc), driver.P(comb), driver.I(hc*hc),
+			driver.P(h), driver.I(hc*dim), driver.P(fn), driver.I(hc), driver.F(normEps))
+		if err != nil {
+			return err
+		}
+		g, b := grid1(tokens)
+		return k.launch(s, "hc_sinkhorn_slots", what, g, b, 0, driver.P(pre), driver.P(post), driver.P(comb), driver.I(tokens), driver.I(hc),
+			driver.P(scale), driver.P(base), driver.I(iters), driver.F(eps))
 	}
 	name, shmem := "hc_mix_split", 0
 	if _, ok := k.fn["hc_mix_split_wide"]; ok && hcWide && (2+hc)*hc <= hcWideMaxMix && (hc*dim)%4 == 0 && hc*dim >= 32 {

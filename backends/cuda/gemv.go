@@ -145,6 +145,9 @@ func (k *Kernels) MatmulRoutedSwiGLU(s *driver.Stream, what string, out, a drive
 	if w1.FP4 && kdim%2 != 0 {
 		return fmt.Errorf("cuda routed swiglu for %s: k = %d is odd (fp4 packs two values per byte)", what, kdim)
 	}
+	if ok, err := k.gemvMMARouted(s, what, out, a, adiv, kdim, w1, w3, n, ids, rows, limit, routeWeight); ok || err != nil {
+		return err
+	}
 	rbLog2, sh, ok := gemvShape(w1.FP4, n, kdim, rows, 1, 2)
 	if !ok {
 		return fmt.Errorf("cuda routed swiglu for %s: k = %d is too long", what, kdim)
@@ -182,6 +185,9 @@ func (k *Kernels) gemvPlain(s *driver.Stream, what string, out, a driver.Ptr, m,
 	r := 0
 	if round {
 		r = 1
+	}
+	if ok, err := k.gemvWarp(s, what, out, a, m, kdim, w, n, lda, ldo, groups, aZ, oZ, r); ok || err != nil {
+		return ok, err
 	}
 	bs := gemvPlainBlock(n, groups)
 	grid, block := driver.Dim3{X: uint32(ceilDiv(n, bs)), Y: 1, Z: uint32(groups)}, driver.Dim3{X: uint32(bs), Y: 1, Z: 1}

@@ -1,7 +1,10 @@
 package cuda
 
-// GPU tests of the decode kernels of gemv.cuh against the reference: every
-// output must be bit-identical (they keep cpu-ref's summation order). They
+// GPU tests of the decode kernels against the reference, each run twice:
+// gemv.cuh's exact kernels (Kernels.Exact), whose outputs must be
+// bit-identical (they keep cpu-ref's summation order), and gemv_mma.cuh's
+// tensor-core ones, which must be within the golden tolerance (and exact
+// where they fall back: activations that are not act_quant's output). They
 // skip without a GPU.
 
 import (
@@ -13,6 +16,52 @@ import (
 	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/internal/numfmt"
 )
+
+// checker compares a kernel's outputs with the reference's.
+type checker func(t *testing.T, name string, got, want []float32)
+
+// gemvModes runs f with the exact decode kernels (check: exact) and the
+// fast ones (check: reordered), restoring the kernels' mode after.
+func gemvModes(t *testing.T, e *gpuEnv, f func(check checker)) {
+	defer func(v bool) { e.k.Exact = v }(e.k.Exact)
+	e.k.Exact = true
+	f(exact)
+	e.k.Exact = false
+	f(reordered)
+}
+
+// reordered is the tolerance of a product summed in another order than the
+// reference's: NaN where the reference has NaN, at most 0.1 % of the
+// elements more than 1 bf16 ulp away, and none farther than one bf16 ulp of
+// the output's largest magnitude (a reassociated fp32 sum moves an output
+// by a few fp32 ulps of its largest partial sums, which is many ulps of the
+// output itself where the terms cancel).
+func reordered(t *testing.T, name string, got, want []float32) {
+	t.Helper()
+	d := compare(got, want, 16)
+	var scale float64
+	for _, w := range want {
+		if !math.IsNaN(float64(w)) && !math.IsInf(float64(w), 0) {
+			scale = math.Max(scale, math.Abs(float64(w)))
+		}
+	}
+	bound := math.Ldexp(scale, -8)
+	var worst float64
+	for i := range want {
+		g, w := float64(got[i]), float64(want[i])
+		if math.IsNaN(w) != math.IsNaN(g) || (math.IsInf(w, 0) && g != w) {
+			t.Errorf("%s: element %d is %g, the reference %g", name, i, g, w)
+			return
+		}
+		if !math.IsNaN(w) && !math.IsInf(w, 0) {
+			worst = math.Max(worst, math.Abs(g-w))
+		}
+	}
+	t.Logf("%s: %v; largest difference %.3g (bound %.3g)", name, d, worst, bound)
+	if float64(d.over1) > 0.001*float64(d.n) || worst > bound {
+		t.Errorf("%s: beyond a reordered sum's tolerance: %v, largest difference %.3g (bound %.3g)", name, d, worst, bound)
+	}
+}
 
 // gemvFP8Shapes and gemvFP4Shapes are (k, n) of the released decode products and odd ones: k
 // not a multiple of 32 or 128, n not a multiple of a block's rows.
@@ -34,27 +83,29 @@ var gemvFP4Shapes = []struct{ k, n int }{
 func TestGemvFP8GPU(t *testing.T) {
 	e := gpu(t)
 	r := rng(t)
-	for _, c := range gemvFP8Shapes {
-		for _, m := range []int{1, 3, 8} {
-			if m > 1 && c.k*c.n > 8<<20 {
-				continue // the reference takes too long on the largest at 8 rows
+	gemvModes(t, e, func(check checker) {
+		for _, c := range gemvFP8Shapes {
+			for _, m := range []int{1, 3, 8} {
+				if m > 1 && c.k*c.n > 8<<20 {
+					continue // the reference takes too long on the largest at 8 rows
+				}
+				a := quantActs(r, m, c.k)
+				w := e4m3Codes(r, c.n*c.k)
+				if c.n == 77 {
+					w[5] = 0x7f // a NaN code: its row's block takes the byte path
+					w[c.k+7] = 0xff
+				}
+				s := e8m0s(r, ceilDiv(c.n, 32)*ceilDiv(c.k, 32))
+				want := make([]float32, m*c.n)
+				kernels.MatmulFP8(want, a, m, c.k, w, s, c.n)
+				out := alloc(t, e, 4*len(want))
+				if err := e.k.MatmulFP8(e.s, "gemv fp8", out, up(t, e, a), m, c.k, up(t, e, w), up(t, e, s), c.n); err != nil {
+					t.Fatal(err)
+				}
+				check(t, fmt.Sprintf("gemv fp8 %dx%dx%d", m, c.k, c.n), down[float32](t, e, out, len(want)), want)
 			}
-			a := quantActs(r, m, c.k)
-			w := e4m3Codes(r, c.n*c.k)
-			if c.n == 77 {
-				w[5] = 0x7f // a NaN code: its row's block takes the byte path
-				w[c.k+7] = 0xff
-			}
-			s := e8m0s(r, ceilDiv(c.n, 32)*ceilDiv(c.k, 32))
-			want := make([]float32, m*c.n)
-			kernels.MatmulFP8(want, a, m, c.k, w, s, c.n)
-			out := alloc(t, e, 4*len(want))
-			if err := e.k.MatmulFP8(e.s, "gemv fp8", out, up(t, e, a), m, c.k, up(t, e, w), up(t, e, s), c.n); err != nil {
-				t.Fatal(err)
-			}
-			exact(t, fmt.Sprintf("gemv fp8 %dx%dx%d", m, c.k, c.n), down[float32](t, e, out, len(want)), want)
 		}
-	}
+	})
 }
 
 // TestGemvFP32ActsGPU: activations that are not bf16 values take the
@@ -62,53 +113,57 @@ func TestGemvFP8GPU(t *testing.T) {
 func TestGemvFP32ActsGPU(t *testing.T) {
 	e := gpu(t)
 	r := rng(t)
-	for _, fp4 := range []bool{false, true} {
-		const m, k, n = 2, 5120, 1280
-		a := make([]float32, m*k)
-		for i := range a {
-			a[i] = float32(r.NormFloat64())
+	gemvModes(t, e, func(_ checker) {
+		for _, fp4 := range []bool{false, true} {
+			const m, k, n = 2, 5120, 1280
+			a := make([]float32, m*k)
+			for i := range a {
+				a[i] = float32(r.NormFloat64())
+			}
+			kb := ceilDiv(k, 32)
+			want := make([]float32, m*n)
+			var w, s []byte
+			if fp4 {
+				w, s = randBytes(r, n*k/2), e8m0s(r, n*kb)
+				kernels.MatmulFP4(want, a, m, k, w, s, n)
+			} else {
+				w, s = e4m3Codes(r, n*k), e8m0s(r, ceilDiv(n, 32)*kb)
+				kernels.MatmulFP8(want, a, m, k, w, s, n)
+			}
+			out := alloc(t, e, 4*len(want))
+			var err error
+			if fp4 {
+				err = e.k.MatmulFP4(e.s, "gemv fp4", out, up(t, e, a), m, k, up(t, e, w), up(t, e, s), n)
+			} else {
+				err = e.k.MatmulFP8(e.s, "gemv fp8", out, up(t, e, a), m, k, up(t, e, w), up(t, e, s), n)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			exact(t, fmt.Sprintf("gemv fp4 %v, fp32 activations", fp4), down[float32](t, e, out, len(want)), want)
 		}
-		kb := ceilDiv(k, 32)
-		want := make([]float32, m*n)
-		var w, s []byte
-		if fp4 {
-			w, s = randBytes(r, n*k/2), e8m0s(r, n*kb)
-			kernels.MatmulFP4(want, a, m, k, w, s, n)
-		} else {
-			w, s = e4m3Codes(r, n*k), e8m0s(r, ceilDiv(n, 32)*kb)
-			kernels.MatmulFP8(want, a, m, k, w, s, n)
-		}
-		out := alloc(t, e, 4*len(want))
-		var err error
-		if fp4 {
-			err = e.k.MatmulFP4(e.s, "gemv fp4", out, up(t, e, a), m, k, up(t, e, w), up(t, e, s), n)
-		} else {
-			err = e.k.MatmulFP8(e.s, "gemv fp8", out, up(t, e, a), m, k, up(t, e, w), up(t, e, s), n)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		exact(t, fmt.Sprintf("gemv fp4 %v, fp32 activations", fp4), down[float32](t, e, out, len(want)), want)
-	}
+	})
 }
 
 func TestGemvFP4GPU(t *testing.T) {
 	e := gpu(t)
 	r := rng(t)
-	for _, c := range gemvFP4Shapes {
-		for _, m := range []int{1, 3, 8} {
-			a := quantActs(r, m, c.k)
-			w := randBytes(r, c.n*c.k/2)
-			s := e8m0s(r, c.n*ceilDiv(c.k, 32))
-			want := make([]float32, m*c.n)
-			kernels.MatmulFP4(want, a, m, c.k, w, s, c.n)
-			out := alloc(t, e, 4*len(want))
-			if err := e.k.MatmulFP4(e.s, "gemv fp4", out, up(t, e, a), m, c.k, up(t, e, w), up(t, e, s), c.n); err != nil {
-				t.Fatal(err)
+	gemvModes(t, e, func(check checker) {
+		for _, c := range gemvFP4Shapes {
+			for _, m := range []int{1, 3, 8} {
+				a := quantActs(r, m, c.k)
+				w := randBytes(r, c.n*c.k/2)
+				s := e8m0s(r, c.n*ceilDiv(c.k, 32))
+				want := make([]float32, m*c.n)
+				kernels.MatmulFP4(want, a, m, c.k, w, s, c.n)
+				out := alloc(t, e, 4*len(want))
+				if err := e.k.MatmulFP4(e.s, "gemv fp4", out, up(t, e, a), m, c.k, up(t, e, w), up(t, e, s), c.n); err != nil {
+					t.Fatal(err)
+				}
+				check(t, fmt.Sprintf("gemv fp4 %dx%dx%d", m, c.k, c.n), down[float32](t, e, out, len(want)), want)
 			}
-			exact(t, fmt.Sprintf("gemv fp4 %dx%dx%d", m, c.k, c.n), down[float32](t, e, out, len(want)), want)
 		}
-	}
+	})
 }
 
 // routedIDs chooses topk distinct experts of experts for each token.
@@ -129,69 +184,71 @@ func routedIDs(r interface{ Perm(int) []int }, tokens, topk, experts int) []int6
 func TestGemvRoutedSwiGLUGPU(t *testing.T) {
 	e := gpu(t)
 	r := rng(t)
-	const tokens, topk, experts = 2, 6, 9
-	for _, c := range []struct {
-		fp4      bool
-		k, n     int
-		weighted bool
-	}{{true, 5120, 2304, true}, {true, 5120, 2304, false}, {true, 80, 40, true}, {false, 1000, 77, true}, {false, 5120, 2304, false}} {
-		ids := routedIDs(r, tokens, topk, experts)
-		ids[3] = experts // out of range
-		rows := tokens * topk
-		a := quantActs(r, tokens, c.k)
-		kb := ceilDiv(c.k, 32)
-		wPer, sPer := c.n*c.k/2, c.n*kb
-		if !c.fp4 {
-			wPer, sPer = c.n*c.k, ceilDiv(c.n, 32)*kb
-		}
-		var w1, w3 []byte
-		if c.fp4 {
-			w1, w3 = randBytes(r, experts*wPer), randBytes(r, experts*wPer)
-		} else {
-			w1, w3 = e4m3Codes(r, experts*wPer), e4m3Codes(r, experts*wPer)
-		}
-		s1, s3 := e8m0s(r, experts*sPer), e8m0s(r, experts*sPer)
-		g, u := make([]float32, rows*c.n), make([]float32, rows*c.n)
-		for q := range rows {
-			ex := int(ids[q])
-			gr, ur := g[q*c.n:(q+1)*c.n], u[q*c.n:(q+1)*c.n]
-			if ex >= experts {
-				for j := range gr {
-					gr[j], ur[j] = float32(math.NaN()), float32(math.NaN())
-				}
-				continue
+	gemvModes(t, e, func(check checker) {
+		const tokens, topk, experts = 2, 6, 9
+		for _, c := range []struct {
+			fp4      bool
+			k, n     int
+			weighted bool
+		}{{true, 5120, 2304, true}, {true, 5120, 2304, false}, {true, 80, 40, true}, {false, 1000, 77, true}, {false, 5120, 2304, false}} {
+			ids := routedIDs(r, tokens, topk, experts)
+			ids[3] = experts // out of range
+			rows := tokens * topk
+			a := quantActs(r, tokens, c.k)
+			kb := ceilDiv(c.k, 32)
+			wPer, sPer := c.n*c.k/2, c.n*kb
+			if !c.fp4 {
+				wPer, sPer = c.n*c.k, ceilDiv(c.n, 32)*kb
 			}
-			ar := a[(q/topk)*c.k : (q/topk+1)*c.k]
-			mm := kernels.MatmulFP8
+			var w1, w3 []byte
 			if c.fp4 {
-				mm = kernels.MatmulFP4
+				w1, w3 = randBytes(r, experts*wPer), randBytes(r, experts*wPer)
+			} else {
+				w1, w3 = e4m3Codes(r, experts*wPer), e4m3Codes(r, experts*wPer)
 			}
-			mm(gr, ar, 1, c.k, w1[ex*wPer:(ex+1)*wPer], s1[ex*sPer:(ex+1)*sPer], c.n)
-			mm(ur, ar, 1, c.k, w3[ex*wPer:(ex+1)*wPer], s3[ex*sPer:(ex+1)*sPer], c.n)
-		}
-		var rw []float32
-		if c.weighted {
-			rw = make([]float32, rows)
-			for i := range rw {
-				rw[i] = r.Float32()
+			s1, s3 := e8m0s(r, experts*sPer), e8m0s(r, experts*sPer)
+			g, u := make([]float32, rows*c.n), make([]float32, rows*c.n)
+			for q := range rows {
+				ex := int(ids[q])
+				gr, ur := g[q*c.n:(q+1)*c.n], u[q*c.n:(q+1)*c.n]
+				if ex >= experts {
+					for j := range gr {
+						gr[j], ur[j] = float32(math.NaN()), float32(math.NaN())
+					}
+					continue
+				}
+				ar := a[(q/topk)*c.k : (q/topk+1)*c.k]
+				mm := kernels.MatmulFP8
+				if c.fp4 {
+					mm = kernels.MatmulFP4
+				}
+				mm(gr, ar, 1, c.k, w1[ex*wPer:(ex+1)*wPer], s1[ex*sPer:(ex+1)*sPer], c.n)
+				mm(ur, ar, 1, c.k, w3[ex*wPer:(ex+1)*wPer], s3[ex*sPer:(ex+1)*sPer], c.n)
 			}
+			var rw []float32
+			if c.weighted {
+				rw = make([]float32, rows)
+				for i := range rw {
+					rw[i] = r.Float32()
+				}
+			}
+			want := make([]float32, rows*c.n)
+			kernels.SwiGLUClamp(want, g, u, rows, c.n, 10, rw)
+			out := alloc(t, e, 4*len(want))
+			rt1 := Routed{FP4: c.fp4, W: up(t, e, w1), Scale: up(t, e, s1), WStride: wPer, ScaleStride: sPer, Experts: experts}
+			rt3 := Routed{FP4: c.fp4, W: up(t, e, w3), Scale: up(t, e, s3), WStride: wPer, ScaleStride: sPer, Experts: experts}
+			drw := driver.Ptr(0)
+			if c.weighted {
+				drw = up(t, e, rw)
+			}
+			if err := e.k.MatmulRoutedSwiGLU(e.s, "routed swiglu", out, up(t, e, a), topk, c.k, rt1, rt3, c.n, up(t, e, ids), rows, 10, drw); err != nil {
+				t.Fatal(err)
+			}
+			// swiglu's exp is float64 on both sides, rounded to fp32 (see
+			// TestSwiGLUClampGPU): expected bit-identical.
+			check(t, fmt.Sprintf("routed swiglu fp4 %v k %d n %d weighted %v", c.fp4, c.k, c.n, c.weighted), down[float32](t, e, out, len(want)), want)
 		}
-		want := make([]float32, rows*c.n)
-		kernels.SwiGLUClamp(want, g, u, rows, c.n, 10, rw)
-		out := alloc(t, e, 4*len(want))
-		rt1 := Routed{FP4: c.fp4, W: up(t, e, w1), Scale: up(t, e, s1), WStride: wPer, ScaleStride: sPer, Experts: experts}
-		rt3 := Routed{FP4: c.fp4, W: up(t, e, w3), Scale: up(t, e, s3), WStride: wPer, ScaleStride: sPer, Experts: experts}
-		drw := driver.Ptr(0)
-		if c.weighted {
-			drw = up(t, e, rw)
-		}
-		if err := e.k.MatmulRoutedSwiGLU(e.s, "routed swiglu", out, up(t, e, a), topk, c.k, rt1, rt3, c.n, up(t, e, ids), rows, 10, drw); err != nil {
-			t.Fatal(err)
-		}
-		// swiglu's exp is float64 on both sides, rounded to fp32 (see
-		// TestSwiGLUClampGPU): expected bit-identical.
-		exact(t, fmt.Sprintf("routed swiglu fp4 %v k %d n %d weighted %v", c.fp4, c.k, c.n, c.weighted), down[float32](t, e, out, len(want)), want)
-	}
+	})
 }
 
 // TestGemvGroupedFP8GPU: the released fp8 wo_a (8 groups of 4096 -> 1024)
@@ -199,25 +256,27 @@ func TestGemvRoutedSwiGLUGPU(t *testing.T) {
 func TestGemvGroupedFP8GPU(t *testing.T) {
 	e := gpu(t)
 	r := rng(t)
-	for _, c := range []struct{ m, groups, dg, rank int }{{1, 8, 4096, 1024}, {3, 8, 4096, 1024}, {2, 3, 1000, 70}} {
-		o := bf16s(r, c.m*c.groups*c.dg, 1)
-		codes, scales := e4m3Codes(r, c.groups*c.rank*c.dg), e8m0s(r, ceilDiv(c.groups*c.rank, 32)*ceilDiv(c.dg, 32))
-		codes[1] = 0x7f // a NaN code
-		kb := ceilDiv(c.dg, 32)
-		wide := make([]float32, len(codes))
-		for row := range c.groups * c.rank {
-			for col := range c.dg {
-				wide[row*c.dg+col] = numfmt.BF16Round(numfmt.E4M3ToF32(codes[row*c.dg+col]) * numfmt.E8M0ToF32(scales[(row/32)*kb+col/32]))
+	gemvModes(t, e, func(check checker) {
+		for _, c := range []struct{ m, groups, dg, rank int }{{1, 8, 4096, 1024}, {3, 8, 4096, 1024}, {2, 3, 1000, 70}} {
+			o := bf16s(r, c.m*c.groups*c.dg, 1)
+			codes, scales := e4m3Codes(r, c.groups*c.rank*c.dg), e8m0s(r, ceilDiv(c.groups*c.rank, 32)*ceilDiv(c.dg, 32))
+			codes[1] = 0x7f // a NaN code
+			kb := ceilDiv(c.dg, 32)
+			wide := make([]float32, len(codes))
+			for row := range c.groups * c.rank {
+				for col := range c.dg {
+					wide[row*c.dg+col] = numfmt.BF16Round(numfmt.E4M3ToF32(codes[row*c.dg+col]) * numfmt.E8M0ToF32(scales[(row/32)*kb+col/32]))
+				}
 			}
+			want := make([]float32, c.m*c.groups*c.rank)
+			kernels.GroupedLoRA(want, o, c.m, c.groups, c.dg, wide, c.rank)
+			out := alloc(t, e, 4*len(want))
+			if err := e.k.GroupedLoRA(e.s, "wo_a fp8", out, up(t, e, o), c.m, c.groups, c.dg, Plain{W: up(t, e, codes), Scale: up(t, e, scales), Format: PlainFP8}, c.rank); err != nil {
+				t.Fatal(err)
+			}
+			check(t, fmt.Sprintf("gemv grouped fp8 %d×%d groups×%d→%d", c.m, c.groups, c.dg, c.rank), down[float32](t, e, out, len(want)), want)
 		}
-		want := make([]float32, c.m*c.groups*c.rank)
-		kernels.GroupedLoRA(want, o, c.m, c.groups, c.dg, wide, c.rank)
-		out := alloc(t, e, 4*len(want))
-		if err := e.k.GroupedLoRA(e.s, "wo_a fp8", out, up(t, e, o), c.m, c.groups, c.dg, Plain{W: up(t, e, codes), Scale: up(t, e, scales), Format: PlainFP8}, c.rank); err != nil {
-			t.Fatal(err)
-		}
-		exact(t, fmt.Sprintf("gemv grouped fp8 %d×%d groups×%d→%d", c.m, c.groups, c.dg, c.rank), down[float32](t, e, out, len(want)), want)
-	}
+	})
 }
 
 // TestGemvShape checks the launch shapes the decode products get (no GPU).

@@ -16,14 +16,15 @@ import (
 	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 )
 
-// openCUDA opens the model on cuda with graphs on or off.
+// openCUDA opens the model on cuda with graphs on or off, and the exact
+// decode products (the graphs are compared with cpu-ref bit for bit).
 func openCUDA(t *testing.T, m *ir.Module, path string, graphs bool) (*engine.Model, *GPU) {
 	t.Helper()
 	opt := "true"
 	if !graphs {
 		opt = "false"
 	}
-	backends.SetOptions(map[string]string{"cuda-graphs": opt})
+	backends.SetOptions(map[string]string{"cuda-graphs": opt, "cuda-exact": "true"})
 	defer backends.SetOptions(nil)
 	md, err := engine.Open(m, path, "cuda")
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 var kernelNames = []string{
 	"rms_norm", "act_quant", "fp4_act_quant", "matmul_fp8", "matmul_fp4",
 	"matmul_fp4_routed", "matmul_fp8_routed", "matmul_fp8_gemv", "matmul_fp4_gemv", "swiglu_clamp", "rotary", "embed_bf16",
-	"gate_logits", "gate_select", "hc_mixes", "hc_split_sinkhorn", "hc_pre", "hc_post",
+	"gate_logits", "gate_select", "hc_mixes", "hc_mixes_fast", "hc_split_sinkhorn", "hc_sinkhorn_slots", "hc_pre", "hc_post",
 	"sparse_attn", "matmul_f32w", "matmul_bf16w", "index_score", "index_causal_mask",
 	"apply_candidates", "index_topk", "select_candidate_blocks", "compressor_pool_prefill",
 	"compressor_pool_decode", "engram_hash", "engram_lookup", "engram_gate",
@@ -26,6 +26,14 @@ var kernelNames = []string{
 type Kernels struct {
 	mod *driver.Module
 	fn  map[string]driver.Function
+	// Exact keeps every op on the kernels that replay cpu-ref's summation
+	// order and so give its bits (the backend option cuda-exact), instead
+	// of the faster ones that sum in another fixed order, within the golden
+	// tolerance (gemv_mma.cuh's tensor-core decode products, ...).
+	Exact bool
+	// gmmaLimit is the dynamic shared memory the tensor-core decode kernels
+	// may take (setupGMMA).
+	gmmaLimit int
 }
 
 // LoadKernels loads image (nil: the embedded fatbin) into c.
@@ -49,6 +57,7 @@ func LoadKernels(c *driver.Context, image []byte) (*Kernels, error) {
 		}
 		k.fn[name] = f
 	}
+	k.setupGMMA()
 	return k, nil
 }
 
@@ -142,6 +151,9 @@ func gemvGrid(n, rows int) (driver.Dim3, driver.Dim3) {
 // reference's bits.
 func (k *Kernels) blockScaled(s *driver.Stream, fp4 bool, what string, out, a driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) error {
 	name := map[bool]string{false: "matmul_fp8", true: "matmul_fp4"}[fp4]
+	if ok, err := k.gemvMMA(s, fp4, what, out, a, m, kdim, w, wScale, n); ok || err != nil {
+		return err
+	}
 	if ok, err := k.gemvBlockScaled(s, fp4, what, out, a, m, kdim, w, wScale, n); ok || err != nil {
 		return err
 	}
@@ -181,6 +193,9 @@ func (k *Kernels) MatmulRouted(s *driver.Stream, what string, out, a driver.Ptr,
 	if r.FP4 && kdim%2 != 0 {
 		return fmt.Errorf("cuda routed matmul for %s: k = %d is odd (fp4 packs two values per byte)", what, kdim)
 	}
+	if ok, err := k.gemvMMARouted(s, what, out, a, adiv, kdim, r, Routed{}, n, ids, rows, 0, 0); ok || err != nil {
+		return err
+	}
 	return k.gemvRouted(s, what, out, a, adiv, kdim, r, n, ids, rows)
 }
 
@@ -216,24 +231,34 @@ func (k *Kernels) EmbedBF16(s *driver.Stream, what string, out, table driver.Ptr
 // gateScores maps the score functions of kernels.Gate to gate_select's codes.
 var gateScores = map[string]int{"sqrtsoftplus": 0, "sigmoid": 1, "softmax": 2}
 
+// gate_hc.cuh's sizes: gate_logits' experts per block (GATE_EPB) and
+// blockDim (GATE_THREADS), gate_select's blockDim (GATE_SELECT_THREADS).
+const (
+	gateEPB           = 2
+	gateThreads       = 256
+	gateSelectThreads = 512
+)
+
 // Gate is kernels.Gate for n tokens x [n, dim] and router weights w
 // [experts, dim] (fp32): logits (scratch fp32 [n, experts]), then weights
 // [n, topk] (fp32) and indices [n, topk] (int64 expert ids, on the GPU).
-// bias may be 0.
+// bias may be 0. The logits' float64 sums run in a fixed tree (2 experts
+// a block, 128 threads each); the scores, the selection and the weights
+// are the reference's operations.
 func (k *Kernels) Gate(s *driver.Stream, what string, weights, indices, logits, x driver.Ptr, n, dim int, w, bias driver.Ptr, experts, topk int, routeScale float32, scoreFunc string) error {
 	score, ok := gateScores[scoreFunc]
 	if !ok {
 		return fmt.Errorf("cuda gate: unknown score function %q", scoreFunc)
 	}
-	if topk > experts || experts*8 > 48<<10 {
+	if topk > experts || experts*8+topk*4 > 48<<10 {
 		return fmt.Errorf("cuda gate: topk %d of %d experts is not supported", topk, experts)
 	}
-	err := k.launch(s, "gate_logits", what, driver.Dim3{X: uint32(ceilDiv(experts, 8)), Y: uint32(n), Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 0,
+	err := k.launch(s, "gate_logits", what, driver.Dim3{X: uint32(n), Y: uint32(ceilDiv(experts, gateEPB)), Z: 1}, driver.Dim3{X: gateThreads, Y: 1, Z: 1}, 0,
 		driver.P(logits), driver.P(x), driver.P(w), driver.I(n), driver.I(dim), driver.I(experts))
 	if err != nil {
 		return err
 	}
-	return k.launch(s, "gate_select", what, driver.Dim3{X: uint32(n), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, experts*8,
+	return k.launch(s, "gate_select", what, driver.Dim3{X: uint32(n), Y: 1, Z: 1}, driver.Dim3{X: gateSelectThreads, Y: 1, Z: 1}, experts*8+topk*4,
 		driver.P(weights), driver.P(indices), driver.P(logits), driver.P(bias), driver.I(experts), driver.I(topk), driver.F(routeScale), driver.I(score))
 }
 
@@ -241,9 +266,20 @@ func (k *Kernels) Gate(s *driver.Stream, what string, weights, indices, logits, 
 // in registers).
 const hcMax = 8
 
+// hcFastThreads is hc_mixes_fast's blockDim (gate_hc.cuh HCF_THREADS).
+const hcFastThreads = 512
+
 // HCMixes is kernels.HCMixes: h [tokens, hc, dim], fn [(2+hc)·hc, hc·dim],
-// out [tokens, (2+hc)·hc].
+// out [tokens, (2+hc)·hc]. hc_mixes_fast sums each dot in float64 in a
+// fixed tree, a block per (token, mix) (within the golden reorder32
+// tolerance of cpu-ref's ascending fp32 sums); Exact keeps hc_mixes, which
+// replays them (one thread per mix, slow).
 func (k *Kernels) HCMixes(s *driver.Stream, what string, out, h driver.Ptr, tokens, hc, dim int, fn driver.Ptr, eps float32) error {
+	if mix := (2 + hc) * hc; !k.Exact {
+		return k.launch(s, "hc_mixes_fast", what, driver.Dim3{X: uint32(tokens), Y: uint32(mix), Z: 1}, driver.Dim3{X: hcFastThreads, Y: 1, Z: 1}, 0,
+			driver.P(out), driver.I(mix), driver.P(out+driver.Ptr(4*hc)), driver.I(mix), driver.P(out+driver.Ptr(8*hc)), driver.I(mix),
+			driver.P(h), driver.I(hc*dim), driver.P(fn), driver.I(hc), driver.F(eps))
+	}
 	return k.launch(s, "hc_mixes", what, driver.Dim3{X: uint32(tokens), Y: 1, Z: 1}, driver.Dim3{X: 32, Y: 1, Z: 1}, 0,
 		driver.P(out), driver.P(h), driver.I(tokens), driver.I(hc*dim), driver.P(fn), driver.I((2+hc)*hc), driver.F(eps))
 }
@@ -272,13 +308,42 @@ func (k *Kernels) HCPost(s *driver.Stream, what string, out, y, res, post, comb 
 }
 
 // SparseAttn is kernels.SparseAttn: q [b,m,h,d], kv [b,n,d], sink [h], idx
-// int32 [b,m,t], out [b,m,h,d].
+// int32 [b,m,t], out [b,m,h,d]. One block of 512 threads (attention.cuh)
+// takes hg heads of one (b, m), sharing each gathered kv row among them:
+// the most heads (8, 4, 2 dividing h) that still leave 2 blocks per SM of
+// the H200, else one (a decode step: 64 blocks, one per head). Head dims up
+// to 512 (d % 4 == 0) take the fast path, which stages each block of 64 kv
+// rows in up to 160 KiB of shared memory (its limit raised on first use).
 func (k *Kernels) SparseAttn(s *driver.Stream, what string, out, q driver.Ptr, b, m, h, d int, kv driver.Ptr, n int, sink, idx driver.Ptr, t int, scale float32) error {
 	if d*4 > 48<<10 {
 		return fmt.Errorf("cuda sparse_attn: head dim %d is too large", d)
 	}
-	return k.launch(s, "sparse_attn", what, driver.Dim3{X: uint32(b * m * h), Y: 1, Z: 1}, driver.Dim3{X: 128, Y: 1, Z: 1}, d*4,
-		driver.P(out), driver.P(q), driver.I(b), driver.I(m), driver.I(h), driver.I(d), driver.P(kv), driver.I(n), driver.P(sink), driver.P(idx), driver.I(t), driver.F(scale))
+	const threads, fastShared = 512, (2*8*512 + 64*512) * 4
+	var fn driver.Function
+	fast := 0
+	if d%4 == 0 && d <= 512 && kv%16 == 0 {
+		if f, err := k.tcFunc("sparse_attn", fastShared); err == nil {
+			fn, fast = f, 1
+		}
+	}
+	hg := 1
+	for _, g := range []int{8, 4, 2} {
+		if h%g == 0 && b*m*h/g >= 2*132 && (fast == 1 || g*d*4 <= 40<<10) {
+			hg = g
+			break
+		}
+	}
+	shmem := hg * d * 4
+	if fast == 1 {
+		shmem = (2*hg*d + 64*d) * 4
+	}
+	grid, block := driver.Dim3{X: uint32(b * m * h / hg), Y: 1, Z: 1}, driver.Dim3{X: threads, Y: 1, Z: 1}
+	args := []driver.Arg{driver.P(out), driver.P(q), driver.I(b), driver.I(m), driver.I(h), driver.I(d), driver.P(kv), driver.I(n), driver.P(sink), driver.P(idx), driver.I(t), driver.F(scale),
+		driver.I(hg), driver.I(fast)}
+	if fast == 0 || grid.X == 0 {
+		return k.launch(s, "sparse_attn", what, grid, block, shmem, args...)
+	}
+	return s.Launch(fn, grid, block, shmem, what, args...)
 }
 
 // PlainFormat is how a weight of the plain products is stored.

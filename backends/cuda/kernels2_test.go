@@ -16,48 +16,50 @@ import (
 func TestMatmulPlainGPU(t *testing.T) {
 	e := gpu(t)
 	r := rng(t)
-	// fp32 weights unrounded (the ratio-2 compressor), bf16 weights rounded
-	// (MatmulBF16), bf16 weights unrounded (the head); up to 8 rows take
-	// the decode kernels (gemv.cuh), more the tiled one
-	for _, c := range []struct {
-		m, k, n     int
-		bf16, round bool
-	}{
-		{3, 5120, 4096, false, false}, {9, 1000, 300, true, true}, {12, 5120, 8192, true, false},
-		{1, 5120, 129280, true, false}, // the head
-		{3, 5120, 8192, true, false}, {8, 1000, 300, true, true}, {2, 1001, 33, true, true},
-		{1, 5120, 4096, false, false}, {3, 1003, 70, false, true}, {8, 64, 5, false, false},
-	} {
-		a := bf16s(r, c.m*c.k, 1)
-		w := bf16s(r, c.n*c.k, 0.02)
-		if !c.bf16 {
-			for i := range w {
-				w[i] = float32(r.NormFloat64() * 0.02) // full fp32 weights
+	gemvModes(t, e, func(check checker) {
+		// fp32 weights unrounded (the ratio-2 compressor), bf16 weights rounded
+		// (MatmulBF16), bf16 weights unrounded (the head); up to 8 rows take
+		// the decode kernels (gemv.cuh), more the tiled one
+		for _, c := range []struct {
+			m, k, n     int
+			bf16, round bool
+		}{
+			{3, 5120, 4096, false, false}, {9, 1000, 300, true, true}, {12, 5120, 8192, true, false},
+			{1, 5120, 129280, true, false}, // the head
+			{3, 5120, 8192, true, false}, {8, 1000, 300, true, true}, {2, 1001, 33, true, true},
+			{1, 5120, 4096, false, false}, {3, 1003, 70, false, true}, {8, 64, 5, false, false},
+		} {
+			a := bf16s(r, c.m*c.k, 1)
+			w := bf16s(r, c.n*c.k, 0.02)
+			if !c.bf16 {
+				for i := range w {
+					w[i] = float32(r.NormFloat64() * 0.02) // full fp32 weights
+				}
 			}
-		}
-		want := make([]float32, c.m*c.n)
-		if c.round {
-			kernels.MatmulBF16(want, a, w, c.m, c.k, c.n)
-		} else {
-			kernels.MatmulF32(want, a, w, c.m, c.k, c.n)
-		}
-		pw := Plain{Format: PlainF32}
-		if c.bf16 {
-			pw.Format = PlainBF16
-			bits := make([]uint16, len(w))
-			for i, v := range w {
-				bits[i] = numfmt.BF16Bits(v)
+			want := make([]float32, c.m*c.n)
+			if c.round {
+				kernels.MatmulBF16(want, a, w, c.m, c.k, c.n)
+			} else {
+				kernels.MatmulF32(want, a, w, c.m, c.k, c.n)
 			}
-			pw.W = up(t, e, bits)
-		} else {
-			pw.W = up(t, e, w)
+			pw := Plain{Format: PlainF32}
+			if c.bf16 {
+				pw.Format = PlainBF16
+				bits := make([]uint16, len(w))
+				for i, v := range w {
+					bits[i] = numfmt.BF16Bits(v)
+				}
+				pw.W = up(t, e, bits)
+			} else {
+				pw.W = up(t, e, w)
+			}
+			out := alloc(t, e, 4*len(want))
+			if err := e.k.MatmulF32(e.s, "plain", out, up(t, e, a), c.m, c.k, pw, c.n, c.round); err != nil {
+				t.Fatal(err)
+			}
+			check(t, fmt.Sprintf("matmul plain %dx%dx%d bf16 weights %v round %v", c.m, c.k, c.n, c.bf16, c.round), down[float32](t, e, out, len(want)), want)
 		}
-		out := alloc(t, e, 4*len(want))
-		if err := e.k.MatmulF32(e.s, "plain", out, up(t, e, a), c.m, c.k, pw, c.n, c.round); err != nil {
-			t.Fatal(err)
-		}
-		exact(t, fmt.Sprintf("matmul plain %dx%dx%d bf16 weights %v round %v", c.m, c.k, c.n, c.bf16, c.round), down[float32](t, e, out, len(want)), want)
-	}
+	})
 }
 
 func TestGroupedLoRAGPU(t *testing.T) {

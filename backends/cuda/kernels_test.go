@@ -494,7 +494,8 @@ func TestGateGPU(t *testing.T) {
 	for _, c := range []struct {
 		n, dim, experts, topk int
 		score                 string
-	}{{5, 5120, 384, 6, "sqrtsoftplus"}, {3, 256, 64, 4, "sigmoid"}, {3, 256, 32, 1, "softmax"}} {
+	}{{5, 5120, 384, 6, "sqrtsoftplus"}, {1, 5120, 384, 6, "sqrtsoftplus"}, {3, 256, 64, 4, "sigmoid"}, {3, 256, 32, 1, "softmax"},
+		{2, 1001, 77, 5, "sigmoid"}, {2, 130, 600, 8, "softmax"}} { // odd dim: gate_logits' scalar path and tail; odd experts
 		x := bf16s(r, c.n*c.dim, 1)
 		w := make([]float32, c.experts*c.dim)
 		for i := range w {
@@ -538,6 +539,8 @@ func TestHyperConnectionsGPU(t *testing.T) {
 	kernels.HCMixes(wantMix, h, tokens, hc, dim, fn, eps)
 	dh := up(t, e, h)
 	mixes := alloc(t, e, 4*tokens*mix)
+	defer func(x bool) { e.k.Exact = x }(e.k.Exact)
+	e.k.Exact = true // hc_mixes: cpu-ref's fp32 order (TestHCMixSplitGPU checks hc_mixes_fast)
 	if err := e.k.HCMixes(e.s, "hc_mixes", mixes, dh, tokens, hc, dim, up(t, e, fn), eps); err != nil {
 		t.Fatal(err)
 	}
@@ -579,27 +582,37 @@ func TestHyperConnectionsGPU(t *testing.T) {
 func TestSparseAttnGPU(t *testing.T) {
 	e := gpu(t)
 	r := rng(t)
-	// one batch row, 3 queries of 16 heads of the released head dim 512,
-	// over window + top-k = 128 + 512 index slots; query 2 sees nothing.
-	const b, m, h, d, n, tt = 1, 3, 16, 512, 700, 640
-	q, kv := bf16s(r, b*m*h*d, 1), bf16s(r, b*n*d, 1)
-	sink := make([]float32, h)
-	for i := range sink {
-		sink[i] = float32(r.NormFloat64())
-	}
-	idx := make([]int32, b*m*tt)
-	for i := range idx {
-		idx[i] = int32(r.IntN(n))
-		if r.IntN(7) == 0 || i/tt == 2 {
-			idx[i] = -1
+	// Each case reaches one of the launcher's paths (attention.cuh): the
+	// decode shape (one head a block, the staged fast path), a prefill shape
+	// (8 heads a block), and a head dim that is not a multiple of 4 (the
+	// plain path) with one head and with 8 a block. The last query of each
+	// sees nothing.
+	for _, c := range []struct{ b, m, h, d, n, t int }{
+		{1, 3, 16, 512, 700, 640}, // released head dim, window + top-k = 128 + 512 slots
+		{2, 17, 64, 512, 300, 200},
+		{1, 5, 8, 70, 100, 150},
+		{1, 264, 8, 70, 50, 100},
+	} {
+		b, m, h, d, n, tt := c.b, c.m, c.h, c.d, c.n, c.t
+		q, kv := bf16s(r, b*m*h*d, 1), bf16s(r, b*n*d, 1)
+		sink := make([]float32, h)
+		for i := range sink {
+			sink[i] = float32(r.NormFloat64())
 		}
+		idx := make([]int32, b*m*tt)
+		for i := range idx {
+			idx[i] = int32(r.IntN(n))
+			if r.IntN(7) == 0 || i/tt == b*m-1 {
+				idx[i] = -1
+			}
+		}
+		scale := float32(1 / math.Sqrt(float64(d)))
+		want := make([]float32, b*m*h*d)
+		kernels.SparseAttn(want, q, b, m, h, d, kv, n, sink, idx, tt, scale)
+		out := alloc(t, e, 4*len(want))
+		if err := e.k.SparseAttn(e.s, "attn", out, up(t, e, q), b, m, h, d, up(t, e, kv), n, up(t, e, sink), up(t, e, idx), tt, scale); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, fmt.Sprintf("sparse_attn %v", c), down[float32](t, e, out, len(want)), want)
 	}
-	scale := float32(1 / math.Sqrt(d))
-	want := make([]float32, b*m*h*d)
-	kernels.SparseAttn(want, q, b, m, h, d, kv, n, sink, idx, tt, scale)
-	out := alloc(t, e, 4*len(want))
-	if err := e.k.SparseAttn(e.s, "attn", out, up(t, e, q), b, m, h, d, up(t, e, kv), n, up(t, e, sink), up(t, e, idx), tt, scale); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "sparse_attn", down[float32](t, e, out, len(want)), want)
 }

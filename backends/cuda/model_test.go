@@ -11,9 +11,11 @@ import (
 	"math"
 	"testing"
 
+	"github.com/ds4go/ds4/backends"
 	_ "github.com/ds4go/ds4/backends/cpu"
 	"github.com/ds4go/ds4/backends/cuda/driver"
 	"github.com/ds4go/ds4/engine"
+	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 )
 
@@ -37,6 +39,13 @@ func argmax(v []float32) int64 {
 
 func runGreedy(t *testing.T, md *engine.Model, prompt [][]int64, steps int) *greedyRun {
 	t.Helper()
+	return runFed(t, md, prompt, steps, nil)
+}
+
+// runFed is runGreedy feeding forced[step] instead of the argmax when
+// forced is set (teacher forcing: both runs see the same tokens).
+func runFed(t *testing.T, md *engine.Model, prompt [][]int64, steps int, forced [][]int64) *greedyRun {
+	t.Helper()
 	s, err := md.NewSession(engine.Options{Batch: len(prompt), MaxLen: len(prompt[0]) + steps + 1, MaxMemory: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +65,9 @@ func runGreedy(t *testing.T, md *engine.Model, prompt [][]int64, steps int) *gre
 		next := make([]int64, len(last))
 		for b, row := range last {
 			next[b] = argmax(row)
+		}
+		if forced != nil {
+			next = forced[step]
 		}
 		run.fed = append(run.fed, next)
 		if lg, err = s.Decode(next); err != nil {
@@ -126,37 +138,55 @@ func prompt(vocab int64, b, s int) [][]int64 {
 	return out
 }
 
-// TestModelsMatchReferenceOnGPU: every call's logits on cuda equal those of
-// cpu-ref bit for bit (each kernel is bit-exact to its reference kernel,
-// NOTES.md), and so do the greedy tokens; then decode step i is compared
-// with a one-call prefill at that position, and the GPU's difference must
-// be within twice the reference's (the GPU reproduces the reference, so
-// they should be equal; the factor covers a float64 sum that rounds across
-// an fp32 boundary in another order).
+// openWith opens the model on be with the backend options opts.
+func openWith(t *testing.T, m *ir.Module, path, be string, opts map[string]string) *engine.Model {
+	t.Helper()
+	backends.SetOptions(opts)
+	defer backends.SetOptions(nil)
+	md, err := engine.Open(m, path, be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
+}
+
+// TestModelsMatchReferenceOnGPU: with the exact decode products
+// (cuda-exact), every call's logits on cuda equal those of cpu-ref bit
+// for bit (each kernel is bit-exact to its reference kernel, NOTES.md), and
+// so do the greedy tokens; then decode step i is compared with a one-call
+// prefill at that position, and the GPU's difference must be within twice
+// the reference's (the GPU reproduces the reference, so they should be
+// equal; the factor covers a float64 sum that rounds across an fp32
+// boundary in another order). With the tensor-core decode products (the
+// default), fed cpu-ref's tokens, decode against the one-call prefill is
+// within the golden logits tolerance (rel-L2 1e-3).
 func TestModelsMatchReferenceOnGPU(t *testing.T) {
 	gpu(t)
 	for _, dir := range []string{"tiny", "unseen6"} {
 		t.Run(dir, func(t *testing.T) {
 			m, path := dstest.ReleasedModule(t, dir)
-			open := func(be string) *engine.Model {
-				md, err := engine.Open(m, path, be)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return md
-			}
-			gm, rm := open("cuda"), open("cpu-ref")
+			gm := openWith(t, m, path, "cuda", map[string]string{"cuda-exact": "true"})
+			fm := openWith(t, m, path, "cuda", nil)
+			rm := openWith(t, m, path, "cpu-ref", nil)
 			defer gm.Close()
+			defer fm.Close()
 			defer rm.Close()
 			const steps = 8
 			p := prompt(int64(gm.Vocab), 2, 11)
 			g, r := runGreedy(t, gm, p, steps), runGreedy(t, rm, p, steps)
+			f := runFed(t, fm, p, steps, r.fed)
 			for call := range r.logits {
 				rel, diff := relL2(g.logits[call], r.logits[call])
 				t.Logf("call %d: cuda vs cpu-ref logits rel-L2 %.3g, %d elements differ", call, rel, diff)
 				if diff != 0 {
 					t.Errorf("call %d: %d logits differ from the reference (rel-L2 %.3g)", call, diff, rel)
 				}
+				// logged, not bounded: one reordered sum that moves a gate
+				// logit or an index score by an ulp may flip a route, and the
+				// model is chaotic from there (block-local parity is
+				// devperf.sh's tracecmp of the golden trace)
+				rel, diff = relL2(f.logits[call], r.logits[call])
+				t.Logf("call %d: cuda (fast kernels) vs cpu-ref logits rel-L2 %.3g, %d elements differ", call, rel, diff)
 			}
 			if fmt.Sprint(g.fed) != fmt.Sprint(r.fed) {
 				t.Errorf("greedy tokens: cuda %v, cpu-ref %v", g.fed, r.fed)
@@ -165,9 +195,13 @@ func TestModelsMatchReferenceOnGPU(t *testing.T) {
 			for k := 1; k <= steps; k++ {
 				gRel, _ := relL2(g.logits[k], oneCall(t, gm, p, g.fed, k))
 				rRel, _ := relL2(r.logits[k], oneCall(t, rm, p, r.fed, k))
-				t.Logf("decode step %d vs one-call prefill: rel-L2 cuda %.3g, cpu-ref %.3g", k-1, gRel, rRel)
+				fRel, _ := relL2(f.logits[k], oneCall(t, fm, p, r.fed, k))
+				t.Logf("decode step %d vs one-call prefill: rel-L2 cuda %.3g, tensor-core decode %.3g, cpu-ref %.3g", k-1, gRel, fRel, rRel)
 				if gRel > 2*rRel {
 					t.Errorf("decode step %d vs one-call prefill: cuda %.3g, beyond twice the reference's %.3g", k-1, gRel, rRel)
+				}
+				if fRel > 1e-3 {
+					t.Errorf("decode step %d vs one-call prefill: tensor-core decode %.3g, beyond 1e-3", k-1, fRel)
 				}
 			}
 		})
@@ -218,24 +252,19 @@ func TestSessionsFreeTheirMemoryOnGPU(t *testing.T) {
 
 // TestEngramTablesInHostMemoryOnGPU keeps the tiny model's Engram tables in
 // page-locked host memory (DS4_CUDA_ENGRAM=host): the lookup reads the
-// chosen rows over PCIe, and every call's logits still equal cpu-ref's.
+// chosen rows over PCIe, and every call's logits still equal cpu-ref's
+// (with the exact kernels: bit for bit).
 func TestEngramTablesInHostMemoryOnGPU(t *testing.T) {
 	gpu(t)
 	t.Setenv(EngramEnv, "host")
 	m, path := dstest.ReleasedModule(t, "tiny")
 	before := hostTables.Load()
-	gm, err := engine.Open(m, path, "cuda")
-	if err != nil {
-		t.Fatal(err)
-	}
+	gm := openWith(t, m, path, "cuda", map[string]string{"cuda-exact": "true"})
 	defer gm.Close()
 	if n := hostTables.Load() - before; n != 2 {
 		t.Fatalf("%d Engram tables bound in host memory, the tiny model has 2", n)
 	}
-	rm, err := engine.Open(m, path, "cpu-ref")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rm := openWith(t, m, path, "cpu-ref", nil)
 	defer rm.Close()
 	p := prompt(int64(gm.Vocab), 2, 11)
 	g, r := runGreedy(t, gm, p, 4), runGreedy(t, rm, p, 4)

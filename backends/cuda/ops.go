@@ -495,10 +495,29 @@ func opMatmulQ(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.DType == ir.FP4E2M1 {
+	fp4 := w.DType == ir.FP4E2M1
+	if m := rows(x); !c.k.Exact && fakeQuantised(n.Args[0]) && tcEligible(m, K, N) {
+		// prefill on tensor cores: the input is act_quant's (block 32), so
+		// its codes are recovered exactly (TCQuantA)
+		scratch, err := c.scratch(i, 0, int64(TCScratchBytes(m, K)))
+		if err != nil {
+			return nil, err
+		}
+		if fp4 {
+			return out, c.k.MatmulFP4TC(c.st, what(n), out.Ptr, x.Ptr, m, K, w.Ptr, w.W.Scale, N, scratch)
+		}
+		return out, c.k.MatmulFP8TC(c.st, what(n), out.Ptr, x.Ptr, m, K, w.Ptr, w.W.Scale, N, scratch)
+	}
+	if fp4 {
 		return out, c.k.MatmulFP4(c.st, what(n), out.Ptr, x.Ptr, rows(x), K, w.Ptr, w.W.Scale, N)
 	}
 	return out, c.k.MatmulFP8(c.st, what(n), out.Ptr, x.Ptr, rows(x), K, w.Ptr, w.W.Scale, N)
+}
+
+// fakeQuantised reports whether x is act_quant's output with 32-wide blocks,
+// the only activations whose e4m3 codes TCQuantA recovers exactly.
+func fakeQuantised(x *ir.Node) bool {
+	return x != nil && x.Op == "act_quant" && x.Attrs["block"] == int64(32)
 }
 
 func opGrouped(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {

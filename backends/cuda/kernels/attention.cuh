@@ -4,88 +4,244 @@
 #pragma once
 #include "common.cuh"
 
-#define ATTN_BLOCK 64
-#define ATTN_THREADS 128
+#define ATTN_BLOCK 64                       // index entries per online-softmax step (kernels.SparseAttnBlock)
+#define ATTN_THREADS 512                    // threads of a block
+#define ATTN_WARPS (ATTN_THREADS / 32)      // 16
+#define ATTN_SLOTS (ATTN_BLOCK / ATTN_WARPS) // index entries whose logits a warp computes, 4
+#define ATTN_MAXHG 8                        // most heads a block takes
+#define ATTN_FASTD 512                      // largest head dim of the register-cached logit path
+#ifndef ATTN_DYN_SHARED
+#define ATTN_DYN_SHARED(T, name) extern __shared__ __align__(16) T name[] // dynamic shared memory (shim/attn_emu.cpp redefines it)
+#endif
+#ifndef ATTN_SHFL_XOR
+#define ATTN_SHFL_XOR(v, o) __shfl_xor_sync(FULL_MASK, (v), (o)) // (shim/attn_emu.cpp emulates it)
+#endif
 
-// sparse_attn: one block of 128 threads per (b, m, h); dynamic shared
-// memory d floats (the accumulator, each thread owning the dims d ≡ tid
-// mod 128). q [b,m,h,d], kv [b,n,d], sink [h], idx [b,m,t] (int32, -1 =
-// empty; an index outside [0, n) counts as empty), out [b,m,h,d].
-//   logits: fp32(q·kv) (float64 sum, one rounding) · scale, in a warp each
-//   per block: μ' = max(μ, max s), α = exp(μ−μ'), p = exp(s−μ'),
-//     l = fp32(l·α) + fp32(Σ p in float64, in order),
-//     acc = fp32(acc·α) + fp32(Σ bf16(p)·kv in float64, in order)
-//   out = bf16(acc / (l + exp(sink − μ)))
-extern "C" __global__ void __launch_bounds__(ATTN_THREADS) sparse_attn(float* out, const float* q, int b, int m, int h, int d,
-                                                                      const float* kv, int n, const float* sink, const int* idx, int t, float scale) {
-    extern __shared__ float acc[];
-    __shared__ float s[ATTN_BLOCK], pb[ATTN_BLOCK];
-    __shared__ int rowix[ATTN_BLOCK];
-    __shared__ float sh_alpha, sh_mu, sh_l;
-    const int u = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
-    const int bi = u / (m * h), mi = (u / h) % m, hi = u % h;
+// attn_sum_warp is the float64 sum of v over the warp by a butterfly: every
+// lane gets the same value (each level adds the same two values).
+__device__ __forceinline__ double attn_sum_warp(double v) {
+    for (int off = 16; off > 0; off >>= 1) v += ATTN_SHFL_XOR(v, off);
+    return v;
+}
+
+// attn_max_warp is gomax of v over the warp (gomax is commutative and
+// associative but for NaN payloads, so the tree's result is the sequence's).
+__device__ __forceinline__ float attn_max_warp(float v) {
+    for (int off = 16; off > 0; off >>= 1) v = gomax(v, ATTN_SHFL_XOR(v, off));
+    return v;
+}
+
+// attn_softmax is step 2 of a block of entries for head hh = warp (< HG),
+// whose lanes all keep the head's running μ and l: μ' = max(μ, max s),
+// α = exp(μ−μ'), p = exp(s−μ') (the entries j < len), l = fp32(l·α) +
+// fp32(Σ p in float64); bf16(p) to pbs, α to alphas.
+__device__ __forceinline__ void attn_softmax(int hh, int lane, int len, const float* ss, float* pbs, float* alphas, float& mu, float& l) {
+    const float s0 = ss[hh * ATTN_BLOCK + lane], s1 = ss[hh * ATTN_BLOCK + lane + 32]; // -inf when empty
+    const float bmax = attn_max_warp(gomax(s0, s1));
+    const float nmu = gomax(mu, bmax), alpha = expf32(mu - nmu);
+    const float p0 = lane < len ? expf32(s0 - nmu) : 0.0f;
+    const float p1 = lane + 32 < len ? expf32(s1 - nmu) : 0.0f;
+    pbs[hh * ATTN_BLOCK + lane] = bf16r(p0);
+    pbs[hh * ATTN_BLOCK + lane + 32] = bf16r(p1);
+    const double psum = attn_sum_warp((double)p0 + (double)p1);
+    l = l * alpha + (float)psum;
+    mu = nmu;
+    if (lane == 0) alphas[hh] = alpha;
+}
+
+// attn_pv is step 3 for the dims di ≡ tid: acc = fp32(acc·α) + fp32(Σ_j
+// bf16(p_j)·v_j[di] in float64, in index order; zero p skipped as cpu-ref
+// does), v_j row j of the staged tile, or without one kv row rix[j].
+template <int HG>
+__device__ __forceinline__ void attn_pv(int tid, int d, int len, const int* rix, const float* kvb, const float* tile, const float* pbs,
+                                        const float* alphas, float* acc) {
+    for (int di = tid; di < d; di += ATTN_THREADS) {
+        double pv[HG];
+#pragma unroll
+        for (int hh = 0; hh < HG; hh++) pv[hh] = 0.0;
+        // four entries at a time (entries past len are empty, their p 0);
+        // each head's sum still takes its terms in index order
+        for (int j = 0; j < len; j += 4) {
+            const uint4 r4 = *(const uint4*)(rix + j);
+            const int rs[4] = {(int)r4.x, (int)r4.y, (int)r4.z, (int)r4.w};
+            double x[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                x[k] = rs[k] < 0 ? 0.0 : (double)(tile ? tile[(j + k) * d + di] : __ldg(kvb + (size_t)rs[k] * d + di));
+#pragma unroll
+            for (int hh = 0; hh < HG; hh++) {
+                const float4 p4 = *(const float4*)(pbs + hh * ATTN_BLOCK + j);
+                const float p[4] = {p4.x, p4.y, p4.z, p4.w};
+#pragma unroll
+                for (int k = 0; k < 4; k++)
+                    if (rs[k] >= 0 && p[k] != 0.0f) pv[hh] += (double)p[k] * x[k];
+            }
+        }
+#pragma unroll
+        for (int hh = 0; hh < HG; hh++) acc[hh * d + di] = acc[hh * d + di] * alphas[hh] + (float)pv[hh];
+    }
+}
+
+// attn_fetch loads the kv rows of entries j0..j0+3 of rix into kr (lane:
+// the float4 chunks 4·lane + 128c; zero for an empty entry).
+__device__ __forceinline__ void attn_fetch(float4 (&kr)[ATTN_SLOTS][ATTN_FASTD / 128], int (&rr)[ATTN_SLOTS], const int* rix, int j0, int lane,
+                                           const float* kvb, int d) {
+#pragma unroll
+    for (int sl = 0; sl < ATTN_SLOTS; sl++) {
+        rr[sl] = rix[j0 + sl];
+#pragma unroll
+        for (int c = 0; c < ATTN_FASTD / 128; c++) {
+            const int e = 4 * lane + 128 * c;
+            if (rr[sl] >= 0 && e < d) kr[sl][c] = __ldg((const float4*)(kvb + (size_t)rr[sl] * d + e));
+            else kr[sl][c] = float4{0.0f, 0.0f, 0.0f, 0.0f};
+        }
+    }
+}
+
+// attn_entry is idx entry i of a row as the kernel takes it: -1 past t or
+// outside [0, n).
+__device__ __forceinline__ int attn_entry(const int* row, int i, int t, int n) {
+    const int ix = i < t ? row[i] : -1;
+    return (ix >= 0 && ix < n) ? ix : -1;
+}
+
+// sparse_attn_run is one block's work: the HG heads h0.. of one (b, m),
+// walking idx in blocks of 64 entries. Per block of entries:
+//   1. logits: warp w computes entries 4w..4w+3 for every head. FAST (d <=
+//      512, d % 4 == 0, kv 16-byte aligned): those four kv rows are in
+//      registers (float4 loads, fetched during the previous block's steps 2
+//      and 3, with the index entries one block ahead of them), q is staged
+//      in shared memory, and the rows are stored to a shared tile [64][d]
+//      for step 3. Else lane-strided loads, step 3 reading kv again.
+//      s = fp32(q·kv in float64) · scale; -inf for an empty entry.
+//   2. softmax (attn_softmax), 3. P·V (attn_pv).
+// The fp32 roundings are cpu-ref's, in its order; only the float64 sums
+// (q·kv, Σ p) are added in another order, which changes at most float64's
+// last bit before the one rounding to fp32.
+template <int HG, bool FAST>
+__device__ __forceinline__ void sparse_attn_run(float* out, const float* q, int m, int h, int d, const float* kv, int n,
+                                                const float* sink, const int* idx, int t, float scale, float* dyn, float* ss,
+                                                float* pbs, float* alphas, float* fin, int* rowix) {
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
+    const int groups = h / HG;
+    const int u = blockIdx.x, bi = u / (m * groups), mi = (u / groups) % m, h0 = (u % groups) * HG;
     const float* kvb = kv + (size_t)bi * n * d;
     const int* row = idx + ((size_t)bi * m + mi) * t;
-    const float* qv = q + (((size_t)bi * m + mi) * h + hi) * d;
-    for (int di = tid; di < d; di += ATTN_THREADS) acc[di] = 0.0f;
-    if (tid == 0) {
-        sh_mu = -1e30f;
-        sh_l = 0.0f;
+    const float* qg = q + (((size_t)bi * m + mi) * h + h0) * d; // the HG heads, consecutive
+    float* acc = dyn;                                           // [HG][d]
+    float* qs = dyn + HG * d;                                   // [HG][d], FAST only
+    float* tile = dyn + 2 * HG * d;                             // [64][d], FAST only
+    for (int e = tid; e < HG * d; e += ATTN_THREADS) {
+        acc[e] = 0.0f;
+        if (FAST) qs[e] = qg[e];
     }
-    for (int t0 = 0; t0 < t; t0 += ATTN_BLOCK) {
+    constexpr int KC = ATTN_FASTD / 128;
+    const int j0 = warp * ATTN_SLOTS;
+    float4 kr[ATTN_SLOTS][KC];
+    int rr[ATTN_SLOTS];
+    if (FAST) {
+        if (tid < ATTN_BLOCK) rowix[tid] = attn_entry(row, tid, t, n);
+        __syncthreads();
+        attn_fetch(kr, rr, rowix, j0, lane, kvb, d);
+    }
+    float mu = -1e30f, l = 0.0f; // warp hh < HG: head hh's running max and denominator
+    for (int t0 = 0, buf = 0; t0 < t; t0 += ATTN_BLOCK, buf ^= 1) {
         const int len = min(ATTN_BLOCK, t - t0);
-        if (tid < ATTN_BLOCK) {
-            int ix = tid < len ? row[t0 + tid] : -1;
-            rowix[tid] = (ix >= 0 && ix < n) ? ix : -1;
-        }
-        __syncthreads();
-        for (int j = warp; j < len; j += ATTN_THREADS / 32) {
-            const int r = rowix[j];
-            if (r < 0) {
-                if (lane == 0) s[j] = NEG_INF;
-                continue;
+        const int* rix = rowix + buf * ATTN_BLOCK;
+        if (FAST) {
+            const int next = tid < ATTN_BLOCK ? attn_entry(row, t0 + ATTN_BLOCK + tid, t, n) : -1;
+#pragma unroll
+            for (int sl = 0; sl < ATTN_SLOTS; sl++)
+#pragma unroll
+                for (int c = 0; c < KC; c++) {
+                    const int e = 4 * lane + 128 * c;
+                    if (e < d) *(float4*)(tile + (j0 + sl) * d + e) = kr[sl][c];
+                }
+#pragma unroll
+            for (int hh = 0; hh < HG; hh++) {
+                double sum[ATTN_SLOTS];
+#pragma unroll
+                for (int sl = 0; sl < ATTN_SLOTS; sl++) sum[sl] = 0.0;
+#pragma unroll
+                for (int c = 0; c < KC; c++) {
+                    const int e = 4 * lane + 128 * c;
+                    if (e < d) {
+                        const float4 qv = *(const float4*)(qs + hh * d + e);
+#pragma unroll
+                        for (int sl = 0; sl < ATTN_SLOTS; sl++) {
+                            sum[sl] += (double)qv.x * (double)kr[sl][c].x;
+                            sum[sl] += (double)qv.y * (double)kr[sl][c].y;
+                            sum[sl] += (double)qv.z * (double)kr[sl][c].z;
+                            sum[sl] += (double)qv.w * (double)kr[sl][c].w;
+                        }
+                    }
+                }
+#pragma unroll
+                for (int sl = 0; sl < ATTN_SLOTS; sl++) {
+                    const double dot = attn_sum_warp(sum[sl]);
+                    if (lane == sl) ss[hh * ATTN_BLOCK + j0 + sl] = rr[sl] >= 0 ? (float)dot * scale : NEG_INF;
+                }
             }
-            const float* kr = kvb + (size_t)r * d;
-            double dot = 0.0;
-            for (int di = lane; di < d; di += 32) dot += (double)qv[di] * (double)kr[di];
-            for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(FULL_MASK, dot, off);
-            if (lane == 0) s[j] = (float)dot * scale;
-        }
-        __syncthreads();
-        if (tid == 0) {
-            float bmax = NEG_INF;
-            for (int j = 0; j < len; j++)
-                if (rowix[j] >= 0) bmax = gomax(bmax, s[j]);
-            const float mu = sh_mu, nmu = gomax(mu, bmax);
-            sh_alpha = expf32(mu - nmu);
-            sh_mu = nmu;
-        }
-        __syncthreads();
-        const float nmu = sh_mu, alpha = sh_alpha;
-        float p = 0.0f;
-        if (tid < len) {
-            p = expf32(s[tid] - nmu);
-            s[tid] = p; // s now holds the unrounded p
-            pb[tid] = bf16r(p);
-        }
-        __syncthreads();
-        if (tid == 0) {
-            double psum = 0.0;
-            for (int j = 0; j < len; j++) psum += (double)s[j];
-            sh_l = sh_l * alpha + (float)psum;
-        }
-        for (int di = tid; di < d; di += ATTN_THREADS) {
-            double pv = 0.0;
-            for (int j = 0; j < len; j++) {
-                const int r = rowix[j];
-                if (r < 0 || pb[j] == 0.0f) continue;
-                pv += (double)pb[j] * (double)kvb[(size_t)r * d + di];
+            if (tid < ATTN_BLOCK) rowix[(buf ^ 1) * ATTN_BLOCK + tid] = next;
+            __syncthreads();
+            if (t0 + ATTN_BLOCK < t) attn_fetch(kr, rr, rowix + (buf ^ 1) * ATTN_BLOCK, j0, lane, kvb, d);
+        } else {
+            if (tid < ATTN_BLOCK) rowix[buf * ATTN_BLOCK + tid] = attn_entry(row, t0 + tid, t, n);
+            __syncthreads();
+            for (int j = warp; j < ATTN_BLOCK; j += ATTN_WARPS) {
+                const int r = rix[j];
+                for (int hh = 0; hh < HG; hh++) {
+                    double dot = 0.0;
+                    if (r >= 0)
+                        for (int di = lane; di < d; di += 32) dot += (double)qg[hh * d + di] * (double)kvb[(size_t)r * d + di];
+                    dot = attn_sum_warp(dot);
+                    if (lane == 0) ss[hh * ATTN_BLOCK + j] = r >= 0 ? (float)dot * scale : NEG_INF;
+                }
             }
-            acc[di] = acc[di] * alpha + (float)pv;
+            __syncthreads();
         }
+        if (warp < HG) attn_softmax(warp, lane, len, ss, pbs, alphas, mu, l);
+        __syncthreads();
+        attn_pv<HG>(tid, d, len, rix, kvb, FAST ? tile : nullptr, pbs, alphas, acc);
         __syncthreads();
     }
-    const float l = sh_l + expf32(sink[hi] - sh_mu);
-    float* o = out + (((size_t)bi * m + mi) * h + hi) * d;
-    for (int di = tid; di < d; di += ATTN_THREADS) o[di] = bf16r(acc[di] / l);
+    if (warp < HG && lane == 0) fin[warp] = l + expf32(sink[h0 + warp] - mu);
+    __syncthreads();
+    float* o = out + (((size_t)bi * m + mi) * h + h0) * d;
+    for (int e = tid; e < HG * d; e += ATTN_THREADS) o[e] = bf16r(acc[e] / fin[e / d]);
+}
+
+// sparse_attn: q [b,m,h,d], kv [b,n,d], sink [h], idx [b,m,t] (int32, -1 =
+// empty; an index outside [0, n) counts as empty), out [b,m,h,d]. One block
+// of ATTN_THREADS per (b, m, group of hg heads): hg in {1, 2, 4, 8} divides
+// h, grid b·m·h/hg. fast (1: d <= 512, d % 4 == 0, kv 16-byte aligned)
+// picks the register-cached, prefetched logits. Dynamic shared memory: hg ·
+// d floats (the accumulators), and when fast hg · d more (q) and 64 · d (the
+// tile of kv rows): up to 160 KiB, past the default limit of 48 KiB.
+//   out = bf16(acc / (l + exp(sink − μ)))
+extern "C" __global__ void __launch_bounds__(ATTN_THREADS) sparse_attn(float* out, const float* q, int b, int m, int h, int d,
+                                                                      const float* kv, int n, const float* sink, const int* idx, int t,
+                                                                      float scale, int hg, int fast) {
+    ATTN_DYN_SHARED(float, dyn);
+    __shared__ float ss[ATTN_MAXHG * ATTN_BLOCK], alphas[ATTN_MAXHG], fin[ATTN_MAXHG];
+    __shared__ __align__(16) float pbs[ATTN_MAXHG * ATTN_BLOCK]; // read 4 at a time
+    __shared__ __align__(16) int rowix[2 * ATTN_BLOCK]; // the entries of a block of 64, double-buffered
+    (void)b;
+#define ATTN_RUN(G, F) sparse_attn_run<G, F>(out, q, m, h, d, kv, n, sink, idx, t, scale, dyn, ss, pbs, alphas, fin, rowix)
+    if (fast) {
+        switch (hg) {
+        case 8: ATTN_RUN(8, true); break;
+        case 4: ATTN_RUN(4, true); break;
+        case 2: ATTN_RUN(2, true); break;
+        default: ATTN_RUN(1, true); break;
+        }
+    } else {
+        switch (hg) {
+        case 8: ATTN_RUN(8, false); break;
+        case 4: ATTN_RUN(4, false); break;
+        case 2: ATTN_RUN(2, false); break;
+        default: ATTN_RUN(1, false); break;
+        }
+    }
+#undef ATTN_RUN
 }

@@ -14,3 +14,4 @@
 #include "generic.cuh"
 #include "fused.cuh"
 #include "gemm_tc.cuh"
+#include "gemv_mma.cuh"

@@ -130,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
 // or 0 (one mix for all). block divides dim (the groups never cross rows).
 extern "C" __global__ void pre_norm_quant(float* norm_out, float* q_out, const float* h, const float* pre, int pre_stride,
                                           int hc, const float* w, int dim, float eps, int qkind, int block) {
-    extern __shared__ float row[];
+    HC_DYN_SHARED(float, row);
     __shared__ float rs_sh;
     const int t = blockIdx.x, tid = threadIdx.x;
     if (hc > 0) {
@@ -182,7 +182,7 @@ extern "C" __global__ void pre_norm_quant(float* norm_out, float* q_out, const f
 // idx (int64) and w are [rows, k]; k <= GATE_TAIL_MAX_TOPK.
 extern "C" __global__ void gate_tail(long long* idx_out, float* w_out, const float* logits, const float* bias, int e, int k,
                                      float add, float mul) {
-    extern __shared__ float sh[];
+    HC_DYN_SHARED(float, sh);
     float* s = sh;
     float* b = sh + e;
     __shared__ int sel[GATE_TAIL_MAX_TOPK];
@@ -200,8 +200,15 @@ extern "C" __global__ void gate_tail(long long* idx_out, float* w_out, const flo
     __syncthreads();
     for (int p = tid; p < e; p += blockDim.x) {
         const float v = b[p];
-        int rank = 0;
-        for (int q = 0; q < e && rank < k; q++) {
+        int rank = 0, q = 0;
+        for (; q + 8 <= e && rank < k; q += 8) { // eight loads, then their compares
+            float w8[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) w8[u] = b[q + u];
+#pragma unroll
+            for (int u = 0; u < 8; u++) rank += (w8[u] > v || (w8[u] == v && q + u < p)) ? 1 : 0;
+        }
+        for (; q < e && rank < k; q++) {
             const float w = b[q];
             rank += (w > v || (w == v && q < p)) ? 1 : 0;
         }
@@ -220,6 +227,7 @@ extern "C" __global__ void gate_tail(long long* idx_out, float* w_out, const flo
     }
 }
 
+#ifndef FUSED_NO_CPASYNC // the host emulation (shim/emu.h) has no cp.async
 #define HCW_THREADS 256
 #define HCW_C 1024              // chunk of c
 #define HCW_STRIDE (HCW_C + 4)  // row stride in floats: 16-byte rows, a 4-bank skew between mixes
@@ -332,3 +340,4 @@ extern "C" __global__ void __launch_bounds__(HCW_THREADS)
         hc_sinkhorn_token(pre + (size_t)t * hc, post + (size_t)t * hc, comb + (size_t)t * hc * hc, mixes, hc, scale, base,
                           iters, eps);
 }
+#endif // FUSED_NO_CPASYNC

@@ -25,12 +25,18 @@
 struct uint3 { unsigned x, y, z; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) uint2 { unsigned x, y; };
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 struct dim3 { unsigned x, y, z; };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline thread_local uint3 threadIdx;
 inline uint3 blockIdx;
 inline dim3 blockDim, gridDim;
 inline std::barrier<>* g_bar;
+// one barrier per warp of the block, for the warp-collective emulations
+// (gmma_emu.cpp's mma.sync)
+inline std::vector<std::barrier<>*> g_warp_bars;
+inline void __syncwarp() { g_warp_bars[threadIdx.x / 32]->arrive_and_wait(); }
 inline void __syncthreads() { g_bar->arrive_and_wait(); }
 inline std::atomic<int> emu_fail{0};
 inline int __syncthreads_and(int p) {
@@ -49,9 +55,40 @@ inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return
 inline float __fsqrt_rn(float x) { return std::sqrt(x); }
 using std::min; using std::max; using std::signbit; using std::isinf; using std::fabs; inline float fabsf(float x) { return std::fabs(x); }
 inline int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
-inline float __shfl_sync(unsigned, float v, int, int = 32) { return v; }
-inline unsigned __shfl_sync(unsigned, unsigned v, int, int = 32) { return v; }
-inline int __shfl_sync(unsigned, int v, int, int = 32) { return v; }
+// warp shuffles: each lane posts its value in its warp's exchange slots,
+// the warp meets at its barrier, reads the source lane's slot, and meets
+// again before the slots are reused. Every lane of the warp must take part
+// (the kernels pass FULL_MASK); blocks are 1-D (lane = threadIdx.x % 32).
+inline uint64_t emu_shfl_slot[32][32];
+template <class T> inline T emu_shfl(T v, int src) {
+    static_assert(sizeof(T) <= 8, "emu_shfl: value wider than 8 bytes");
+    const int w = threadIdx.x / 32, l = threadIdx.x % 32;
+    uint64_t b = 0;
+    memcpy(&b, &v, sizeof(T));
+    emu_shfl_slot[w][l] = b;
+    __syncwarp();
+    b = emu_shfl_slot[w][src & 31];
+    __syncwarp();
+    T r;
+    memcpy(&r, &b, sizeof(T));
+    return r;
+}
+template <class T> inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
+    const int l = threadIdx.x % 32;
+    return emu_shfl(v, (l / width) * width + ((src % width) + width) % width);
+}
+template <class T> inline T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) {
+    const int l = threadIdx.x % 32, s = l ^ mask;
+    return emu_shfl(v, s / width == l / width ? s : l);
+}
+template <class T> inline T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
+    const int l = threadIdx.x % 32;
+    return emu_shfl(v, (l % width) + (int)delta < width ? l + (int)delta : l);
+}
+template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32) {
+    const int l = threadIdx.x % 32;
+    return emu_shfl(v, (l % width) >= (int)delta ? l - (int)delta : l);
+}
 // the kernels' dynamic shared memory
 alignas(16) inline float emu_dyn_shared[1 << 16];
 #define GEMV_DYN_SHARED(T, name) T* name = (T*)emu_dyn_shared
@@ -63,13 +100,18 @@ inline void launch(dim3 grid, dim3 block, std::function<void()> k) {
         blockIdx = {bx, by, bz};
         std::barrier<> bar(nt);
         g_bar = &bar;
+        std::vector<std::barrier<>*> wbars;
+        for (int w = 0; w < (nt + 31) / 32; w++) wbars.push_back(new std::barrier<>(std::min(32, nt - 32 * w)));
+        g_warp_bars = wbars;
         std::vector<std::thread> ts;
         for (int t = 0; t < nt; t++) ts.emplace_back([&, t] {
             threadIdx = {(unsigned)(t % block.x), (unsigned)((t / block.x) % block.y), (unsigned)(t / (block.x * block.y))};
             k();
             g_bar->arrive_and_drop();
+            g_warp_bars[t / 32]->arrive_and_drop();
             // threads that returned early still count at later barriers
         });
         for (auto& th : ts) th.join();
+        for (auto* b : wbars) delete b;
     }
 }

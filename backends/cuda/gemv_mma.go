@@ -1,0 +1,178 @@
+package cuda
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/ds4go/ds4/backends/cuda/driver"
+)
+
+// The tensor-core decode kernels of gemv_mma.cuh: the block-scaled fp8/fp4
+// products for up to gemvMaxRows activation rows, the routed experts and
+// the routed gate/up projections with SwiGLU. Their block partials come
+// from mma.sync and their K groups are added in a fixed order other than
+// the reference's single chain: within the golden tolerance, not cpu-ref's
+// bits (Kernels.Exact keeps gemv.cuh's exact kernels).
+
+// gmmaThreads is GMMA_THREADS (8 warps).
+const gmmaThreads = 256
+
+// gmmaByRows are the kernel names by log2 of the activation rows.
+var gmmaByRows [4]struct{ fp8, fp4 string }
+
+func init() {
+	for i := range gmmaByRows {
+		gmmaByRows[i].fp8 = fmt.Sprintf("gemv_mma_fp8_m%d", 1<<i)
+		gmmaByRows[i].fp4 = fmt.Sprintf("gemv_mma_fp4_m%d", 1<<i)
+	}
+	kernelNames = append(kernelNames, gmmaNames()...)
+	for i := range gemvWarpByRows {
+		mr := 1 << i
+		gemvWarpByRows[i] = [3]string{fmt.Sprintf("gemv_warp_m%d_f32w", mr), fmt.Sprintf("gemv_warp_m%d_bf16w", mr), fmt.Sprintf("gemv_warp_m%d_fp8w", mr)}
+		kernelNames = append(kernelNames, gemvWarpByRows[i][:]...)
+	}
+}
+
+// gmmaTargetBlocks is the grid gmmaRowTiles aims at: four CTAs an SM.
+const gmmaTargetBlocks = 4 * 132
+
+// gmmaRowTiles picks the 8-row tiles a CTA computes (as its log2: 1, 2, 4
+// or 8 tiles, the rest of the 8 warps splitting K): the most that still
+// give gmmaTargetBlocks CTAs for n rows × ys, so each CTA's conversion of
+// the activations serves as many weight rows as possible.
+func gmmaRowTiles(n, ys int) int {
+	for l := 3; l > 0; l-- {
+		if ceilDiv(n, 8<<l)*ys >= gmmaTargetBlocks {
+			return l
+		}
+	}
+	return 0
+}
+
+// gmma_rows' weight ring (GMMA_STAGES stages of 8 rows × GMMA_RS bytes per
+// warp and weight) and the opt-in shared memory its kernels ask for.
+const (
+	gmmaRingBytes = 8 * 3 * 8 * 160
+	gmmaSharedMax = 160 << 10
+)
+
+// gmmaShared is the dynamic shared memory of the tensor-core kernels for mr
+// activation rows of kdim (codes, scales, the rings; nw weights read
+// together), and whether they take the shape: rows of a multiple of 128
+// bytes, 16-byte aligned weights and activations, and the shared memory
+// within the kernels' limit (the callers check that the scales are 8-byte
+// aligned: a span reads its scale bytes as one word).
+func (k *Kernels) gmmaShared(fp4 bool, mr, kdim, nw int, a, w driver.Ptr) (int, bool) {
+	rowBytes := kdim
+	if fp4 {
+		rowBytes = kdim / 2
+	}
+	sh := mr*kdim + 4*mr*(kdim/32) + nw*gmmaRingBytes
+	return sh, kdim > 0 && kdim%32 == 0 && rowBytes%128 == 0 && a%16 == 0 && w%16 == 0 && sh <= k.gmmaLimit
+}
+
+// setupGMMA raises the shared memory limit of the tensor-core kernels to
+// gmmaSharedMax (LoadKernels); where the driver refuses, they keep the
+// default 48 KiB and the shapes that need more take gemv.cuh's kernels.
+func (k *Kernels) setupGMMA() {
+	k.gmmaLimit = gmmaSharedMax
+	for _, name := range gmmaNames() {
+		if err := k.mod.SetMaxDynamicShared(k.fn[name], gmmaSharedMax); err != nil {
+			k.gmmaLimit = gemvSharedMax
+			return
+		}
+	}
+}
+
+// gmmaNames are the tensor-core decode kernels' names.
+func gmmaNames() []string {
+	var names []string
+	for _, g := range gmmaByRows {
+		names = append(names, g.fp8, g.fp4)
+	}
+	return append(names, "gemv_mma_routed_fp4", "gemv_mma_routed_fp8", "gemv_mma_routed_swiglu_fp4", "gemv_mma_routed_swiglu_fp8")
+}
+
+// gemvMMA launches gemv_mma_fp8/fp4_mR for m <= gemvMaxRows rows; ok is
+// false when it does not apply (Exact, the shape; the caller goes on).
+func (k *Kernels) gemvMMA(s *driver.Stream, fp4 bool, what string, out, a driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) (bool, error) {
+	if k.Exact || m <= 0 || m > gemvMaxRows {
+		return false, nil
+	}
+	mr := gemvMR(m)
+	sh, ok := k.gmmaShared(fp4, mr, kdim, 1, a, w)
+	if !ok || wScale%8 != 0 {
+		return false, nil
+	}
+	names := &gmmaByRows[bits.Len(uint(mr))-1]
+	name := names.fp8
+	if fp4 {
+		name = names.fp4
+	}
+	rt := gmmaRowTiles(n, 1)
+	g := driver.Dim3{X: uint32(ceilDiv(n, 8<<rt)), Y: 1, Z: 1}
+	return true, k.launch(s, name, what, g, driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}, sh,
+		driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n), driver.I(rt))
+}
+
+// gemvMMARouted launches gemv_mma_routed_* (w3.W == 0) or
+// gemv_mma_routed_swiglu_* (w1 and w3 checked alike by the caller); ok is
+// false when it does not apply.
+func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr, adiv, kdim int, w1, w3 Routed, n int, ids driver.Ptr, rows int,
+	limit float32, routeWeight driver.Ptr) (bool, error) {
+	if k.Exact {
+		return false, nil
+	}
+	nw := 1
+	if w3.W != 0 {
+		nw = 2
+	}
+	sh, ok := k.gmmaShared(w1.FP4, 1, kdim, nw, a, w1.W)
+	if !ok || w1.WStride%16 != 0 || w3.W%16 != 0 || w1.Scale%8 != 0 || w3.Scale%8 != 0 || w1.ScaleStride%8 != 0 {
+		return false, nil
+	}
+	rt := gmmaRowTiles(n, rows)
+	g, b := driver.Dim3{X: uint32(ceilDiv(n, 8<<rt)), Y: uint32(rows), Z: 1}, driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}
+	if w3.W == 0 {
+		name := "gemv_mma_routed_fp8"
+		if w1.FP4 {
+			name = "gemv_mma_routed_fp4"
+		}
+		return true, k.launch(s, name, what, g, b, sh, driver.P(out), driver.P(a), driver.I(adiv), driver.I(kdim),
+			driver.P(w1.W), driver.L(w1.WStride), driver.P(w1.Scale), driver.L(w1.ScaleStride), driver.I(n), driver.P(ids), driver.I(w1.Experts), driver.I(rt))
+	}
+	name := "gemv_mma_routed_swiglu_fp8"
+	if w1.FP4 {
+		name = "gemv_mma_routed_swiglu_fp4"
+	}
+	return true, k.launch(s, name, what, g, b, sh, driver.P(out), driver.P(a), driver.I(adiv), driver.I(kdim),
+		driver.P(w1.W), driver.P(w1.Scale), driver.P(w3.W), driver.P(w3.Scale), driver.L(w1.WStride), driver.L(w1.ScaleStride), driver.I(n),
+		driver.P(ids), driver.I(w1.Experts), driver.F(limit), driver.P(routeWeight), driver.I(rt))
+}
+
+// gemvWarpByRows are gemv_warp's kernel names by log2 of the activation
+// rows and by PlainFormat.
+var gemvWarpByRows [4][3]string
+
+// gemvWarp launches gemv_warp_mR_* (the plain decode products with a
+// warp's lanes along K) for m <= gemvMaxRows rows; ok is false when it does
+// not apply (Exact, or rows, activations or groups not 16-byte aligned).
+func (k *Kernels) gemvWarp(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w Plain, n, lda, ldo, groups, aZ, oZ, round int) (bool, error) {
+	size := map[PlainFormat]int{PlainF32: 4, PlainBF16: 2, PlainFP8: 1}[w.Format]
+	if k.Exact || size == 0 || (kdim*size)%16 != 0 || w.W%16 != 0 || a%16 != 0 || lda%4 != 0 || aZ%4 != 0 {
+		return false, nil
+	}
+	// rows a warp takes: the most that still give gmmaTargetBlocks CTAs
+	rpw := 8
+	for rpw > 1 && ceilDiv(n, 8*rpw)*groups < gmmaTargetBlocks {
+		rpw /= 2
+	}
+	name := gemvWarpByRows[bits.Len(uint(gemvMR(m)))-1][w.Format]
+	args := []driver.Arg{driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w.W)}
+	if w.Format == PlainFP8 {
+		args = append(args, driver.P(w.Scale))
+	}
+	args = append(args, driver.I(n), driver.I(lda), driver.I(ldo), driver.L(aZ), driver.L(oZ), driver.I(round), driver.I(rpw))
+	g := driver.Dim3{X: uint32(ceilDiv(n, 8*rpw)), Y: 1, Z: uint32(groups)}
+	return true, k.launch(s, name, what, g, driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}, 0, args...)
+}
