@@ -33,26 +33,32 @@ func init() {
 	}
 }
 
-// gmmaTargetBlocks is the grid gmmaRowTiles aims at: four CTAs an SM.
-const gmmaTargetBlocks = 4 * 132
-
-// gmmaRowTiles picks the 8-row tiles a CTA computes (as its log2: 1, 2, 4
-// or 8 tiles, the rest of the 8 warps splitting K): the most that still
-// give gmmaTargetBlocks CTAs for n rows × ys, so each CTA's conversion of
-// the activations serves as many weight rows as possible.
-func gmmaRowTiles(n, ys int) int {
-	for l := 3; l > 0; l-- {
-		if ceilDiv(n, 8<<l)*ys >= gmmaTargetBlocks {
-			return l
-		}
+// gmmaRowTiles picks the 8-row tiles a CTA's row block holds (as its
+// log2: 1, 2, 4 or 8 tiles, the rest of the 8 warps splitting K) for rows
+// of rowBytes: the warps of a tile split K so that each still streams about
+// 8 spans of 128 bytes (fewer, and each row block's ring refill is a larger
+// share of its time).
+func gmmaRowTiles(rowBytes int) int {
+	kg := 8
+	for kg > 1 && rowBytes/128/kg < 8 {
+		kg /= 2
 	}
-	return 0
+	return bits.Len(uint(8/kg)) - 1
 }
 
-// gmma_rows' weight ring (GMMA_STAGES stages of 8 rows × GMMA_RS bytes per
+// gmmaGrid is the x extent of a tensor-core launch of blocks row blocks (ys
+// along y), shared bytes a CTA: one wave (the CTAs loop over the row
+// blocks), as many CTAs as the H200's 132 SMs hold at once, up to 4 each
+// (the registers' limit).
+func gmmaGrid(blocks, ys, shared int) uint32 {
+	perSM := max(1, min(4, (227<<10)/(shared+1024)))
+	return uint32(max(1, min(blocks, 132*perSM/max(ys, 1))))
+}
+
+// gmma_rows' weight ring (GMMA_STAGES (5) stages of 8 rows × GMMA_RS bytes per
 // warp and weight) and the opt-in shared memory its kernels ask for.
 const (
-	gmmaRingBytes = 8 * 3 * 8 * 160
+	gmmaRingBytes = 8 * 5 * 8 * 160
 	gmmaSharedMax = 160 << 10
 )
 
@@ -109,8 +115,12 @@ func (k *Kernels) gemvMMA(s *driver.Stream, fp4 bool, what string, out, a driver
 	if fp4 {
 		name = names.fp4
 	}
-	rt := gmmaRowTiles(n, 1)
-	g := driver.Dim3{X: uint32(ceilDiv(n, 8<<rt)), Y: 1, Z: 1}
+	rowBytes := kdim
+	if fp4 {
+		rowBytes /= 2
+	}
+	rt := gmmaRowTiles(rowBytes)
+	g := driver.Dim3{X: gmmaGrid(ceilDiv(n, 8<<rt), 1, sh), Y: 1, Z: 1}
 	return true, k.launch(s, name, what, g, driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}, sh,
 		driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n), driver.I(rt))
 }
@@ -131,8 +141,12 @@ func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr
 	if !ok || w1.WStride%16 != 0 || w3.W%16 != 0 || w1.Scale%8 != 0 || w3.Scale%8 != 0 || w1.ScaleStride%8 != 0 {
 		return false, nil
 	}
-	rt := gmmaRowTiles(n, rows)
-	g, b := driver.Dim3{X: uint32(ceilDiv(n, 8<<rt)), Y: uint32(rows), Z: 1}, driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}
+	rowBytes := kdim
+	if w1.FP4 {
+		rowBytes /= 2
+	}
+	rt := gmmaRowTiles(rowBytes)
+	g, b := driver.Dim3{X: gmmaGrid(ceilDiv(n, 8<<rt), rows, sh), Y: uint32(rows), Z: 1}, driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}
 	if w3.W == 0 {
 		name := "gemv_mma_routed_fp8"
 		if w1.FP4 {
@@ -162,9 +176,9 @@ func (k *Kernels) gemvWarp(s *driver.Stream, what string, out, a driver.Ptr, m, 
 	if k.Exact || size == 0 || (kdim*size)%16 != 0 || w.W%16 != 0 || a%16 != 0 || lda%4 != 0 || aZ%4 != 0 {
 		return false, nil
 	}
-	// rows a warp takes: the most that still give gmmaTargetBlocks CTAs
+	// rows a warp takes: the most that still give four CTAs an SM
 	rpw := 8
-	for rpw > 1 && ceilDiv(n, 8*rpw)*groups < gmmaTargetBlocks {
+	for rpw > 1 && ceilDiv(n, 8*rpw)*groups < 4*132 {
 		rpw /= 2
 	}
 	name := gemvWarpByRows[bits.Len(uint(gemvMR(m)))-1][w.Format]

@@ -322,7 +322,7 @@ func TestMatmulFP8GPU(t *testing.T) {
 		if err := e.k.MatmulFP8(e.s, "matmul_fp8", out, up(t, e, a), c.m, c.k, up(t, e, w), up(t, e, s), c.n); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, fmt.Sprintf("matmul_fp8 %dx%dx%d", c.m, c.k, c.n), down[float32](t, e, out, len(want)), want)
+		reordered(t, fmt.Sprintf("matmul_fp8 %dx%dx%d", c.m, c.k, c.n), down[float32](t, e, out, len(want)), want)
 	}
 }
 
@@ -341,7 +341,7 @@ func TestMatmulFP4GPU(t *testing.T) {
 		if err := e.k.MatmulFP4(e.s, "matmul_fp4", out, up(t, e, a), c.m, c.k, up(t, e, w), up(t, e, s), c.n); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, fmt.Sprintf("matmul_fp4 %dx%dx%d", c.m, c.k, c.n), down[float32](t, e, out, len(want)), want)
+		reordered(t, fmt.Sprintf("matmul_fp4 %dx%dx%d", c.m, c.k, c.n), down[float32](t, e, out, len(want)), want)
 	}
 }
 
@@ -390,7 +390,7 @@ func TestMatmulRoutedGPU(t *testing.T) {
 		if err := e.k.MatmulRouted(e.s, "routed", out, up(t, e, a), c.div, c.k, rt, c.n, up(t, e, ids), rows); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, fmt.Sprintf("matmul routed fp4 %v k %d n %d", c.fp4, c.k, c.n), down[float32](t, e, out, len(want)), want)
+		reordered(t, fmt.Sprintf("matmul routed fp4 %v k %d n %d", c.fp4, c.k, c.n), down[float32](t, e, out, len(want)), want)
 	}
 }
 

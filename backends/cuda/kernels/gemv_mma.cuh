@@ -168,7 +168,7 @@ __device__ __forceinline__ float gmma_swiglu(float g, float u, float limit, cons
 #define GMMA_SPAN 128
 #define GMMA_RS 160
 #define GMMA_STAGE (8 * GMMA_RS)
-#define GMMA_STAGES 3
+#define GMMA_STAGES 5
 
 __device__ __forceinline__ void gmma_cp16(void* dst, const void* src) {
 #ifdef GMMA_EMULATE
@@ -195,16 +195,17 @@ __device__ __forceinline__ void gmma_cp_wait() {
 // gmmaShared): codes, scales, then the warps' rings.
 __host__ __device__ constexpr int gmma_ring_offset(int mr, int k) { return mr * k + 4 * mr * (k / 32); }
 
-// gmma_rows computes rows row0 .. row0+8·RT-1 (< n) of out [m, ldo] =
-// bf16(a [m, lda] · W) for a block-scaled weight (fp4: w packed [n, k/2],
-// ws [n, k/32]; fp8: w [n, k], ws [n/32 rounded up, k/32]); m <= MR.
-// DUAL (m = 1): w2/ws2 is a second weight of the same shape and out gets
-// swiglu(bf16(a·W), bf16(a·W2)) with limit and rw. k·(1 or 1/2) must be a
-// multiple of 128 bytes.
+// gmma_rows computes out [m, ldo] = bf16(a [m, lda] · W) for a
+// block-scaled weight (fp4: w packed [n, k/2], ws [n, k/32]; fp8: w [n, k],
+// ws [n/32 rounded up, k/32]); m <= MR. The CTA takes the blocks of 8·RT
+// rows blockIdx.x, blockIdx.x + gridDim.x, ... (a grid of one wave that
+// converts the activations once a CTA). DUAL (m = 1): w2/ws2 is a second
+// weight of the same shape and out gets swiglu(bf16(a·W), bf16(a·W2)) with
+// limit and rw. k·(1 or 1/2) must be a multiple of 128 bytes.
 template <bool FP4, int MR, bool DUAL>
 __device__ void gmma_rows(float* out, int ldo, const float* a, int lda, int m, int k, const unsigned char* __restrict__ w,
                           const unsigned char* __restrict__ ws, const unsigned char* __restrict__ w2, const unsigned char* __restrict__ ws2, int n,
-                          int row0, int rt_log2, float limit, const float* rw) {
+                          int rt_log2, float limit, const float* rw) {
     GEMV_DYN_SHARED(float, dyn);
     __shared__ float red[DUAL ? 2 : 1][GMMA_WARPS][MR][8];
     constexpr int NW = DUAL ? 2 : 1;
@@ -213,7 +214,8 @@ __device__ void gmma_rows(float* out, int ldo, const float* a, int lda, int m, i
     const int kb = k / 32, RT = 1 << rt_log2, KG = GMMA_WARPS >> rt_log2;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int rt = warp & (RT - 1), kg = warp >> rt_log2;
-    const int tile0 = row0 + 8 * rt; // first row of the warp's tile
+    const int R = 8 * RT;
+    int row0 = blockIdx.x * R, tile0 = row0 + 8 * rt; // the row block's first row, the warp's tile's
     const size_t rowBytes = FP4 ? (size_t)k / 2 : (size_t)k;
     const int nspan = (int)(rowBytes / GMMA_SPAN), bps = FP4 ? 8 : 4; // K blocks a span
     const int sBeg = kg * nspan / KG, sEnd = (kg + 1) * nspan / KG;
@@ -243,10 +245,9 @@ __device__ void gmma_rows(float* out, int ldo, const float* a, int lda, int m, i
     if (!gmma_codes<FP4>(codes, scales, a, lda, m, k)) {
         gmma_cp_wait<0>();
         // not act_quant's output: the reference's sums, one thread an output
-        const int R = 8 * RT;
-        for (int o = threadIdx.x; o < R * m; o += blockDim.x) {
-            const int r = o % R, mi = o / R, j = row0 + r;
-            if (j >= n) continue;
+        for (int o = threadIdx.x; o < (n + R - 1) / R * R * m; o += blockDim.x) {
+            const int rb = o / (R * m), r = o % R, mi = (o / R) % m, j = rb * R + r;
+            if (rb % gridDim.x != blockIdx.x || j >= n) continue;
             const float v = bf16r(gmma_exact<FP4>(a + (size_t)mi * lda, k, w, ws, j));
             if (DUAL) out[j] = gmma_swiglu(v, bf16r(gmma_exact<FP4>(a, k, w2, ws2, j)), limit, rw);
             else out[(size_t)mi * ldo + j] = v;
@@ -254,112 +255,127 @@ __device__ void gmma_rows(float* out, int ldo, const float* a, int lda, int m, i
         return;
     }
 
-    float acc[2] = {0.0f, 0.0f}, acc2[2] = {0.0f, 0.0f};
-    const bool tokenOK = g < m;
-    const unsigned char* crow = codes + (size_t)(tokenOK ? g : 0) * k + 8 * t;
-    const float* srow = scales + (size_t)(tokenOK ? g : 0) * kb;
-    // weight scales: fp8 one row of the 32-row scale blocks for the tile;
-    // fp4 the rows of the lane's two outputs (2t, 2t+1 of the tile). A span
-    // takes 4 (fp8) or 8 (fp4) consecutive scale bytes of each, read as one
-    // word (kb is a multiple of 4 or 8: rows of 128-byte multiples).
-    const int jo0 = min(tile0 + 2 * t, n - 1), jo1 = min(tile0 + 2 * t + 1, n - 1);
-    const unsigned char* sw0 = FP4 ? ws + (size_t)jo0 * kb : ws + (size_t)(tile0 / 32) * kb;
-    const unsigned char* sw1 = FP4 ? ws + (size_t)jo1 * kb : sw0;
-    const unsigned char* sv0 = DUAL ? (FP4 ? ws2 + (size_t)jo0 * kb : ws2 + (size_t)(tile0 / 32) * kb) : sw0;
-    const unsigned char* sv1 = DUAL ? (FP4 ? ws2 + (size_t)jo1 * kb : sv0) : sw1;
+    for (;;) {
+        float acc[2] = {0.0f, 0.0f}, acc2[2] = {0.0f, 0.0f};
+        const bool tokenOK = g < m;
+        const unsigned char* crow = codes + (size_t)(tokenOK ? g : 0) * k + 8 * t;
+        const float* srow = scales + (size_t)(tokenOK ? g : 0) * kb;
+        // weight scales: fp8 one row of the 32-row scale blocks for the tile;
+        // fp4 the rows of the lane's two outputs (2t, 2t+1 of the tile). A span
+        // takes 4 (fp8) or 8 (fp4) consecutive scale bytes of each, read as one
+        // word (kb is a multiple of 4 or 8: rows of 128-byte multiples).
+        const int jo0 = min(tile0 + 2 * t, n - 1), jo1 = min(tile0 + 2 * t + 1, n - 1);
+        const unsigned char* sw0 = FP4 ? ws + (size_t)jo0 * kb : ws + (size_t)(tile0 / 32) * kb;
+        const unsigned char* sw1 = FP4 ? ws + (size_t)jo1 * kb : sw0;
+        const unsigned char* sv0 = DUAL ? (FP4 ? ws2 + (size_t)jo0 * kb : ws2 + (size_t)(tile0 / 32) * kb) : sw0;
+        const unsigned char* sv1 = DUAL ? (FP4 ? ws2 + (size_t)jo1 * kb : sv0) : sw1;
 
-    for (int sp = sBeg; sp < sEnd; sp++) {
-        gmma_cp_wait<GMMA_STAGES - 2>(); // span sp has landed (this lane's copies)
-        __syncwarp();                    // ... and every lane's; the stage of sp-1 is free
-        issue(sp + GMMA_STAGES - 1);
-        const unsigned char* st = ring + (size_t)((sp - sBeg) % GMMA_STAGES) * NW * GMMA_STAGE + g * GMMA_RS;
-        const int b0 = sp * bps;
-        // the span's activation scales (times 2^6 for the widened fp4 codes)
-        float sa[8];
-        {
-            const float4 x = *(const float4*)(srow + b0);
-            sa[0] = x.x, sa[1] = x.y, sa[2] = x.z, sa[3] = x.w;
-            if (FP4) {
-                const float4 y = *(const float4*)(srow + b0 + 4);
-                sa[4] = y.x, sa[5] = y.y, sa[6] = y.z, sa[7] = y.w;
-#pragma unroll
-                for (int j = 0; j < 8; j++) sa[j] *= 64.0f;
-            }
-        }
-        // the span's weight scale bytes: fp8 4 of the tile's row, fp4 8 of each output row
-        unsigned long long q0, q1, r0 = 0, r1 = 0;
-        if (FP4) {
-            q0 = __ldg((const unsigned long long*)(sw0 + b0)), q1 = __ldg((const unsigned long long*)(sw1 + b0));
-            if (DUAL) r0 = __ldg((const unsigned long long*)(sv0 + b0)), r1 = __ldg((const unsigned long long*)(sv1 + b0));
-        } else {
-            q0 = q1 = __ldg((const unsigned*)(sw0 + b0));
-            if (DUAL) r0 = r1 = __ldg((const unsigned*)(sv0 + b0));
-        }
-#pragma unroll
-        for (int j = 0; j < (FP4 ? 8 : 4); j++) {
-            unsigned a0 = 0u, a2 = 0u;
-            if (tokenOK) {
-                const uint2 ac = *(const uint2*)(crow + 32 * (size_t)(b0 + j));
-                a0 = ac.x, a2 = ac.y;
-            }
-            float d[4];
-            if (FP4) {
-                const unsigned q = *(const unsigned*)(st + 16 * j + 4 * t);
-                gmma_mma(d, a0, a2, gmma_widen_lo(q), gmma_widen_hi(q));
-            } else {
-                const uint2 v = *(const uint2*)(st + 32 * j + 8 * t);
-                gmma_mma(d, a0, a2, v.x, v.y);
-            }
-            // P·(sa·sw): sa and sw are powers of two, so this is the
-            // reference's (P·sa)·sw while their product is a normal float
-            const float s0 = sa[j] * gemv_e8m0((unsigned)(q0 >> (8 * j)) & 0xffu);
-            const float s1 = FP4 ? sa[j] * gemv_e8m0((unsigned)(q1 >> (8 * j)) & 0xffu) : s0;
-            acc[0] += d[0] * s0;
-            acc[1] += d[1] * s1;
-            if (DUAL) {
+        for (int sp = sBeg; sp < sEnd; sp++) {
+            gmma_cp_wait<GMMA_STAGES - 2>(); // span sp has landed (this lane's copies)
+            __syncwarp();                    // ... and every lane's; the stage of sp-1 is free
+            issue(sp + GMMA_STAGES - 1);
+            const unsigned char* st = ring + (size_t)((sp - sBeg) % GMMA_STAGES) * NW * GMMA_STAGE + g * GMMA_RS;
+            const int b0 = sp * bps;
+            // the span's activation scales (times 2^6 for the widened fp4 codes)
+            float sa[8];
+            {
+                const float4 x = *(const float4*)(srow + b0);
+                sa[0] = x.x, sa[1] = x.y, sa[2] = x.z, sa[3] = x.w;
                 if (FP4) {
-                    const unsigned q = *(const unsigned*)(st + GMMA_STAGE + 16 * j + 4 * t);
+                    const float4 y = *(const float4*)(srow + b0 + 4);
+                    sa[4] = y.x, sa[5] = y.y, sa[6] = y.z, sa[7] = y.w;
+    #pragma unroll
+                    for (int j = 0; j < 8; j++) sa[j] *= 64.0f;
+                }
+            }
+            // the span's weight scale bytes: fp8 4 of the tile's row, fp4 8 of each output row
+            unsigned long long q0, q1, r0 = 0, r1 = 0;
+            if (FP4) {
+                q0 = __ldg((const unsigned long long*)(sw0 + b0)), q1 = __ldg((const unsigned long long*)(sw1 + b0));
+                if (DUAL) r0 = __ldg((const unsigned long long*)(sv0 + b0)), r1 = __ldg((const unsigned long long*)(sv1 + b0));
+            } else {
+                q0 = q1 = __ldg((const unsigned*)(sw0 + b0));
+                if (DUAL) r0 = r1 = __ldg((const unsigned*)(sv0 + b0));
+            }
+    #pragma unroll
+            for (int j = 0; j < (FP4 ? 8 : 4); j++) {
+                unsigned a0 = 0u, a2 = 0u;
+                if (tokenOK) {
+                    const uint2 ac = *(const uint2*)(crow + 32 * (size_t)(b0 + j));
+                    a0 = ac.x, a2 = ac.y;
+                }
+                float d[4];
+                if (FP4) {
+                    const unsigned q = *(const unsigned*)(st + 16 * j + 4 * t);
                     gmma_mma(d, a0, a2, gmma_widen_lo(q), gmma_widen_hi(q));
                 } else {
-                    const uint2 v = *(const uint2*)(st + GMMA_STAGE + 32 * j + 8 * t);
+                    const uint2 v = *(const uint2*)(st + 32 * j + 8 * t);
                     gmma_mma(d, a0, a2, v.x, v.y);
                 }
-                const float t0 = sa[j] * gemv_e8m0((unsigned)(r0 >> (8 * j)) & 0xffu);
-                const float t1 = FP4 ? sa[j] * gemv_e8m0((unsigned)(r1 >> (8 * j)) & 0xffu) : t0;
-                acc2[0] += d[0] * t0;
-                acc2[1] += d[1] * t1;
+                // P·(sa·sw): sa and sw are powers of two, so this is the
+                // reference's (P·sa)·sw while their product is a normal float
+                const float s0 = sa[j] * gemv_e8m0((unsigned)(q0 >> (8 * j)) & 0xffu);
+                const float s1 = FP4 ? sa[j] * gemv_e8m0((unsigned)(q1 >> (8 * j)) & 0xffu) : s0;
+                acc[0] += d[0] * s0;
+                acc[1] += d[1] * s1;
+                if (DUAL) {
+                    if (FP4) {
+                        const unsigned q = *(const unsigned*)(st + GMMA_STAGE + 16 * j + 4 * t);
+                        gmma_mma(d, a0, a2, gmma_widen_lo(q), gmma_widen_hi(q));
+                    } else {
+                        const uint2 v = *(const uint2*)(st + GMMA_STAGE + 32 * j + 8 * t);
+                        gmma_mma(d, a0, a2, v.x, v.y);
+                    }
+                    const float t0 = sa[j] * gemv_e8m0((unsigned)(r0 >> (8 * j)) & 0xffu);
+                    const float t1 = FP4 ? sa[j] * gemv_e8m0((unsigned)(r1 >> (8 * j)) & 0xffu) : t0;
+                    acc2[0] += d[0] * t0;
+                    acc2[1] += d[1] * t1;
+                }
             }
         }
+        // the next row block's first spans go into the ring now (every lane
+        // is past the last stage), so they land during this block's sums
+        gmma_cp_wait<0>();
+        __syncwarp();
+        const int next0 = row0 + gridDim.x * R;
+        if (next0 < n) {
+            tile0 = next0 + 8 * rt;
+#pragma unroll
+            for (int i = 0; i < GMMA_STAGES - 1; i++) issue(sBeg + i);
+        }
+        if (tokenOK) {
+            red[0][warp][g][2 * t] = acc[0], red[0][warp][g][2 * t + 1] = acc[1];
+            if (DUAL) red[DUAL ? 1 : 0][warp][g][2 * t] = acc2[0], red[DUAL ? 1 : 0][warp][g][2 * t + 1] = acc2[1];
+        }
+        __syncthreads();
+        // one thread an output: the K groups' sums in ascending K
+        for (int o = threadIdx.x; o < R * m; o += blockDim.x) {
+            const int r = o % R, mi = o / R, j = row0 + r;
+            if (j >= n) continue;
+            const int tr = r >> 3, rr = r & 7;
+            float s = 0.0f, s2 = 0.0f;
+            for (int q = 0; q < KG; q++) {
+                s += red[0][q * RT + tr][mi][rr];
+                if (DUAL) s2 += red[DUAL ? 1 : 0][q * RT + tr][mi][rr];
+            }
+            if (DUAL) out[j] = gmma_swiglu(bf16r(s), bf16r(s2), limit, rw);
+            else out[(size_t)mi * ldo + j] = bf16r(s);
+        }
+        __syncthreads(); // red is read before the next block's sums are written
+        row0 = next0;
+        if (row0 >= n) break;
     }
     gmma_cp_wait<0>();
-    if (tokenOK) {
-        red[0][warp][g][2 * t] = acc[0], red[0][warp][g][2 * t + 1] = acc[1];
-        if (DUAL) red[DUAL ? 1 : 0][warp][g][2 * t] = acc2[0], red[DUAL ? 1 : 0][warp][g][2 * t + 1] = acc2[1];
-    }
-    __syncthreads();
-    // one thread an output: the K groups' sums in ascending K
-    const int R = 8 * RT;
-    for (int o = threadIdx.x; o < R * m; o += blockDim.x) {
-        const int r = o % R, mi = o / R, j = row0 + r;
-        if (j >= n) continue;
-        const int tr = r >> 3, rr = r & 7;
-        float s = 0.0f, s2 = 0.0f;
-        for (int q = 0; q < KG; q++) {
-            s += red[0][q * RT + tr][mi][rr];
-            if (DUAL) s2 += red[DUAL ? 1 : 0][q * RT + tr][mi][rr];
-        }
-        if (DUAL) out[j] = gmma_swiglu(bf16r(s), bf16r(s2), limit, rw);
-        else out[(size_t)mi * ldo + j] = bf16r(s);
-    }
 }
 
 #define GMMA_BS(NAME, FP4, MR)                                                                                                               \
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS) NAME(float* out, const float* a, int m, int k, const unsigned char* w,       \
                                                                     const unsigned char* ws, int n, int rt_log2) {                         \
-        gmma_rows<FP4, MR, false>(out, n, a, k, m, k, w, ws, nullptr, nullptr, n, blockIdx.x * (8 << rt_log2), rt_log2, 0.0f, nullptr);     \
+        gmma_rows<FP4, MR, false>(out, n, a, k, m, k, w, ws, nullptr, nullptr, n, rt_log2, 0.0f, nullptr);                                 \
     }
 // gemv_mma_fp8_mR / gemv_mma_fp4_mR: matmul_fp8/fp4 for m <= R rows. grid
-// ceil(n / (8·2^rt_log2)), block 256, shared R·k + 4·R·k/32 bytes.
+// at most ceil(n / (8·2^rt_log2)) (the CTAs loop over the row blocks),
+// block 256, shared gmma_ring_offset(R, k) + 8·GMMA_STAGES·GMMA_STAGE bytes.
 GMMA_BS(gemv_mma_fp8_m1, false, 1)
 GMMA_BS(gemv_mma_fp8_m2, false, 2)
 GMMA_BS(gemv_mma_fp8_m4, false, 4)
@@ -370,20 +386,27 @@ GMMA_BS(gemv_mma_fp4_m4, true, 4)
 GMMA_BS(gemv_mma_fp4_m8, true, 8)
 #undef GMMA_BS
 
+// gmma_poison writes NaN to the rows of out (a routed row) that this CTA's
+// row blocks of R rows cover (a bad expert id).
+__device__ __forceinline__ void gmma_poison(float* out, int n, int R) {
+    for (int j = threadIdx.x; j < n; j += blockDim.x)
+        if ((j / R) % gridDim.x == blockIdx.x) out[j] = __uint_as_float(0x7fc00000u);
+}
+
 // gemv_mma_routed_fp4 / _fp8: gemv_routed's contract (row q of out [Q, n]
 // is a[q / adiv] · W_{ids[q]}; a bad id poisons its row) on tensor cores.
-// grid (ceil(n / (8·2^rt_log2)), Q), block 256, shared k + k/8 bytes.
+// grid (at most ceil(n / (8·2^rt_log2)), Q), block 256, shared as gemv_mma's.
 template <bool FP4>
 __device__ void gmma_routed(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride, const unsigned char* ws,
                             long long sstride, int n, const long long* ids, int nexperts, int rt_log2) {
-    const int q = blockIdx.y, row0 = blockIdx.x * (8 << rt_log2);
+    const int q = blockIdx.y;
     const long long e = ids[q];
     if (e < 0 || e >= nexperts) {
-        for (int j = row0 + (int)threadIdx.x; j < min(n, row0 + (8 << rt_log2)); j += blockDim.x) out[(size_t)q * n + j] = __uint_as_float(0x7fc00000u);
+        gmma_poison(out + (size_t)q * n, n, 8 << rt_log2);
         return;
     }
     gmma_rows<FP4, 1, false>(out + (size_t)q * n, n, a + (size_t)(q / adiv) * k, k, 1, k, w + (size_t)e * wstride, ws + (size_t)e * sstride, nullptr,
-                             nullptr, n, row0, rt_log2, 0.0f, nullptr);
+                             nullptr, n, rt_log2, 0.0f, nullptr);
 }
 extern "C" __global__ void __launch_bounds__(GMMA_THREADS) gemv_mma_routed_fp4(float* out, const float* a, int adiv, int k, const unsigned char* w,
                                                                               long long wstride, const unsigned char* ws, long long sstride, int n,
@@ -398,19 +421,19 @@ extern "C" __global__ void __launch_bounds__(GMMA_THREADS) gemv_mma_routed_fp8(f
 
 // gemv_mma_routed_swiglu_fp4 / _fp8: gemv_routed_swiglu's contract on
 // tensor cores (w1 and w3 rows of the chosen expert read together).
-// grid (ceil(n / (8·2^rt_log2)), Q), block 256, shared k + k/8 bytes.
+// grid (at most ceil(n / (8·2^rt_log2)), Q), block 256, shared as gemv_mma's.
 template <bool FP4>
 __device__ void gmma_routed_swiglu(float* out, const float* a, int adiv, int k, const unsigned char* w1, const unsigned char* ws1,
                                    const unsigned char* w3, const unsigned char* ws3, long long wstride, long long sstride, int n,
                                    const long long* ids, int nexperts, float limit, const float* rw, int rt_log2) {
-    const int q = blockIdx.y, row0 = blockIdx.x * (8 << rt_log2);
+    const int q = blockIdx.y;
     const long long e = ids[q];
     if (e < 0 || e >= nexperts) {
-        for (int j = row0 + (int)threadIdx.x; j < min(n, row0 + (8 << rt_log2)); j += blockDim.x) out[(size_t)q * n + j] = __uint_as_float(0x7fc00000u);
+        gmma_poison(out + (size_t)q * n, n, 8 << rt_log2);
         return;
     }
     const size_t wo = (size_t)e * wstride, so = (size_t)e * sstride;
-    gmma_rows<FP4, 1, true>(out + (size_t)q * n, n, a + (size_t)(q / adiv) * k, k, 1, k, w1 + wo, ws1 + so, w3 + wo, ws3 + so, n, row0, rt_log2,
+    gmma_rows<FP4, 1, true>(out + (size_t)q * n, n, a + (size_t)(q / adiv) * k, k, 1, k, w1 + wo, ws1 + so, w3 + wo, ws3 + so, n, rt_log2,
                             limit, rw ? rw + q : nullptr);
 }
 extern "C" __global__ void __launch_bounds__(GMMA_THREADS)

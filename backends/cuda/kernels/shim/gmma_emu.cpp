@@ -83,7 +83,8 @@ int main(){
         std::vector<unsigned char> s(sb); for(auto& x:s) x=118+rng()%12;
         std::vector<float> want(c.m*c.n), got(c.m*c.n,-12345.0f);
         refbs(c.fp4, want.data(), a.data(), c.m, c.k, w.data(), s.data(), c.n);
-        int rows=8<<c.rtl; dim3 g={(unsigned)((c.n+rows-1)/rows),1,1};
+        // half the row blocks' CTAs: each loops over two (the persistent grid)
+        int rows=8<<c.rtl, nb=(c.n+rows-1)/rows; dim3 g={(unsigned)std::max(1,(nb+1)/2),1,1};
         launch(g,{256,1,1},[&]{
             auto* o=got.data(); auto* ap=a.data(); auto* wp=w.data(); auto* sp=s.data();
             if(c.fp4){ if(c.m==1) gemv_mma_fp4_m1(o,ap,c.m,c.k,wp,sp,c.n,c.rtl); else if(c.m<=2) gemv_mma_fp4_m2(o,ap,c.m,c.k,wp,sp,c.n,c.rtl); else if(c.m<=4) gemv_mma_fp4_m4(o,ap,c.m,c.k,wp,sp,c.n,c.rtl); else gemv_mma_fp4_m8(o,ap,c.m,c.k,wp,sp,c.n,c.rtl); }
@@ -107,7 +108,7 @@ int main(){
             refbs(fp4, &u[q*n], &a[(q/topk)*k], 1, k, &w3[e*wPer], &s3[e*sPer], n); }
         const float limit=10;
         std::vector<float> wantg(rows*n);
-        int rb=8<<rtl; dim3 gr={(unsigned)((n+rb-1)/rb),(unsigned)rows,1};
+        int rb=8<<rtl; dim3 gr={1,(unsigned)rows,1}; // one CTA a routed row, looping over its row blocks
         launch(gr,{256,1,1},[&]{ if(fp4) gemv_mma_routed_fp4(got1.data(),a.data(),topk,k,w1.data(),wPer,s1.data(),sPer,n,ids.data(),experts,rtl); else gemv_mma_routed_fp8(got1.data(),a.data(),topk,k,w1.data(),wPer,s1.data(),sPer,n,ids.data(),experts,rtl); });
         char name[160]; snprintf(name,sizeof name,"mma routed fp4=%d rows%d %s",fp4,rb,full32?"fallback":"fast"); check(name,got1,g,full32);
         // SwiGLU of the kernel's own products: its epilogue must be exact
