@@ -46,8 +46,10 @@ func planFusions(seg *backends.Segment) []*fusion {
 }
 
 // hcMixSplit is hc_mix → hc_split_sinkhorn → its three slices (pre, post,
-// comb): one hc_mix_split launch instead of hc_mix, the split, its three
-// interleaving copies and the three slices' copies.
+// comb): Kernels.HCMixSplit (two launches, the mixes written straight into
+// the three outputs and split there; one hc_mix_split launch with Exact)
+// instead of hc_mix, the split, its three interleaving copies and the three
+// slices' copies.
 func (g *graphInfo) hcMixSplit(ps int, s *ir.Node) *fusion {
 	m := s.Args[0]
 	pm, ok := g.pos[m]

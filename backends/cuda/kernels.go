@@ -29,7 +29,8 @@ type Kernels struct {
 	// Exact keeps every op on the kernels that replay cpu-ref's summation
 	// order and so give its bits (the backend option cuda-exact), instead
 	// of the faster ones that sum in another fixed order, within the golden
-	// tolerance (gemv_mma.cuh's tensor-core decode products, ...).
+	// tolerance (gemv_mma.cuh's tensor-core and warp-along-K decode
+	// products, hc_mixes_fast and HCMixSplit's two-launch form).
 	Exact bool
 	// gmmaLimit is the dynamic shared memory the tensor-core decode kernels
 	// may take (setupGMMA).
