@@ -2,6 +2,7 @@ package backends
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -80,6 +81,63 @@ func rowPositions(n *ir.Node) bool {
 	return n.Op == "positions" && n.Attrs.Int("ratio", 0) == 1 && len(n.Type.Shape) == 1 && !mentionsP(n.Type)
 }
 
+// Row positions. A host backend may declare that its kernels of some ops
+// take a ragged call's start positions as i64[B] (each row's own) where a
+// call has one i64[] (RegisterRowPositions): positions of ratio 1 then
+// gives i64[B,S] and rope takes that as each row's positions. Those ops run
+// once for all rows of a ragged call, and so do the states only they update
+// in place: the call gathers the rows' state into one value of all rows for
+// them and copies the updated rows back after.
+var (
+	rowPosMu  sync.Mutex
+	rowPosOps = map[string]map[string]bool{} // by backend, op
+)
+
+// RegisterRowPositions declares that backend's kernels of ops take start_pos
+// as i64[B] (row b at position start_pos[b]), positions of ratio 1 giving
+// i64[B,S] then, and (for rope) positions as i64[B,T]. "probe" declares
+// that the backend runs the probes of a ragged call (which has none: they
+// are views) of its values, wherever the placement put them, so that they
+// do not cut a run of its nodes.
+func RegisterRowPositions(backend string, ops ...string) {
+	rowPosMu.Lock()
+	defer rowPosMu.Unlock()
+	if rowPosOps[backend] == nil {
+		rowPosOps[backend] = map[string]bool{}
+	}
+	for _, op := range ops {
+		rowPosOps[backend][op] = true
+	}
+}
+
+// RowPositions reports whether node n of placement pl runs on a backend
+// whose kernel of n's op takes each row's start position
+// (RegisterRowPositions); a nil placement has none.
+func RowPositions(pl *Placement) func(n *ir.Node) bool {
+	if pl == nil {
+		return func(*ir.Node) bool { return false }
+	}
+	rowPosMu.Lock()
+	ops := map[string]map[string]bool{}
+	for be, m := range rowPosOps {
+		ops[be] = m
+	}
+	rowPosMu.Unlock()
+	return func(n *ir.Node) bool { return ops[pl.Backend[n]][n.Op] }
+}
+
+// rowPosOn reports whether backend registered op (RegisterRowPositions).
+func rowPosOn(backend, op string) bool {
+	rowPosMu.Lock()
+	defer rowPosMu.Unlock()
+	return rowPosOps[backend][op]
+}
+
+// isStartPos reports whether n is the start_pos input.
+func isStartPos(n *ir.Node) bool {
+	return n.Op == "input" && n.Attrs.Str("name", "") == "start_pos"
+}
+
 // RowWise classifies the nodes of g: true for a per-row node (run once per
 // row of a ragged call). A node is per-row when it is the start_pos input
 // or a state, its type or an argument's type mentions P, or it reads a
@@ -87,18 +145,72 @@ func rowPositions(n *ir.Node) bool {
 // positions is not per-row for that: it takes every row's positions);
 // a node without arguments (weights, constants, RoPE tables, the tokens)
 // is per-row when all its readers are, so that it does not cut a per-row
-// run.
-func RowWise(g *ir.Graph) map[*ir.Node]bool {
-	rw := map[*ir.Node]bool{}
+// run. With rowPos (RowPositions; nil: none), start_pos is a value of all
+// rows (i64[B]) that the nodes rowPos accepts read as each row's own
+// (positions of ratio 1 when its readers are all such ropes), and a state
+// whose in-place updates are all such nodes is a value of all rows too.
+func RowWise(g *ir.Graph, rowPos func(*ir.Node) bool) map[*ir.Node]bool {
+	if rowPos == nil {
+		rowPos = func(*ir.Node) bool { return false }
+	}
 	readers := map[*ir.Node][]*ir.Node{}
+	var start *ir.Node
 	for _, n := range g.Nodes {
-		r := mentionsP(n.Type) || n.Op == "state" || (n.Op == "input" && n.Attrs.Str("name", "") == "start_pos")
+		if isStartPos(n) {
+			start = n
+		}
+		for _, a := range n.Args {
+			readers[a] = append(readers[a], n)
+		}
+	}
+	// ok: n reads start_pos as each row's own.
+	ok := func(n *ir.Node) bool {
+		if !rowPos(n) || mentionsP(n.Type) {
+			return false
+		}
+		if n.Op == "positions" {
+			if !rowPositions(n) {
+				return false
+			}
+			for _, u := range readers[n] {
+				if u.Op != "rope" || !rowPos(u) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	startAll := false // start_pos is i64[B]: some reader takes each row's own
+	if start != nil {
+		for _, u := range readers[start] {
+			startAll = startAll || ok(u)
+		}
+	}
+	// updatesOK: every in-place update of v (and of those) is ok.
+	var updatesOK func(v *ir.Node) bool
+	updatesOK = func(v *ir.Node) bool {
+		for _, u := range readers[v] {
+			if info := u.Info(); info != nil && info.Has(ir.StateUpdate) && len(u.Args) > 0 && u.Args[0] == v {
+				if !ok(u) || !updatesOK(u) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	rw := map[*ir.Node]bool{}
+	for _, n := range g.Nodes {
+		r := mentionsP(n.Type) || (n.Op == "state" && !(startAll && updatesOK(n))) || (n == start && !startAll)
 		if info := n.Info(); info != nil && info.Has(ir.StateUpdate) && len(n.Args) > 0 && rw[n.Args[0]] {
 			r = true // an in-place update of a per-row state updates that row
 		}
 		for _, a := range n.Args {
-			readers[a] = append(readers[a], n)
-			if mentionsP(a.Type) || (rw[a] && !stackable(a.Type) && !(n.Op == "rope" && rowPositions(a))) {
+			switch {
+			case mentionsP(a.Type):
+				r = true
+			case a == start && startAll:
+				r = r || !ok(n)
+			case rw[a] && !stackable(a.Type) && !(n.Op == "rope" && rowPositions(a)):
 				r = true
 			}
 		}
@@ -107,7 +219,7 @@ func RowWise(g *ir.Graph) map[*ir.Node]bool {
 		}
 	}
 	for _, n := range g.Nodes {
-		if len(n.Args) > 0 || rw[n] || len(readers[n]) == 0 {
+		if len(n.Args) > 0 || rw[n] || len(readers[n]) == 0 || (n == start && startAll) {
 			continue
 		}
 		all := true
@@ -129,8 +241,16 @@ type rowPlan struct {
 	progs   []Program
 	inputs  [][]string
 	rw      map[*ir.Node]bool
+	backend map[*ir.Node]string // the placement's, but a probe on its argument's backend where that takes it (a view: no crossing)
 	segOf   map[*ir.Node]int
-	state   map[*ir.Node]string // per-row nodes whose value is a state's (the state node or an in-place update of it)
+	state   map[*ir.Node]string // nodes whose value is a state's (the state node or an in-place update of it)
+	// startAll: start_pos is a value of all rows (i64[B], RowWise's
+	// rowPos); per-row readers get their row's.
+	startAll bool
+	// Of a segment of all rows: its state nodes (given the rows' state
+	// gathered) and the states it updates in place (copied back after).
+	segStates  [][]*ir.Node
+	segUpdates [][]string
 }
 
 // rows prepares the runner's ragged plan once.
@@ -141,17 +261,28 @@ func (r *Runner) rows() (*rowPlan, error) {
 	if !RowsCapable(r.pl, r.devs) {
 		return nil, fmt.Errorf("graph %s: a backend of %s cannot run rows at different positions", r.pl.Graph.Name, strings.Join(r.pl.Chain, " → "))
 	}
-	rw := RowWise(r.pl.Graph)
-	rp := &rowPlan{rw: rw, segOf: map[*ir.Node]int{}, state: map[*ir.Node]string{}}
+	rw := RowWise(r.pl.Graph, RowPositions(r.pl))
+	rp := &rowPlan{rw: rw, segOf: map[*ir.Node]int{}, state: map[*ir.Node]string{}, backend: maps.Clone(r.pl.Backend)}
+	for _, n := range r.pl.Graph.Nodes {
+		if n.Op == "probe" && len(n.Args) == 1 && rp.backend[n.Args[0]] != rp.backend[n] {
+			if to := rp.backend[n.Args[0]]; rowPosOn(to, "probe") {
+				rp.backend[n] = to
+			}
+		}
+	}
+	for _, n := range r.pl.Graph.Nodes {
+		rp.startAll = rp.startAll || (isStartPos(n) && !rw[n])
+	}
 	rp.segs = cutSegments(r.pl.Graph, func(n *ir.Node) string {
 		if rw[n] {
-			return r.pl.Backend[n] + "|rows"
+			return rp.backend[n] + "|rows"
 		}
-		return r.pl.Backend[n]
-	}, r.pl.Backend, nil)
+		return rp.backend[n]
+	}, rp.backend, nil)
 	for _, seg := range rp.segs {
 		rp.rowwise = append(rp.rowwise, rw[seg.Nodes[0]])
-		var names []string
+		var names, updates []string
+		var states []*ir.Node
 		for _, n := range seg.Nodes {
 			rp.segOf[n] = seg.Index
 			if n.Op == "input" {
@@ -159,11 +290,19 @@ func (r *Runner) rows() (*rowPlan, error) {
 			}
 			if n.Op == "state" {
 				rp.state[n] = n.Attrs.Str("name", "")
-			} else if info := n.Info(); info != nil && info.Has(ir.StateUpdate) && len(n.Args) > 0 && rp.state[n.Args[0]] != "" && rw[n] {
+				if !rw[n] {
+					states = append(states, n)
+				}
+			} else if info := n.Info(); info != nil && info.Has(ir.StateUpdate) && len(n.Args) > 0 && rp.state[n.Args[0]] != "" {
 				rp.state[n] = rp.state[n.Args[0]]
+				if !rw[n] && !slices.Contains(updates, rp.state[n]) {
+					updates = append(updates, rp.state[n])
+				}
 			}
 		}
 		rp.inputs = append(rp.inputs, names)
+		rp.segStates = append(rp.segStates, states)
+		rp.segUpdates = append(rp.segUpdates, updates)
 		for _, a := range seg.In {
 			if rw[seg.Nodes[0]] && !rw[a] && mentionsB(a.Type) && !stackable(a.Type) {
 				return nil, fmt.Errorf("graph %s: per-row %%%d reads %%%d (%s %s), whose rows cannot be sliced: rows at different positions are not supported", r.pl.Graph.Name, seg.Nodes[0].ID, a.ID, a.Op, a.Type)
@@ -199,6 +338,10 @@ type rowCall struct {
 	ins   map[string]map[string]Buffer     // by backend: uploaded inputs
 	made  map[string][]Buffer              // buffers the call made, by backend (freed at the end)
 	start map[string][]Buffer              // by backend: each row's start_pos
+	every map[string]Buffer                // by backend: every row's start_pos, i64[B] (rp.startAll)
+	// gathered are the rows' states gathered for the segment of all rows
+	// being launched, by name (copied back after when it updates them).
+	gathered map[string]Buffer
 }
 
 // RowScratch holds the buffers of all rows that a ragged call stacks its
@@ -296,12 +439,24 @@ func (rc *rowCall) run() (map[string]Buffer, error) {
 			if env.Inputs, err = rc.inputs(be, rp.inputs[i], -1); err != nil {
 				return nil, err
 			}
+			clear(rc.gathered)
+			if len(rp.segStates[i]) > 0 {
+				env.State = map[string]Buffer{}
+				for _, n := range rp.segStates[i] {
+					if env.State[rp.state[n]], err = rc.stackState(n, rp.state[n], be); err != nil {
+						return nil, err
+					}
+				}
+			}
 			for _, a := range seg.In {
 				if env.Values[a], err = rc.value(a, be, -1); err != nil {
 					return nil, err
 				}
 			}
 			if err := rp.progs[i].Launch(env); err != nil {
+				return nil, err
+			}
+			if err := rc.scatter(be, rp.segUpdates[i]); err != nil {
 				return nil, err
 			}
 			if rc.full[be] == nil {
@@ -327,7 +482,7 @@ func (rc *rowCall) run() (map[string]Buffer, error) {
 	}
 	out := map[string]Buffer{}
 	for _, o := range rc.r.pl.Graph.Outputs {
-		v, err := rc.value(o.Node, rc.r.pl.Backend[o.Node], -1)
+		v, err := rc.value(o.Node, rc.rp.backend[o.Node], -1)
 		if err != nil {
 			return nil, err
 		}
@@ -437,6 +592,25 @@ func (rc *rowCall) inputs(be string, names []string, row int) (map[string]Buffer
 	m := map[string]Buffer{}
 	d := rc.r.devs[be]
 	for _, name := range names {
+		if row < 0 && name == "start_pos" && rc.rp.startAll { // every row's: i64[B]
+			if rc.every[be] == nil {
+				t := &Tensor{DType: ir.I64, Shape: []int{rc.c.B}}
+				for _, p := range rc.c.RowPos {
+					t.I64 = append(t.I64, int64(p))
+				}
+				b, err := d.Upload(t)
+				if err != nil {
+					return nil, fmt.Errorf("backend %s: uploading start_pos: %w", be, err)
+				}
+				if rc.every == nil {
+					rc.every = map[string]Buffer{}
+				}
+				rc.every[be] = b
+				rc.made[be] = append(rc.made[be], b)
+			}
+			m[name] = rc.every[be]
+			continue
+		}
 		if row >= 0 && name == "start_pos" {
 			if rc.start[be] == nil {
 				rc.start[be] = make([]Buffer, rc.c.B)
@@ -486,7 +660,7 @@ func (rc *rowCall) inputs(be string, names []string, row int) (map[string]Buffer
 // 0) or of one row.
 func (rc *rowCall) value(a *ir.Node, to string, row int) (Buffer, error) {
 	rp := rc.rp
-	from := rc.r.pl.Backend[a]
+	from := rc.rp.backend[a]
 	var v Buffer
 	switch {
 	case rp.state[a] != "":
@@ -496,6 +670,12 @@ func (rc *rowCall) value(a *ir.Node, to string, row int) (Buffer, error) {
 		} else {
 			return rc.stackState(a, name, to)
 		}
+	case row >= 0 && isStartPos(a) && !rp.rw[a]: // every row's: this row's own
+		m, err := rc.inputs(to, []string{"start_pos"}, row)
+		if err != nil {
+			return nil, err
+		}
+		return m["start_pos"], nil
 	case rp.rw[a] && row >= 0:
 		v = rc.rows[row][from][a] // (a row's positions: its own, not a view of the stacked ones)
 		if v == nil {
@@ -506,7 +686,7 @@ func (rc *rowCall) value(a *ir.Node, to string, row int) (Buffer, error) {
 		}
 	default:
 		v = rc.full[from][a]
-		if v != nil && row >= 0 && stackable(a.Type) {
+		if v != nil && row >= 0 && (stackable(a.Type) || rowPositions(a)) { // (positions of all rows: i64[B,S])
 			return rc.view(v, from, to, row, a)
 		}
 	}
@@ -549,26 +729,65 @@ func (rc *rowCall) view(v Buffer, from, to string, row int, a *ir.Node) (Buffer,
 	return out, nil
 }
 
-// stackState is a copy of the rows' state name for a batched reader.
+// stackState is a copy of the rows' state name for a batched reader (the
+// segment being launched keeps it in rc.gathered: one copy of each state
+// for all its readers, copied back by scatter when the segment updates it).
 func (rc *rowCall) stackState(a *ir.Node, name, to string) (Buffer, error) {
-	from := rc.r.pl.Backend[a]
+	from := rc.rp.backend[a]
+	if v := rc.gathered[name]; v != nil {
+		return rc.moved(v, from, to)
+	}
 	d := rc.r.devs[from].(RowDevice)
 	var all Buffer
 	for b := range rc.c.B {
 		v := rc.c.RowState[b][name]
+		if v == nil {
+			return nil, fmt.Errorf("state %q: row %d has none", name, b)
+		}
 		if all == nil {
 			dt, sh := v.Type()
 			var err error
-			if all, err = d.Alloc(dt, append([]int{rc.c.B}, sh[1:]...)); err != nil {
+			if all, err = rc.stackedFor(a, from, d, dt, sh); err != nil {
 				return nil, err
 			}
-			rc.made[from] = append(rc.made[from], all)
 		}
 		if err := d.CopyRow(all, b, v); err != nil {
 			return nil, fmt.Errorf("backend %s: state %q row %d: %w", from, name, b, err)
 		}
 	}
+	if rc.gathered == nil {
+		rc.gathered = map[string]Buffer{}
+	}
+	rc.gathered[name] = all
 	return rc.moved(all, from, to)
+}
+
+// scatter copies the rows of the states names, updated in place by the
+// segment of all rows just launched, back into the rows' states.
+func (rc *rowCall) scatter(be string, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	d := rc.r.devs[be].(RowDevice)
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("backend %s: %w", be, err)
+	}
+	for _, name := range names {
+		all := rc.gathered[name]
+		if all == nil {
+			return fmt.Errorf("state %q: updated by a segment of all rows that was not given it", name)
+		}
+		for b := range rc.c.B {
+			v, err := d.RowView(all, b)
+			if err != nil {
+				return fmt.Errorf("backend %s: state %q row %d: %w", be, name, b, err)
+			}
+			if err := d.CopyRow(rc.c.RowState[b][name], 0, v); err != nil {
+				return fmt.Errorf("backend %s: state %q row %d: %w", be, name, b, err)
+			}
+		}
+	}
+	return nil
 }
 
 // free releases the buffers the call made, except the outputs.

@@ -243,40 +243,57 @@ func TestBatchUniformStep(t *testing.T) {
 }
 
 // TestRowWiseTinyDecode: the per-row nodes of the tiny decode graph are
-// those derived by reading the ops: the position-dependent ops (caches,
-// window, compressor, indexer, candidate blocks, Engram history and hash,
-// the positions, the states, start_pos), the concats of window and
-// compressed rows (P-sized), and of the otherwise batched ops only those on
-// the compressor's new rows ((P+1)/r-P/r of them: one cast, one matmul, two
+// those derived by reading the ops. Without row positions (a backend that
+// does not register them): the position-dependent ops (caches, window,
+// compressor, indexer, candidate blocks, Engram history and hash, the
+// positions, the states, start_pos), the concats of window and compressed
+// rows (P-sized), and of the otherwise batched ops only those on the
+// compressor's new rows ((P+1)/r-P/r of them: one cast, one matmul, two
 // rmsnorms, two fp4_quants, two ropes), the probes of per-row values, the
 // weights only per-row ops read, and the sparse attentions of the
-// compressed layers (their key rows are P-sized). The ropes of the tokens
-// are batched: they take every row's positions ([B, S], stacked).
+// compressed layers (their key rows are P-sized); the ropes of the tokens
+// are batched: they take every row's positions ([B, S], stacked). With the
+// cpu backends' row positions, start_pos is i64[B] and the window rings
+// and indices, the Engram history and hash and the tokens' positions run
+// once for all rows too: what is left per row is P-sized (caches,
+// compressor pool, indexer, compressed attention).
 func TestRowWiseTinyDecode(t *testing.T) {
 	md := openTinyOn(t, "cpu")
-	rw := backends.RowWise(md.Placement.Graph)
-	got := map[string]int{}
-	for _, n := range md.Placement.Graph.Nodes {
-		if rw[n] {
-			got[n.Op]++
+	count := func(rw map[*ir.Node]bool) map[string]int {
+		got := map[string]int{}
+		for _, n := range md.Placement.Graph.Nodes {
+			if rw[n] {
+				got[n.Op]++
+			}
 		}
+		return got
 	}
+	old := backends.RowWise(md.Placement.Graph, nil)
 	want := map[string]int{"cache_read": 9, "cache_write": 4, "candidate_blocks": 1, "cast": 1, "compressor_pool": 1, "concat": 12,
 		"engram_hash": 2, "engram_hist_update": 1, "fp4_quant": 2, "group_state_update": 2, "index_mask": 3, "index_score": 3, "index_topk": 3,
 		"input": 1, "mask_fill": 1, "matmul": 1, "positions": 3, "probe": 11, "rmsnorm": 2, "rope": 2, "sparse_attn": 6,
 		"state": 15, "weight": 9, "window_idx": 8, "window_update": 8}
-	if !maps.Equal(got, want) {
+	if got := count(old); !maps.Equal(got, want) {
+		t.Errorf("per-row ops without row positions %v\nwant %v", got, want)
+	}
+	rw := backends.RowWise(md.Placement.Graph, backends.RowPositions(md.Placement))
+	want = map[string]int{"cache_read": 9, "cache_write": 4, "candidate_blocks": 1, "cast": 1, "compressor_pool": 1, "concat": 12,
+		"fp4_quant": 2, "group_state_update": 2, "index_mask": 3, "index_score": 3, "index_topk": 3,
+		"mask_fill": 1, "matmul": 1, "positions": 1, "probe": 11, "rmsnorm": 2, "rope": 2, "sparse_attn": 6,
+		"state": 6, "weight": 9}
+	if got := count(rw); !maps.Equal(got, want) {
 		t.Errorf("per-row ops %v\nwant %v", got, want)
 	}
 	for _, n := range md.Placement.Graph.Nodes {
 		switch n.Op {
-		case "embed", "grouped_matmul", "expert_matmul", "hc_pre", "hc_post", "moe_combine", "matmul_fp8", "engram_lookup", "engram_gate":
+		case "embed", "grouped_matmul", "expert_matmul", "hc_pre", "hc_post", "moe_combine", "matmul_fp8", "engram_lookup", "engram_gate",
+			"window_update", "window_idx", "engram_hash", "engram_hist_update":
 			if rw[n] {
 				t.Errorf("%%%d (%s) is per-row", n.ID, n.Op)
 			}
 		case "input":
-			if rw[n] != (n.Attrs.Str("name", "") == "start_pos") {
-				t.Errorf("input %q per-row %v", n.Attrs.Str("name", ""), rw[n])
+			if rw[n] || old[n] != (n.Attrs.Str("name", "") == "start_pos") {
+				t.Errorf("input %q per-row %v (%v without row positions)", n.Attrs.Str("name", ""), rw[n], old[n])
 			}
 		}
 	}

@@ -15,7 +15,14 @@ import (
 // kernelsByOp maps every op of the table to its reference kernel.
 var kernelsByOp map[string]kernel
 
+// rowPositionOps are the ops whose kernels take a ragged call's start
+// positions i64[B] (rowStarts; positions of ratio 1 then gives i64[B,S],
+// which rope takes as each row's own).
+var rowPositionOps = []string{"positions", "rope", "window_idx", "window_update", "engram_hist_update", "engram_hash", "probe"}
+
 func init() {
+	backends.RegisterRowPositions("cpu", rowPositionOps...)
+	backends.RegisterRowPositions("cpu-ref", rowPositionOps...)
 	kernelsByOp = map[string]kernel{
 		"input":  kInput,
 		"weight": func(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) { return host(r.env.Weight(n)) },
@@ -683,15 +690,51 @@ func kHCPost(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	return out, nil
 }
 
+// rowStarts are the start positions of a call of B rows: start_pos i64[]
+// (every row's) or, in a ragged call (backends.RegisterRowPositions), i64[B]
+// (each row's own).
+func rowStarts(sp *backends.Tensor, B int) ([]int, error) {
+	out := make([]int, B)
+	switch {
+	case len(sp.Shape) == 0 && len(sp.I64) == 1:
+		for b := range out {
+			out[b] = int(sp.I64[0])
+		}
+	case len(sp.Shape) == 1 && sp.Shape[0] == B && len(sp.I64) == B:
+		for b := range out {
+			out[b] = int(sp.I64[b])
+		}
+	default:
+		return nil, fmt.Errorf("start_pos of shape %v for %d rows", sp.Shape, B)
+	}
+	return out, nil
+}
+
 func kPositions(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	S, P := a[0].Shape[1], int(a[1].I64[0])
 	ratio := int(n.Attrs.Int("ratio", 1))
+	if ratio == 1 && len(a[1].Shape) == 1 { // a ragged call's start positions i64[B]: i64[B,S], each row's own
+		ps, err := rowStarts(a[1], a[1].Shape[0])
+		if err != nil {
+			return nil, err
+		}
+		out := r.newI64(len(ps), S)
+		for b, p := range ps {
+			for t := range S {
+				out.I64[b*S+t] = int64(p + t)
+			}
+		}
+		return out, nil
+	}
 	if ratio == 1 {
 		out := r.newI64(S)
 		for t := range out.I64 {
 			out.I64[t] = int64(P + t)
 		}
 		return out, nil
+	}
+	if len(a[1].Shape) != 0 {
+		return nil, fmt.Errorf("positions of ratio %d: start_pos of shape %v (one position per call)", ratio, a[1].Shape)
 	}
 	g0, g1 := P/ratio, (P+S)/ratio
 	out := r.newI64(g1 - g0)
@@ -734,17 +777,25 @@ func kRope(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 }
 
 func kWindowIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
-	B, S, P := a[0].Shape[0], a[0].Shape[1], int(a[1].I64[0])
+	B, S := a[0].Shape[0], a[0].Shape[1]
+	ps, err := rowStarts(a[1], B)
+	if err != nil {
+		return nil, err
+	}
 	W := int(n.Attrs.Int("window", 0))
 	var one []int32
 	var T int
-	if n.Attrs.Str("phase", "") == "decode" {
-		one, T = kernels.WindowIdxDecode(P, W), W
+	decode := n.Attrs.Str("phase", "") == "decode"
+	if decode {
+		one, T = kernels.WindowIdxDecode(ps[0], W), W
 	} else {
 		one, T = kernels.WindowIdxPrefill(S, W), min(S, W)
 	}
 	out := r.newI32(B, S, T)
 	for b := 0; b < B; b++ {
+		if decode && b > 0 && ps[b] != ps[b-1] {
+			one = kernels.WindowIdxDecode(ps[b], W)
+		}
 		copy(out.I32[b*S*T:(b+1)*S*T], one)
 	}
 	return out, nil
@@ -753,6 +804,22 @@ func kWindowIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, err
 func kWindowUpdate(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	ring, kv := a[0], a[1]
 	B, W, D := ring.Shape[0], ring.Shape[1], ring.Shape[2]
+	if len(a[2].Shape) == 1 { // a ragged call: each row at its own position
+		ps, err := rowStarts(a[2], B)
+		if err != nil {
+			return nil, err
+		}
+		S := kv.Shape[1]
+		for b, p := range ps {
+			rb, kb := ring.F32[b*W*D:(b+1)*W*D], kv.F32[b*S*D:(b+1)*S*D]
+			if p == 0 {
+				kernels.WindowWritePrefill(rb, 1, W, D, kb, S)
+			} else {
+				kernels.WindowWriteDecode(rb, 1, W, D, kb, p)
+			}
+		}
+		return ring, nil
+	}
 	P := int(a[2].I64[0])
 	if P == 0 {
 		kernels.WindowWritePrefill(ring.F32, B, W, D, kv.F32, kv.Shape[1])
@@ -889,18 +956,34 @@ func kIndexTopk(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, err
 func kEngramHist(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	h, ids := a[0], a[1]
 	B, M := h.Shape[0], h.Shape[1]
-	S, P := ids.Shape[1], int(a[2].I64[0])
-	if P+S > M {
-		return nil, fmt.Errorf("positions %d..%d beyond the maximum length %d", P, P+S-1, M)
+	S := ids.Shape[1]
+	ps, err := rowStarts(a[2], B)
+	if err != nil {
+		return nil, err
 	}
-	kernels.EngramHistoryWrite(h.I64, B, M, ids.I64, S, P)
+	for _, p := range ps {
+		if p+S > M {
+			return nil, fmt.Errorf("positions %d..%d beyond the maximum length %d", p, p+S-1, M)
+		}
+	}
+	if len(a[2].Shape) == 1 { // a ragged call: each row at its own position
+		for b, p := range ps {
+			kernels.EngramHistoryWrite(h.I64[b*M:(b+1)*M], 1, M, ids.I64[b*S:(b+1)*S], S, p)
+		}
+		return h, nil
+	}
+	kernels.EngramHistoryWrite(h.I64, B, M, ids.I64, S, ps[0])
 	return h, nil
 }
 
 func kEngramHash(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	h, tok := a[0], a[1]
 	B, M := h.Shape[0], h.Shape[1]
-	S, P := tok.Shape[1], int(a[2].I64[0])
+	S := tok.Shape[1]
+	ps, err := rowStarts(a[2], B)
+	if err != nil {
+		return nil, err
+	}
 	mult, primes, offs := n.Attrs.Ints("multipliers"), n.Attrs.Ints("primes"), n.Attrs.Ints("offsets")
 	heads := int(n.Attrs.Int("heads", 1))
 	var pr [][]int64
@@ -908,7 +991,14 @@ func kEngramHash(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 		pr = append(pr, primes[i:i+heads])
 	}
 	out := r.newI64(B, S, len(primes))
-	kernels.EngramHash(out.I64, h.I64, B, M, S, P, [][]int64{mult}, [][][]int64{pr}, [][]int64{offs}, a[3].I64[0])
+	if len(a[2].Shape) == 1 { // a ragged call: each row at its own position
+		n := S * len(primes)
+		for b, p := range ps {
+			kernels.EngramHash(out.I64[b*n:(b+1)*n], h.I64[b*M:(b+1)*M], 1, M, S, p, [][]int64{mult}, [][][]int64{pr}, [][]int64{offs}, a[3].I64[0])
+		}
+		return out, nil
+	}
+	kernels.EngramHash(out.I64, h.I64, B, M, S, ps[0], [][]int64{mult}, [][][]int64{pr}, [][]int64{offs}, a[3].I64[0])
 	return out, nil
 }
 
