@@ -24,9 +24,16 @@
 //     largest magnitude), and gemvFP4Q sums each block in 32-bit integers
 //     with VPMADDWD (4 per 64 weights and row instead of 8 widening ops and
 //     8 FMAs). Every row count of an fp4 matmul takes this path, up to 6
-//     activation rows per weight pass, so a token's result does not depend
-//     on the call's shape (decode equals a one-call prefill); the prefill
-//     experts run faster than through the f32 GEMM.
+//     activation rows per weight pass (8 on AVX-512), so a token's result
+//     does not depend on the call's shape (decode equals a one-call
+//     prefill); the prefill experts run faster than through the f32 GEMM.
+//   - AVX-512 forms of the decode kernels give the AVX2 kernels' results
+//     bit for bit with half the instructions: gemvFP4Q with two 64-byte
+//     VPMADDWD per chunk and row (the integer sums reordered, which is
+//     exact), gemvFP8 on two blocks per zmm (the activations permuted by
+//     pairs, permuteFP8x32Pairs; each lane sees the AVX2 kernel's
+//     operations in order), and bf16 weight rows widened once for up to 6
+//     activation rows (dotW16Rows, each row in dotBF16AVX512's order).
 //   - Weights kept as stored in bf16 (MatmulF32W16, MatmulBF16W16) are
 //     widened on the fly, bit-identically to the f32 kernels on the widened
 //     values; IndexScore and HCMixes are bit-identical vector versions of

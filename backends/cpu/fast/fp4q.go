@@ -125,6 +125,27 @@ func init() {
 	}
 }
 
+// fp4QConsts512 are the constants of gemvFP4QAVX512: the int8 table of
+// 2·e2m1 per 128-bit lane, 0x0F bytes, and the VPSHUFB controls that place
+// byte 2i (low 256 bits) or 2i+1 (high 256 bits) of each 128-bit lane as
+// the high byte of word i, the low byte zero (0x80).
+var fp4QConsts512 [192]byte
+
+func init() {
+	for l := range 4 {
+		copy(fp4QConsts512[16*l:16*l+16], fp4QConsts[:16])
+	}
+	for i := range 64 {
+		fp4QConsts512[64+i] = 0x0F
+	}
+	for i := range 32 {
+		odd := byte(i / 16) // the high 256 bits take the odd bytes
+		l, wd := i/8, i%8   // 128-bit lane, word within it
+		fp4QConsts512[128+16*l+2*wd] = 0x80
+		fp4QConsts512[128+16*l+2*wd+1] = byte(2*wd) + odd
+	}
+}
+
 // fp4QShuf is the VPSHUFB control of packFP4QAVX2: in each 128-bit lane the
 // words [a0 a1 a2 a3 b0 b1 b2 b3] become [a0 b0 a2 b2 a1 b1 a3 b3].
 var fp4QShuf = func() (c [32]byte) {

@@ -38,9 +38,15 @@ type kernelSet struct {
 	// permuted by permuteFP8x32, any nb); it reports whether a NaN code was
 	// met.
 	gemvFP8 func(a []float32, lda, r int, w []byte, f []float32, nb, rows int, out []float32, ldo int) bool
+	// fp8Pairs: gemvFP8 takes the activations permuted by
+	// permuteFP8x32Pairs instead.
+	fp8Pairs bool
 	// dotW16, when set, is dot with b as raw bf16 (bit-identical to dot on
 	// the widened values).
 	dotW16 func(a []float32, b []byte) float32
+	// dotW16Rows, when set, sets out[i] = dotW16(a[i*lda:i*lda+len(b)/2],
+	// b) bit for bit for i < r ≤ dotW16RowsMax (the weight row widened once).
+	dotW16Rows func(a []float32, lda, r int, b []byte, out []float32)
 	// loraFP8x8, when set, computes len(out) = 8 or 16 grouped-LoRA outputs
 	// of e4m3 rows in one 32-row group (see loraFP8x8AVX2; scale bytes in
 	// 10..134); it reports whether a NaN code was met (the outputs are then
@@ -108,13 +114,16 @@ type kernelSet struct {
 	lanes32 func(x, p []float32, n int, out []float32)
 }
 
+// dotW16RowsMax is the most activation rows of one dotW16Rows call.
+const dotW16RowsMax = 6
+
 // gemvRows is the most activation rows one gemv call takes.
 const gemvRows = 4
 
-// gemvQRows is the most activation rows one gemvFP4Q call takes (its
-// largest kernel: 6 rows per weight pass; more would not fit the 16 AVX2
-// vector registers).
-const gemvQRows = 6
+// gemvQRows is the most activation rows one gemvFP4Q call takes (the
+// largest AVX-512 kernel: 8 rows per weight pass; the AVX2 wrapper runs
+// them as 6 + 2, its largest kernel fitting the 16 AVX2 vector registers).
+const gemvQRows = 8
 
 // maxFP8Scale is the largest e8m0 byte the fused fp8 kernels accept (the
 // folded factor 2^(e−7) must stay finite).
@@ -282,6 +291,24 @@ func permuteFP8x32(dst, a []float32) {
 		}
 	}
 	copy(dst[n:len(a)], a[n:])
+}
+
+// permuteFP8x32Pairs is permuteFP8x32 with the four 8-element vectors of
+// each pair of whole blocks interleaved: [v0 of block 2p, v0 of block 2p+1,
+// v1, v1, …] (gemvFP8AVX512 reads a pair's vector q as one zmm); an odd
+// last whole block and the partial tail are left as permuteFP8x32 writes
+// them.
+func permuteFP8x32Pairs(dst, a []float32) {
+	permuteFP8x32(dst, a)
+	var t [64]float32
+	for c := 0; c+64 <= len(a)&^31; c += 64 {
+		d := (*[64]float32)(dst[c : c+64])
+		t = *d
+		for q := range 4 {
+			copy(d[16*q:16*q+8], t[8*q:8*q+8])
+			copy(d[16*q+8:16*q+16], t[32+8*q:32+8*q+8])
+		}
+	}
 }
 
 // fp8Factor is the factor of gemvFP8 for an e8m0 scale byte s: 2^(s−7), the

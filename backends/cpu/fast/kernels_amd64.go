@@ -110,6 +110,51 @@ func packFP4QAVX2(dst *byte, a *float32, chunks int, c *byte) uint32
 // gemvFP4QAVX2x6 computes out[i*ldo+j] = Σ_blocks e8m0(s_j)·Σ a_i·e2m1(w_j) for 6 packed int16 activation rows a_i = a[i*lda:] and rows weight rows, nb even.
 func gemvFP4QAVX2x6(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
 
+// gemvFP4QAVX512x1 is gemvFP4QAVX2x1 (the same result bit for bit) with 512-bit integer work, 1 packed int16 activation rows.
+func gemvFP4QAVX512x1(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP4QAVX512x2 is gemvFP4QAVX2x2 (the same result bit for bit) with 512-bit integer work, 2 packed int16 activation rows.
+func gemvFP4QAVX512x2(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP4QAVX512x3 is gemvFP4QAVX2x3 (the same result bit for bit) with 512-bit integer work, 3 packed int16 activation rows.
+func gemvFP4QAVX512x3(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP4QAVX512x4 is gemvFP4QAVX2x4 (the same result bit for bit) with 512-bit integer work, 4 packed int16 activation rows.
+func gemvFP4QAVX512x4(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP4QAVX512x5 is gemvFP4QAVX2x5 (the same result bit for bit) with 512-bit integer work, 5 packed int16 activation rows.
+func gemvFP4QAVX512x5(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP4QAVX512x6 is gemvFP4QAVX2x6 (the same result bit for bit) with 512-bit integer work, 6 packed int16 activation rows.
+func gemvFP4QAVX512x6(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP4QAVX512x7 is gemvFP4QAVX2x7 (the same result bit for bit) with 512-bit integer work, 7 packed int16 activation rows.
+func gemvFP4QAVX512x7(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP4QAVX512x8 is gemvFP4QAVX2x8 (the same result bit for bit) with 512-bit integer work, 8 packed int16 activation rows.
+func gemvFP4QAVX512x8(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP8AVX512x1 is gemvFP8AVX2x1 (the same result bit for bit) on block pairs in zmm, 1 activation rows permuted by permuteFP8x32Pairs.
+func gemvFP8AVX512x1(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+
+// gemvFP8AVX512x2 is gemvFP8AVX2x2 (the same result bit for bit) on block pairs in zmm, 2 activation rows permuted by permuteFP8x32Pairs.
+func gemvFP8AVX512x2(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+
+// gemvFP8AVX512x3 is gemvFP8AVX2x3 (the same result bit for bit) on block pairs in zmm, 3 activation rows permuted by permuteFP8x32Pairs.
+func gemvFP8AVX512x3(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+
+// gemvFP8AVX512x4 is gemvFP8AVX2x4 (the same result bit for bit) on block pairs in zmm, 4 activation rows permuted by permuteFP8x32Pairs.
+func gemvFP8AVX512x4(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+
+// dotBF16AVX512x2 sets out[i] = dotBF16AVX512(a[i*lda:], b, n) for i < 2 (bit for bit); n must be a multiple of 16.
+func dotBF16AVX512x2(a *float32, lda int, b *byte, n int, out *float32)
+
+// dotBF16AVX512x4 sets out[i] = dotBF16AVX512(a[i*lda:], b, n) for i < 4 (bit for bit); n must be a multiple of 16.
+func dotBF16AVX512x4(a *float32, lda int, b *byte, n int, out *float32)
+
+// dotBF16AVX512x6 sets out[i] = dotBF16AVX512(a[i*lda:], b, n) for i < 6 (bit for bit); n must be a multiple of 16.
+func dotBF16AVX512x6(a *float32, lda int, b *byte, n int, out *float32)
+
 // qkF32AVX2g1k8 sets out[j*8+h] = Σ_i qT[i*ldq+h]·k_j[i] (one f32 FMA chain in i) for h < 8 and the 8 keys k_j.
 func qkF32AVX2g1k8(qT *float32, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, k4 *float32, k5 *float32, k6 *float32, k7 *float32, n int, out *float32)
 

@@ -4698,6 +4698,2451 @@ gemvFP4QAVX2x6_end:
 	VZEROUPPER
 	RET
 
+// func gemvFP4QAVX512x1(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+TEXT ·gemvFP4QAVX512x1(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), CX
+	MOVQ      s+24(FP), DX
+	MOVQ      rows+40(FP), BX
+	MOVQ      out+48(FP), SI
+	MOVQ      sc+64(FP), DI
+	MOVQ      c+72(FP), R8
+	VMOVDQU64 (R8), Z0
+	VMOVDQU64 64(R8), Z1
+	VMOVDQU64 128(R8), Z2
+	TESTQ     BX, BX
+	JZ        gemvFP4QAVX512x1_end
+
+gemvFP4QAVX512x1_row:
+	MOVQ   AX, R8
+	MOVQ   nb+32(FP), R9
+	VXORPS Y3, Y3, Y3
+	TESTQ  R9, R9
+	JZ     gemvFP4QAVX512x1_done
+
+gemvFP4QAVX512x1_loop:
+	PREFETCHT0      2048(CX)
+	VBROADCASTI64X4 (CX), Z4
+	VPSRLW          $0x04, Z4, Z5
+	VPANDD          Z1, Z4, Z4
+	VPANDD          Z1, Z5, Z5
+	VPSHUFB         Z4, Z0, Z4
+	VPSHUFB         Z5, Z0, Z5
+	VPSHUFB         Z2, Z4, Z4
+	VPSHUFB         Z2, Z5, Z5
+	MOVBQZX         (DX), R10
+	MOVBQZX         1(DX), R11
+	VBROADCASTSS    (DI)(R10*4), Y6
+	VBROADCASTSS    (DI)(R11*4), Y7
+	VBLENDPS        $0xf0, Y7, Y6, Y6
+	VPMADDWD        (R8), Z4, Z4
+	VPMADDWD        64(R8), Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y5
+	VPADDD          Y5, Y4, Y5
+	VCVTDQ2PS       Y5, Y5
+	VMULPS          128(R8), Y5, Y5
+	VFMADD231PS     Y6, Y5, Y3
+	ADDQ            $0x000000a0, R8
+	ADDQ            $0x20, CX
+	ADDQ            $0x02, DX
+	SUBQ            $0x02, R9
+	JZ              gemvFP4QAVX512x1_done
+	VBROADCASTI64X4 (CX), Z4
+	VPSRLW          $0x04, Z4, Z5
+	VPANDD          Z1, Z4, Z4
+	VPANDD          Z1, Z5, Z5
+	VPSHUFB         Z4, Z0, Z4
+	VPSHUFB         Z5, Z0, Z5
+	VPSHUFB         Z2, Z4, Z4
+	VPSHUFB         Z2, Z5, Z5
+	MOVBQZX         (DX), R10
+	MOVBQZX         1(DX), R11
+	VBROADCASTSS    (DI)(R10*4), Y6
+	VBROADCASTSS    (DI)(R11*4), Y7
+	VBLENDPS        $0xf0, Y7, Y6, Y6
+	VPMADDWD        (R8), Z4, Z4
+	VPMADDWD        64(R8), Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y5
+	VPADDD          Y5, Y4, Y5
+	VCVTDQ2PS       Y5, Y5
+	VMULPS          128(R8), Y5, Y5
+	VFMADD231PS     Y6, Y5, Y3
+	ADDQ            $0x000000a0, R8
+	ADDQ            $0x20, CX
+	ADDQ            $0x02, DX
+	SUBQ            $0x02, R9
+	JNZ             gemvFP4QAVX512x1_loop
+
+gemvFP4QAVX512x1_done:
+	MOVQ         ldo+56(FP), R8
+	SHLQ         $0x02, R8
+	MOVQ         SI, R8
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X3, X4, X4
+	VMOVHLPS     X4, X4, X3
+	VADDPS       X3, X4, X4
+	VMOVSHDUP    X4, X3
+	VADDSS       X3, X4, X4
+	VMOVSS       X4, (R8)
+	ADDQ         $0x04, SI
+	DECQ         BX
+	JNZ          gemvFP4QAVX512x1_row
+
+gemvFP4QAVX512x1_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP4QAVX512x2(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+TEXT ·gemvFP4QAVX512x2(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      s+24(FP), BX
+	MOVQ      rows+40(FP), SI
+	MOVQ      out+48(FP), DI
+	MOVQ      sc+64(FP), R8
+	MOVQ      c+72(FP), R9
+	VMOVDQU64 (R9), Z0
+	VMOVDQU64 64(R9), Z1
+	VMOVDQU64 128(R9), Z2
+	TESTQ     SI, SI
+	JZ        gemvFP4QAVX512x2_end
+
+gemvFP4QAVX512x2_row:
+	MOVQ   AX, R9
+	MOVQ   nb+32(FP), R10
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	TESTQ  R10, R10
+	JZ     gemvFP4QAVX512x2_done
+
+gemvFP4QAVX512x2_loop:
+	PREFETCHT0      2048(DX)
+	VBROADCASTI64X4 (DX), Z5
+	VPSRLW          $0x04, Z5, Z6
+	VPANDD          Z1, Z5, Z5
+	VPANDD          Z1, Z6, Z6
+	VPSHUFB         Z5, Z0, Z5
+	VPSHUFB         Z6, Z0, Z6
+	VPSHUFB         Z2, Z5, Z5
+	VPSHUFB         Z2, Z6, Z6
+	MOVBQZX         (BX), R11
+	MOVBQZX         1(BX), R12
+	VBROADCASTSS    (R8)(R11*4), Y7
+	VBROADCASTSS    (R8)(R12*4), Y8
+	VBLENDPS        $0xf0, Y8, Y7, Y7
+	VPMADDWD        (R9), Z5, Z8
+	VPMADDWD        64(R9), Z6, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y9
+	VPADDD          Y9, Y8, Y9
+	VCVTDQ2PS       Y9, Y9
+	VMULPS          128(R9), Y9, Y9
+	VFMADD231PS     Y7, Y9, Y3
+	VPMADDWD        (R9)(CX*1), Z5, Z5
+	VPMADDWD        64(R9)(CX*1), Z6, Z6
+	VPADDD          Z6, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y6
+	VPADDD          Y6, Y5, Y6
+	VCVTDQ2PS       Y6, Y6
+	VMULPS          128(R9)(CX*1), Y6, Y6
+	VFMADD231PS     Y7, Y6, Y4
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R10
+	JZ              gemvFP4QAVX512x2_done
+	VBROADCASTI64X4 (DX), Z5
+	VPSRLW          $0x04, Z5, Z6
+	VPANDD          Z1, Z5, Z5
+	VPANDD          Z1, Z6, Z6
+	VPSHUFB         Z5, Z0, Z5
+	VPSHUFB         Z6, Z0, Z6
+	VPSHUFB         Z2, Z5, Z5
+	VPSHUFB         Z2, Z6, Z6
+	MOVBQZX         (BX), R11
+	MOVBQZX         1(BX), R12
+	VBROADCASTSS    (R8)(R11*4), Y7
+	VBROADCASTSS    (R8)(R12*4), Y8
+	VBLENDPS        $0xf0, Y8, Y7, Y7
+	VPMADDWD        (R9), Z5, Z8
+	VPMADDWD        64(R9), Z6, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y9
+	VPADDD          Y9, Y8, Y9
+	VCVTDQ2PS       Y9, Y9
+	VMULPS          128(R9), Y9, Y9
+	VFMADD231PS     Y7, Y9, Y3
+	VPMADDWD        (R9)(CX*1), Z5, Z5
+	VPMADDWD        64(R9)(CX*1), Z6, Z6
+	VPADDD          Z6, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y6
+	VPADDD          Y6, Y5, Y6
+	VCVTDQ2PS       Y6, Y6
+	VMULPS          128(R9)(CX*1), Y6, Y6
+	VFMADD231PS     Y7, Y6, Y4
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R10
+	JNZ             gemvFP4QAVX512x2_loop
+
+gemvFP4QAVX512x2_done:
+	MOVQ         ldo+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R10
+	VEXTRACTF128 $0x01, Y3, X5
+	VADDPS       X3, X5, X5
+	VMOVHLPS     X5, X5, X3
+	VADDPS       X3, X5, X5
+	VMOVSHDUP    X5, X3
+	VADDSS       X3, X5, X5
+	VMOVSS       X5, (R10)
+	ADDQ         R9, R10
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R10)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4QAVX512x2_row
+
+gemvFP4QAVX512x2_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP4QAVX512x3(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+TEXT ·gemvFP4QAVX512x3(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      s+24(FP), BX
+	MOVQ      rows+40(FP), SI
+	MOVQ      out+48(FP), DI
+	MOVQ      sc+64(FP), R8
+	MOVQ      c+72(FP), R9
+	VMOVDQU64 (R9), Z0
+	VMOVDQU64 64(R9), Z1
+	VMOVDQU64 128(R9), Z2
+	LEAQ      (CX)(CX*2), R9
+	TESTQ     SI, SI
+	JZ        gemvFP4QAVX512x3_end
+
+gemvFP4QAVX512x3_row:
+	MOVQ   AX, R9
+	MOVQ   nb+32(FP), R10
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	TESTQ  R10, R10
+	JZ     gemvFP4QAVX512x3_done
+
+gemvFP4QAVX512x3_loop:
+	PREFETCHT0      2048(DX)
+	VBROADCASTI64X4 (DX), Z6
+	VPSRLW          $0x04, Z6, Z7
+	VPANDD          Z1, Z6, Z6
+	VPANDD          Z1, Z7, Z7
+	VPSHUFB         Z6, Z0, Z6
+	VPSHUFB         Z7, Z0, Z7
+	VPSHUFB         Z2, Z6, Z6
+	VPSHUFB         Z2, Z7, Z7
+	MOVBQZX         (BX), R11
+	MOVBQZX         1(BX), R12
+	VBROADCASTSS    (R8)(R11*4), Y8
+	VBROADCASTSS    (R8)(R12*4), Y9
+	VBLENDPS        $0xf0, Y9, Y8, Y8
+	VPMADDWD        (R9), Z6, Z9
+	VPMADDWD        64(R9), Z7, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R9), Y10, Y10
+	VFMADD231PS     Y8, Y10, Y3
+	VPMADDWD        (R9)(CX*1), Z6, Z9
+	VPMADDWD        64(R9)(CX*1), Z7, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R9)(CX*1), Y10, Y10
+	VFMADD231PS     Y8, Y10, Y4
+	VPMADDWD        (R9)(CX*2), Z6, Z6
+	VPMADDWD        64(R9)(CX*2), Z7, Z7
+	VPADDD          Z7, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y7
+	VPADDD          Y7, Y6, Y7
+	VCVTDQ2PS       Y7, Y7
+	VMULPS          128(R9)(CX*2), Y7, Y7
+	VFMADD231PS     Y8, Y7, Y5
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R10
+	JZ              gemvFP4QAVX512x3_done
+	VBROADCASTI64X4 (DX), Z6
+	VPSRLW          $0x04, Z6, Z7
+	VPANDD          Z1, Z6, Z6
+	VPANDD          Z1, Z7, Z7
+	VPSHUFB         Z6, Z0, Z6
+	VPSHUFB         Z7, Z0, Z7
+	VPSHUFB         Z2, Z6, Z6
+	VPSHUFB         Z2, Z7, Z7
+	MOVBQZX         (BX), R11
+	MOVBQZX         1(BX), R12
+	VBROADCASTSS    (R8)(R11*4), Y8
+	VBROADCASTSS    (R8)(R12*4), Y9
+	VBLENDPS        $0xf0, Y9, Y8, Y8
+	VPMADDWD        (R9), Z6, Z9
+	VPMADDWD        64(R9), Z7, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R9), Y10, Y10
+	VFMADD231PS     Y8, Y10, Y3
+	VPMADDWD        (R9)(CX*1), Z6, Z9
+	VPMADDWD        64(R9)(CX*1), Z7, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R9)(CX*1), Y10, Y10
+	VFMADD231PS     Y8, Y10, Y4
+	VPMADDWD        (R9)(CX*2), Z6, Z6
+	VPMADDWD        64(R9)(CX*2), Z7, Z7
+	VPADDD          Z7, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y7
+	VPADDD          Y7, Y6, Y7
+	VCVTDQ2PS       Y7, Y7
+	VMULPS          128(R9)(CX*2), Y7, Y7
+	VFMADD231PS     Y8, Y7, Y5
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R10
+	JNZ             gemvFP4QAVX512x3_loop
+
+gemvFP4QAVX512x3_done:
+	MOVQ         ldo+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R10
+	VEXTRACTF128 $0x01, Y3, X6
+	VADDPS       X3, X6, X6
+	VMOVHLPS     X6, X6, X3
+	VADDPS       X3, X6, X6
+	VMOVSHDUP    X6, X3
+	VADDSS       X3, X6, X6
+	VMOVSS       X6, (R10)
+	ADDQ         R9, R10
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R10)
+	ADDQ         R9, R10
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X5, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R10)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4QAVX512x3_row
+
+gemvFP4QAVX512x3_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP4QAVX512x4(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+TEXT ·gemvFP4QAVX512x4(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      s+24(FP), BX
+	MOVQ      rows+40(FP), SI
+	MOVQ      out+48(FP), DI
+	MOVQ      sc+64(FP), R8
+	MOVQ      c+72(FP), R9
+	VMOVDQU64 (R9), Z0
+	VMOVDQU64 64(R9), Z1
+	VMOVDQU64 128(R9), Z2
+	LEAQ      (CX)(CX*2), R10
+	TESTQ     SI, SI
+	JZ        gemvFP4QAVX512x4_end
+
+gemvFP4QAVX512x4_row:
+	MOVQ   AX, R9
+	MOVQ   nb+32(FP), R11
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	TESTQ  R11, R11
+	JZ     gemvFP4QAVX512x4_done
+
+gemvFP4QAVX512x4_loop:
+	PREFETCHT0      2048(DX)
+	VBROADCASTI64X4 (DX), Z7
+	VPSRLW          $0x04, Z7, Z8
+	VPANDD          Z1, Z7, Z7
+	VPANDD          Z1, Z8, Z8
+	VPSHUFB         Z7, Z0, Z7
+	VPSHUFB         Z8, Z0, Z8
+	VPSHUFB         Z2, Z7, Z7
+	VPSHUFB         Z2, Z8, Z8
+	MOVBQZX         (BX), R12
+	MOVBQZX         1(BX), R13
+	VBROADCASTSS    (R8)(R12*4), Y9
+	VBROADCASTSS    (R8)(R13*4), Y10
+	VBLENDPS        $0xf0, Y10, Y9, Y9
+	VPMADDWD        (R9), Z7, Z10
+	VPMADDWD        64(R9), Z8, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y3
+	VPMADDWD        (R9)(CX*1), Z7, Z10
+	VPMADDWD        64(R9)(CX*1), Z8, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9)(CX*1), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y4
+	VPMADDWD        (R9)(CX*2), Z7, Z10
+	VPMADDWD        64(R9)(CX*2), Z8, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9)(CX*2), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y5
+	VPMADDWD        (R9)(R10*1), Z7, Z7
+	VPMADDWD        64(R9)(R10*1), Z8, Z8
+	VPADDD          Z8, Z7, Z7
+	VEXTRACTI64X4   $0x01, Z7, Y8
+	VPADDD          Y8, Y7, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          128(R9)(R10*1), Y8, Y8
+	VFMADD231PS     Y9, Y8, Y6
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R11
+	JZ              gemvFP4QAVX512x4_done
+	VBROADCASTI64X4 (DX), Z7
+	VPSRLW          $0x04, Z7, Z8
+	VPANDD          Z1, Z7, Z7
+	VPANDD          Z1, Z8, Z8
+	VPSHUFB         Z7, Z0, Z7
+	VPSHUFB         Z8, Z0, Z8
+	VPSHUFB         Z2, Z7, Z7
+	VPSHUFB         Z2, Z8, Z8
+	MOVBQZX         (BX), R12
+	MOVBQZX         1(BX), R13
+	VBROADCASTSS    (R8)(R12*4), Y9
+	VBROADCASTSS    (R8)(R13*4), Y10
+	VBLENDPS        $0xf0, Y10, Y9, Y9
+	VPMADDWD        (R9), Z7, Z10
+	VPMADDWD        64(R9), Z8, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y3
+	VPMADDWD        (R9)(CX*1), Z7, Z10
+	VPMADDWD        64(R9)(CX*1), Z8, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9)(CX*1), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y4
+	VPMADDWD        (R9)(CX*2), Z7, Z10
+	VPMADDWD        64(R9)(CX*2), Z8, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9)(CX*2), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y5
+	VPMADDWD        (R9)(R10*1), Z7, Z7
+	VPMADDWD        64(R9)(R10*1), Z8, Z8
+	VPADDD          Z8, Z7, Z7
+	VEXTRACTI64X4   $0x01, Z7, Y8
+	VPADDD          Y8, Y7, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          128(R9)(R10*1), Y8, Y8
+	VFMADD231PS     Y9, Y8, Y6
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R11
+	JNZ             gemvFP4QAVX512x4_loop
+
+gemvFP4QAVX512x4_done:
+	MOVQ         ldo+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R11
+	VEXTRACTF128 $0x01, Y3, X7
+	VADDPS       X3, X7, X7
+	VMOVHLPS     X7, X7, X3
+	VADDPS       X3, X7, X7
+	VMOVSHDUP    X7, X3
+	VADDSS       X3, X7, X7
+	VMOVSS       X7, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X5, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y6, X3
+	VADDPS       X6, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4QAVX512x4_row
+
+gemvFP4QAVX512x4_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP4QAVX512x5(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+TEXT ·gemvFP4QAVX512x5(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      s+24(FP), BX
+	MOVQ      rows+40(FP), SI
+	MOVQ      out+48(FP), DI
+	MOVQ      sc+64(FP), R8
+	MOVQ      c+72(FP), R9
+	VMOVDQU64 (R9), Z0
+	VMOVDQU64 64(R9), Z1
+	VMOVDQU64 128(R9), Z2
+	LEAQ      (CX)(CX*2), R10
+	TESTQ     SI, SI
+	JZ        gemvFP4QAVX512x5_end
+
+gemvFP4QAVX512x5_row:
+	MOVQ   AX, R9
+	LEAQ   (AX)(CX*4), R11
+	MOVQ   nb+32(FP), R12
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ  R12, R12
+	JZ     gemvFP4QAVX512x5_done
+
+gemvFP4QAVX512x5_loop:
+	PREFETCHT0      2048(DX)
+	VBROADCASTI64X4 (DX), Z8
+	VPSRLW          $0x04, Z8, Z9
+	VPANDD          Z1, Z8, Z8
+	VPANDD          Z1, Z9, Z9
+	VPSHUFB         Z8, Z0, Z8
+	VPSHUFB         Z9, Z0, Z9
+	VPSHUFB         Z2, Z8, Z8
+	VPSHUFB         Z2, Z9, Z9
+	MOVBQZX         (BX), R13
+	MOVBQZX         1(BX), R14
+	VBROADCASTSS    (R8)(R13*4), Y10
+	VBROADCASTSS    (R8)(R14*4), Y11
+	VBLENDPS        $0xf0, Y11, Y10, Y10
+	VPMADDWD        (R9), Z8, Z11
+	VPMADDWD        64(R9), Z9, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y3
+	VPMADDWD        (R9)(CX*1), Z8, Z11
+	VPMADDWD        64(R9)(CX*1), Z9, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(CX*1), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y4
+	VPMADDWD        (R9)(CX*2), Z8, Z11
+	VPMADDWD        64(R9)(CX*2), Z9, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(CX*2), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y5
+	VPMADDWD        (R9)(R10*1), Z8, Z11
+	VPMADDWD        64(R9)(R10*1), Z9, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(R10*1), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y6
+	VPMADDWD        (R11), Z8, Z8
+	VPMADDWD        64(R11), Z9, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y9
+	VPADDD          Y9, Y8, Y9
+	VCVTDQ2PS       Y9, Y9
+	VMULPS          128(R11), Y9, Y9
+	VFMADD231PS     Y10, Y9, Y7
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x000000a0, R11
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R12
+	JZ              gemvFP4QAVX512x5_done
+	VBROADCASTI64X4 (DX), Z8
+	VPSRLW          $0x04, Z8, Z9
+	VPANDD          Z1, Z8, Z8
+	VPANDD          Z1, Z9, Z9
+	VPSHUFB         Z8, Z0, Z8
+	VPSHUFB         Z9, Z0, Z9
+	VPSHUFB         Z2, Z8, Z8
+	VPSHUFB         Z2, Z9, Z9
+	MOVBQZX         (BX), R13
+	MOVBQZX         1(BX), R14
+	VBROADCASTSS    (R8)(R13*4), Y10
+	VBROADCASTSS    (R8)(R14*4), Y11
+	VBLENDPS        $0xf0, Y11, Y10, Y10
+	VPMADDWD        (R9), Z8, Z11
+	VPMADDWD        64(R9), Z9, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y3
+	VPMADDWD        (R9)(CX*1), Z8, Z11
+	VPMADDWD        64(R9)(CX*1), Z9, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(CX*1), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y4
+	VPMADDWD        (R9)(CX*2), Z8, Z11
+	VPMADDWD        64(R9)(CX*2), Z9, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(CX*2), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y5
+	VPMADDWD        (R9)(R10*1), Z8, Z11
+	VPMADDWD        64(R9)(R10*1), Z9, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(R10*1), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y6
+	VPMADDWD        (R11), Z8, Z8
+	VPMADDWD        64(R11), Z9, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y9
+	VPADDD          Y9, Y8, Y9
+	VCVTDQ2PS       Y9, Y9
+	VMULPS          128(R11), Y9, Y9
+	VFMADD231PS     Y10, Y9, Y7
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x000000a0, R11
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R12
+	JNZ             gemvFP4QAVX512x5_loop
+
+gemvFP4QAVX512x5_done:
+	MOVQ         ldo+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R11
+	VEXTRACTF128 $0x01, Y3, X8
+	VADDPS       X3, X8, X8
+	VMOVHLPS     X8, X8, X3
+	VADDPS       X3, X8, X8
+	VMOVSHDUP    X8, X3
+	VADDSS       X3, X8, X8
+	VMOVSS       X8, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X5, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y6, X3
+	VADDPS       X6, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y7, X3
+	VADDPS       X7, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4QAVX512x5_row
+
+gemvFP4QAVX512x5_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP4QAVX512x6(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+TEXT ·gemvFP4QAVX512x6(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      s+24(FP), BX
+	MOVQ      rows+40(FP), SI
+	MOVQ      out+48(FP), DI
+	MOVQ      sc+64(FP), R8
+	MOVQ      c+72(FP), R9
+	VMOVDQU64 (R9), Z0
+	VMOVDQU64 64(R9), Z1
+	VMOVDQU64 128(R9), Z2
+	LEAQ      (CX)(CX*2), R10
+	TESTQ     SI, SI
+	JZ        gemvFP4QAVX512x6_end
+
+gemvFP4QAVX512x6_row:
+	MOVQ   AX, R9
+	LEAQ   (AX)(CX*4), R11
+	MOVQ   nb+32(FP), R12
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	TESTQ  R12, R12
+	JZ     gemvFP4QAVX512x6_done
+
+gemvFP4QAVX512x6_loop:
+	PREFETCHT0      2048(DX)
+	VBROADCASTI64X4 (DX), Z9
+	VPSRLW          $0x04, Z9, Z10
+	VPANDD          Z1, Z9, Z9
+	VPANDD          Z1, Z10, Z10
+	VPSHUFB         Z9, Z0, Z9
+	VPSHUFB         Z10, Z0, Z10
+	VPSHUFB         Z2, Z9, Z9
+	VPSHUFB         Z2, Z10, Z10
+	MOVBQZX         (BX), R13
+	MOVBQZX         1(BX), R14
+	VBROADCASTSS    (R8)(R13*4), Y11
+	VBROADCASTSS    (R8)(R14*4), Y12
+	VBLENDPS        $0xf0, Y12, Y11, Y11
+	VPMADDWD        (R9), Z9, Z12
+	VPMADDWD        64(R9), Z10, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y3
+	VPMADDWD        (R9)(CX*1), Z9, Z12
+	VPMADDWD        64(R9)(CX*1), Z10, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(CX*1), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y4
+	VPMADDWD        (R9)(CX*2), Z9, Z12
+	VPMADDWD        64(R9)(CX*2), Z10, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(CX*2), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y5
+	VPMADDWD        (R9)(R10*1), Z9, Z12
+	VPMADDWD        64(R9)(R10*1), Z10, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(R10*1), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y6
+	VPMADDWD        (R11), Z9, Z12
+	VPMADDWD        64(R11), Z10, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R11), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y7
+	VPMADDWD        (R11)(CX*1), Z9, Z9
+	VPMADDWD        64(R11)(CX*1), Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R11)(CX*1), Y10, Y10
+	VFMADD231PS     Y11, Y10, Y8
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x000000a0, R11
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R12
+	JZ              gemvFP4QAVX512x6_done
+	VBROADCASTI64X4 (DX), Z9
+	VPSRLW          $0x04, Z9, Z10
+	VPANDD          Z1, Z9, Z9
+	VPANDD          Z1, Z10, Z10
+	VPSHUFB         Z9, Z0, Z9
+	VPSHUFB         Z10, Z0, Z10
+	VPSHUFB         Z2, Z9, Z9
+	VPSHUFB         Z2, Z10, Z10
+	MOVBQZX         (BX), R13
+	MOVBQZX         1(BX), R14
+	VBROADCASTSS    (R8)(R13*4), Y11
+	VBROADCASTSS    (R8)(R14*4), Y12
+	VBLENDPS        $0xf0, Y12, Y11, Y11
+	VPMADDWD        (R9), Z9, Z12
+	VPMADDWD        64(R9), Z10, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y3
+	VPMADDWD        (R9)(CX*1), Z9, Z12
+	VPMADDWD        64(R9)(CX*1), Z10, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(CX*1), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y4
+	VPMADDWD        (R9)(CX*2), Z9, Z12
+	VPMADDWD        64(R9)(CX*2), Z10, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(CX*2), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y5
+	VPMADDWD        (R9)(R10*1), Z9, Z12
+	VPMADDWD        64(R9)(R10*1), Z10, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(R10*1), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y6
+	VPMADDWD        (R11), Z9, Z12
+	VPMADDWD        64(R11), Z10, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R11), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y7
+	VPMADDWD        (R11)(CX*1), Z9, Z9
+	VPMADDWD        64(R11)(CX*1), Z10, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R11)(CX*1), Y10, Y10
+	VFMADD231PS     Y11, Y10, Y8
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x000000a0, R11
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R12
+	JNZ             gemvFP4QAVX512x6_loop
+
+gemvFP4QAVX512x6_done:
+	MOVQ         ldo+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R11
+	VEXTRACTF128 $0x01, Y3, X9
+	VADDPS       X3, X9, X9
+	VMOVHLPS     X9, X9, X3
+	VADDPS       X3, X9, X9
+	VMOVSHDUP    X9, X3
+	VADDSS       X3, X9, X9
+	VMOVSS       X9, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X5, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y6, X3
+	VADDPS       X6, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y7, X3
+	VADDPS       X7, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y8, X3
+	VADDPS       X8, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4QAVX512x6_row
+
+gemvFP4QAVX512x6_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP4QAVX512x7(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+TEXT ·gemvFP4QAVX512x7(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      s+24(FP), BX
+	MOVQ      rows+40(FP), SI
+	MOVQ      out+48(FP), DI
+	MOVQ      sc+64(FP), R8
+	MOVQ      c+72(FP), R9
+	VMOVDQU64 (R9), Z0
+	VMOVDQU64 64(R9), Z1
+	VMOVDQU64 128(R9), Z2
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (CX)(CX*2), R9
+	TESTQ     SI, SI
+	JZ        gemvFP4QAVX512x7_end
+
+gemvFP4QAVX512x7_row:
+	MOVQ   AX, R9
+	LEAQ   (AX)(CX*4), R11
+	MOVQ   nb+32(FP), R12
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	TESTQ  R12, R12
+	JZ     gemvFP4QAVX512x7_done
+
+gemvFP4QAVX512x7_loop:
+	PREFETCHT0      2048(DX)
+	VBROADCASTI64X4 (DX), Z10
+	VPSRLW          $0x04, Z10, Z11
+	VPANDD          Z1, Z10, Z10
+	VPANDD          Z1, Z11, Z11
+	VPSHUFB         Z10, Z0, Z10
+	VPSHUFB         Z11, Z0, Z11
+	VPSHUFB         Z2, Z10, Z10
+	VPSHUFB         Z2, Z11, Z11
+	MOVBQZX         (BX), R13
+	MOVBQZX         1(BX), R14
+	VBROADCASTSS    (R8)(R13*4), Y12
+	VBROADCASTSS    (R8)(R14*4), Y13
+	VBLENDPS        $0xf0, Y13, Y12, Y12
+	VPMADDWD        (R9), Z10, Z13
+	VPMADDWD        64(R9), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y3
+	VPMADDWD        (R9)(CX*1), Z10, Z13
+	VPMADDWD        64(R9)(CX*1), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(CX*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y4
+	VPMADDWD        (R9)(CX*2), Z10, Z13
+	VPMADDWD        64(R9)(CX*2), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(CX*2), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y5
+	VPMADDWD        (R9)(R10*1), Z10, Z13
+	VPMADDWD        64(R9)(R10*1), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(R10*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y6
+	VPMADDWD        (R11), Z10, Z13
+	VPMADDWD        64(R11), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R11), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y7
+	VPMADDWD        (R11)(CX*1), Z10, Z13
+	VPMADDWD        64(R11)(CX*1), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R11)(CX*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y8
+	VPMADDWD        (R11)(CX*2), Z10, Z10
+	VPMADDWD        64(R11)(CX*2), Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R11)(CX*2), Y11, Y11
+	VFMADD231PS     Y12, Y11, Y9
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x000000a0, R11
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R12
+	JZ              gemvFP4QAVX512x7_done
+	VBROADCASTI64X4 (DX), Z10
+	VPSRLW          $0x04, Z10, Z11
+	VPANDD          Z1, Z10, Z10
+	VPANDD          Z1, Z11, Z11
+	VPSHUFB         Z10, Z0, Z10
+	VPSHUFB         Z11, Z0, Z11
+	VPSHUFB         Z2, Z10, Z10
+	VPSHUFB         Z2, Z11, Z11
+	MOVBQZX         (BX), R13
+	MOVBQZX         1(BX), R14
+	VBROADCASTSS    (R8)(R13*4), Y12
+	VBROADCASTSS    (R8)(R14*4), Y13
+	VBLENDPS        $0xf0, Y13, Y12, Y12
+	VPMADDWD        (R9), Z10, Z13
+	VPMADDWD        64(R9), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y3
+	VPMADDWD        (R9)(CX*1), Z10, Z13
+	VPMADDWD        64(R9)(CX*1), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(CX*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y4
+	VPMADDWD        (R9)(CX*2), Z10, Z13
+	VPMADDWD        64(R9)(CX*2), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(CX*2), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y5
+	VPMADDWD        (R9)(R10*1), Z10, Z13
+	VPMADDWD        64(R9)(R10*1), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(R10*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y6
+	VPMADDWD        (R11), Z10, Z13
+	VPMADDWD        64(R11), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R11), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y7
+	VPMADDWD        (R11)(CX*1), Z10, Z13
+	VPMADDWD        64(R11)(CX*1), Z11, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R11)(CX*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y8
+	VPMADDWD        (R11)(CX*2), Z10, Z10
+	VPMADDWD        64(R11)(CX*2), Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R11)(CX*2), Y11, Y11
+	VFMADD231PS     Y12, Y11, Y9
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x000000a0, R11
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R12
+	JNZ             gemvFP4QAVX512x7_loop
+
+gemvFP4QAVX512x7_done:
+	MOVQ         ldo+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R11
+	VEXTRACTF128 $0x01, Y3, X10
+	VADDPS       X3, X10, X10
+	VMOVHLPS     X10, X10, X3
+	VADDPS       X3, X10, X10
+	VMOVSHDUP    X10, X3
+	VADDSS       X3, X10, X10
+	VMOVSS       X10, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X5, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y6, X3
+	VADDPS       X6, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y7, X3
+	VADDPS       X7, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y8, X3
+	VADDPS       X8, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y9, X3
+	VADDPS       X9, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4QAVX512x7_row
+
+gemvFP4QAVX512x7_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP4QAVX512x8(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+TEXT ·gemvFP4QAVX512x8(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      s+24(FP), BX
+	MOVQ      rows+40(FP), SI
+	MOVQ      out+48(FP), DI
+	MOVQ      sc+64(FP), R8
+	MOVQ      c+72(FP), R9
+	VMOVDQU64 (R9), Z0
+	VMOVDQU64 64(R9), Z1
+	VMOVDQU64 128(R9), Z2
+	LEAQ      (CX)(CX*2), R10
+	LEAQ      (CX)(CX*2), R12
+	TESTQ     SI, SI
+	JZ        gemvFP4QAVX512x8_end
+
+gemvFP4QAVX512x8_row:
+	MOVQ   AX, R9
+	LEAQ   (AX)(CX*4), R11
+	MOVQ   nb+32(FP), R13
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	TESTQ  R13, R13
+	JZ     gemvFP4QAVX512x8_done
+
+gemvFP4QAVX512x8_loop:
+	PREFETCHT0      2048(DX)
+	VBROADCASTI64X4 (DX), Z11
+	VPSRLW          $0x04, Z11, Z12
+	VPANDD          Z1, Z11, Z11
+	VPANDD          Z1, Z12, Z12
+	VPSHUFB         Z11, Z0, Z11
+	VPSHUFB         Z12, Z0, Z12
+	VPSHUFB         Z2, Z11, Z11
+	VPSHUFB         Z2, Z12, Z12
+	MOVBQZX         (BX), R14
+	MOVBQZX         1(BX), R15
+	VBROADCASTSS    (R8)(R14*4), Y13
+	VBROADCASTSS    (R8)(R15*4), Y14
+	VBLENDPS        $0xf0, Y14, Y13, Y13
+	VPMADDWD        (R9), Z11, Z14
+	VPMADDWD        64(R9), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R9), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y3
+	VPMADDWD        (R9)(CX*1), Z11, Z14
+	VPMADDWD        64(R9)(CX*1), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R9)(CX*1), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y4
+	VPMADDWD        (R9)(CX*2), Z11, Z14
+	VPMADDWD        64(R9)(CX*2), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R9)(CX*2), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y5
+	VPMADDWD        (R9)(R10*1), Z11, Z14
+	VPMADDWD        64(R9)(R10*1), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R9)(R10*1), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y6
+	VPMADDWD        (R11), Z11, Z14
+	VPMADDWD        64(R11), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R11), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y7
+	VPMADDWD        (R11)(CX*1), Z11, Z14
+	VPMADDWD        64(R11)(CX*1), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R11)(CX*1), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y8
+	VPMADDWD        (R11)(CX*2), Z11, Z14
+	VPMADDWD        64(R11)(CX*2), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R11)(CX*2), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y9
+	VPMADDWD        (R11)(R12*1), Z11, Z11
+	VPMADDWD        64(R11)(R12*1), Z12, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R11)(R12*1), Y12, Y12
+	VFMADD231PS     Y13, Y12, Y10
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x000000a0, R11
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R13
+	JZ              gemvFP4QAVX512x8_done
+	VBROADCASTI64X4 (DX), Z11
+	VPSRLW          $0x04, Z11, Z12
+	VPANDD          Z1, Z11, Z11
+	VPANDD          Z1, Z12, Z12
+	VPSHUFB         Z11, Z0, Z11
+	VPSHUFB         Z12, Z0, Z12
+	VPSHUFB         Z2, Z11, Z11
+	VPSHUFB         Z2, Z12, Z12
+	MOVBQZX         (BX), R14
+	MOVBQZX         1(BX), R15
+	VBROADCASTSS    (R8)(R14*4), Y13
+	VBROADCASTSS    (R8)(R15*4), Y14
+	VBLENDPS        $0xf0, Y14, Y13, Y13
+	VPMADDWD        (R9), Z11, Z14
+	VPMADDWD        64(R9), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R9), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y3
+	VPMADDWD        (R9)(CX*1), Z11, Z14
+	VPMADDWD        64(R9)(CX*1), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R9)(CX*1), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y4
+	VPMADDWD        (R9)(CX*2), Z11, Z14
+	VPMADDWD        64(R9)(CX*2), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R9)(CX*2), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y5
+	VPMADDWD        (R9)(R10*1), Z11, Z14
+	VPMADDWD        64(R9)(R10*1), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R9)(R10*1), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y6
+	VPMADDWD        (R11), Z11, Z14
+	VPMADDWD        64(R11), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R11), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y7
+	VPMADDWD        (R11)(CX*1), Z11, Z14
+	VPMADDWD        64(R11)(CX*1), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R11)(CX*1), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y8
+	VPMADDWD        (R11)(CX*2), Z11, Z14
+	VPMADDWD        64(R11)(CX*2), Z12, Z15
+	VPADDD          Z15, Z14, Z14
+	VEXTRACTI64X4   $0x01, Z14, Y15
+	VPADDD          Y15, Y14, Y15
+	VCVTDQ2PS       Y15, Y15
+	VMULPS          128(R11)(CX*2), Y15, Y15
+	VFMADD231PS     Y13, Y15, Y9
+	VPMADDWD        (R11)(R12*1), Z11, Z11
+	VPMADDWD        64(R11)(R12*1), Z12, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R11)(R12*1), Y12, Y12
+	VFMADD231PS     Y13, Y12, Y10
+	ADDQ            $0x000000a0, R9
+	ADDQ            $0x000000a0, R11
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R13
+	JNZ             gemvFP4QAVX512x8_loop
+
+gemvFP4QAVX512x8_done:
+	MOVQ         ldo+56(FP), R9
+	SHLQ         $0x02, R9
+	MOVQ         DI, R11
+	VEXTRACTF128 $0x01, Y3, X11
+	VADDPS       X3, X11, X11
+	VMOVHLPS     X11, X11, X3
+	VADDPS       X3, X11, X11
+	VMOVSHDUP    X11, X3
+	VADDSS       X3, X11, X11
+	VMOVSS       X11, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y4, X3
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y5, X3
+	VADDPS       X5, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y6, X3
+	VADDPS       X6, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y7, X3
+	VADDPS       X7, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y8, X3
+	VADDPS       X8, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y9, X3
+	VADDPS       X9, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         R9, R11
+	VEXTRACTF128 $0x01, Y10, X3
+	VADDPS       X10, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VMOVSS       X3, (R11)
+	ADDQ         $0x04, DI
+	DECQ         SI
+	JNZ          gemvFP4QAVX512x8_row
+
+gemvFP4QAVX512x8_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP8AVX512x1(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·gemvFP8AVX512x1(SB), NOSPLIT, $0-68
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+40(FP), BX
+	MOVQ         out+48(FP), SI
+	SHLQ         $0x02, CX
+	MOVL         $0x87f087f0, CX
+	VPBROADCASTD CX, Z0
+	MOVL         $0xffff0000, CX
+	VPBROADCASTD CX, Z1
+	MOVL         $0x7f7f7f7f, CX
+	VPBROADCASTD CX, Z2
+	VPXORD       Z3, Z3, Z3
+	MOVL         $0x000000ff, CX
+	KMOVW        CX, K1
+	TESTQ        BX, BX
+	JZ           gemvFP8AVX512x1_end
+
+gemvFP8AVX512x1_row:
+	MOVQ   AX, CX
+	MOVQ   f+24(FP), DI
+	MOVQ   nb+32(FP), R8
+	MOVQ   R8, R9
+	SHRQ   $0x01, R9
+	VPXORD Z4, Z4, Z4
+	TESTQ  R9, R9
+	JZ     gemvFP8AVX512x1_tail
+
+gemvFP8AVX512x1_loop:
+	PREFETCHT0   2048(DX)
+	VMOVDQU64    (DX), Z5
+	VPANDD       Z5, Z2, Z6
+	VPMAXUB      Z6, Z3, Z3
+	VPSRAW       $0x04, Z5, Z6
+	VPSLLW       $0x08, Z5, Z5
+	VPSRAW       $0x04, Z5, Z5
+	VPANDD       Z0, Z6, Z6
+	VPANDD       Z0, Z5, Z5
+	VPSLLD       $0x10, Z6, Z8
+	VMULPS       (CX), Z8, Z8
+	VPANDD       Z1, Z6, Z6
+	VFMADD231PS  64(CX), Z6, Z8
+	VPSLLD       $0x10, Z5, Z6
+	VFMADD231PS  128(CX), Z6, Z8
+	VPANDD       Z1, Z5, Z5
+	VFMADD231PS  192(CX), Z5, Z8
+	VBROADCASTSS (DI), Z5
+	VBROADCASTSS 4(DI), Y6
+	VINSERTF64X4 $0x01, Y6, Z5, Z5
+	VFMADD231PS  Z5, Z8, Z4
+	ADDQ         $0x00000100, CX
+	ADDQ         $0x40, DX
+	ADDQ         $0x08, DI
+	DECQ         R9
+	JNZ          gemvFP8AVX512x1_loop
+
+gemvFP8AVX512x1_tail:
+	TESTQ        $0x00000001, R8
+	JZ           gemvFP8AVX512x1_done
+	VMOVDQU64    (DX), Y5
+	VPANDD       Y5, Y2, Y7
+	VPMAXUB      Z7, Z3, Z3
+	VPSRAW       $0x04, Y5, Y6
+	VPSLLW       $0x08, Y5, Y5
+	VPSRAW       $0x04, Y5, Y5
+	VPANDD       Y0, Y6, Y6
+	VPANDD       Y0, Y5, Y5
+	VPSLLD       $0x10, Y6, Y7
+	VMULPS       (CX), Y7, Y7
+	VPANDD       Y1, Y6, Y6
+	VFMADD231PS  32(CX), Y6, Y7
+	VPSLLD       $0x10, Y5, Y6
+	VFMADD231PS  64(CX), Y6, Y7
+	VPANDD       Y1, Y5, Y5
+	VFMADD231PS  96(CX), Y5, Y7
+	VBROADCASTSS (DI), Z5
+	VFMADD231PS  Z5, Z7, K1, Z4
+	ADDQ         $0x20, DX
+
+gemvFP8AVX512x1_done:
+	MOVQ          ldo+56(FP), CX
+	SHLQ          $0x02, CX
+	MOVQ          SI, CX
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VADDPS        Y5, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X4, X5, X5
+	VSHUFPS       $0xee, X5, X5, X6
+	VADDPS        X6, X5, X5
+	VMOVSHDUP     X5, X6
+	VADDSS        X6, X5, X5
+	VMOVSS        X5, (CX)
+	ADDQ          $0x04, SI
+	DECQ          BX
+	JNZ           gemvFP8AVX512x1_row
+
+gemvFP8AVX512x1_end:
+	VEXTRACTI64X4 $0x01, Z3, Y0
+	VPMAXUB       Y0, Y3, Y0
+	VPCMPEQB      Y2, Y0, K1
+	KMOVD         K1, AX
+	MOVL          AX, nan+64(FP)
+	VZEROUPPER
+	RET
+
+// func gemvFP8AVX512x2(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·gemvFP8AVX512x2(SB), NOSPLIT, $0-68
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+40(FP), BX
+	MOVQ         out+48(FP), SI
+	SHLQ         $0x02, CX
+	MOVL         $0x87f087f0, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0xffff0000, DI
+	VPBROADCASTD DI, Z1
+	MOVL         $0x7f7f7f7f, DI
+	VPBROADCASTD DI, Z2
+	VPXORD       Z3, Z3, Z3
+	MOVL         $0x000000ff, DI
+	KMOVW        DI, K1
+	TESTQ        BX, BX
+	JZ           gemvFP8AVX512x2_end
+
+gemvFP8AVX512x2_row:
+	MOVQ   AX, DI
+	MOVQ   f+24(FP), R8
+	MOVQ   nb+32(FP), R9
+	MOVQ   R9, R10
+	SHRQ   $0x01, R10
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	TESTQ  R10, R10
+	JZ     gemvFP8AVX512x2_tail
+
+gemvFP8AVX512x2_loop:
+	PREFETCHT0   2048(DX)
+	VMOVDQU64    (DX), Z6
+	VPANDD       Z6, Z2, Z7
+	VPMAXUB      Z7, Z3, Z3
+	VPSRAW       $0x04, Z6, Z7
+	VPSLLW       $0x08, Z6, Z6
+	VPSRAW       $0x04, Z6, Z6
+	VPANDD       Z0, Z7, Z7
+	VPANDD       Z0, Z6, Z6
+	VPSLLD       $0x10, Z7, Z10
+	VMULPS       (DI), Z10, Z9
+	VMULPS       (DI)(CX*1), Z10, Z10
+	VPANDD       Z1, Z7, Z7
+	VFMADD231PS  64(DI), Z7, Z9
+	VFMADD231PS  64(DI)(CX*1), Z7, Z10
+	VPSLLD       $0x10, Z6, Z7
+	VFMADD231PS  128(DI), Z7, Z9
+	VFMADD231PS  128(DI)(CX*1), Z7, Z10
+	VPANDD       Z1, Z6, Z6
+	VFMADD231PS  192(DI), Z6, Z9
+	VFMADD231PS  192(DI)(CX*1), Z6, Z10
+	VBROADCASTSS (R8), Z6
+	VBROADCASTSS 4(R8), Y7
+	VINSERTF64X4 $0x01, Y7, Z6, Z6
+	VFMADD231PS  Z6, Z9, Z4
+	VFMADD231PS  Z6, Z10, Z5
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x40, DX
+	ADDQ         $0x08, R8
+	DECQ         R10
+	JNZ          gemvFP8AVX512x2_loop
+
+gemvFP8AVX512x2_tail:
+	TESTQ        $0x00000001, R9
+	JZ           gemvFP8AVX512x2_done
+	VMOVDQU64    (DX), Y7
+	VPANDD       Y7, Y2, Y8
+	VPMAXUB      Z8, Z3, Z3
+	VPSRAW       $0x04, Y7, Y6
+	VPSLLW       $0x08, Y7, Y7
+	VPSRAW       $0x04, Y7, Y7
+	VPANDD       Y0, Y6, Y6
+	VPANDD       Y0, Y7, Y7
+	VPSLLD       $0x10, Y6, Y9
+	VMULPS       (DI), Y9, Y8
+	VMULPS       (DI)(CX*1), Y9, Y11
+	VPANDD       Y1, Y6, Y6
+	VFMADD231PS  32(DI), Y6, Y8
+	VFMADD231PS  32(DI)(CX*1), Y6, Y11
+	VPSLLD       $0x10, Y7, Y6
+	VFMADD231PS  64(DI), Y6, Y8
+	VFMADD231PS  64(DI)(CX*1), Y6, Y11
+	VPANDD       Y1, Y7, Y6
+	VFMADD231PS  96(DI), Y6, Y8
+	VFMADD231PS  96(DI)(CX*1), Y6, Y11
+	VBROADCASTSS (R8), Z6
+	VFMADD231PS  Z6, Z8, K1, Z4
+	VFMADD231PS  Z6, Z11, K1, Z5
+	ADDQ         $0x20, DX
+
+gemvFP8AVX512x2_done:
+	MOVQ          ldo+56(FP), DI
+	SHLQ          $0x02, DI
+	MOVQ          SI, R8
+	VEXTRACTF64X4 $0x01, Z4, Y6
+	VADDPS        Y6, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X4, X6, X6
+	VSHUFPS       $0xee, X6, X6, X7
+	VADDPS        X7, X6, X6
+	VMOVSHDUP     X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, (R8)
+	ADDQ          DI, R8
+	VEXTRACTF64X4 $0x01, Z5, Y6
+	VADDPS        Y6, Y5, Y5
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X5, X6, X6
+	VSHUFPS       $0xee, X6, X6, X7
+	VADDPS        X7, X6, X6
+	VMOVSHDUP     X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, (R8)
+	ADDQ          $0x04, SI
+	DECQ          BX
+	JNZ           gemvFP8AVX512x2_row
+
+gemvFP8AVX512x2_end:
+	VEXTRACTI64X4 $0x01, Z3, Y0
+	VPMAXUB       Y0, Y3, Y0
+	VPCMPEQB      Y2, Y0, K1
+	KMOVD         K1, AX
+	MOVL          AX, nan+64(FP)
+	VZEROUPPER
+	RET
+
+// func gemvFP8AVX512x3(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·gemvFP8AVX512x3(SB), NOSPLIT, $0-68
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+40(FP), BX
+	MOVQ         out+48(FP), SI
+	SHLQ         $0x02, CX
+	MOVL         $0x87f087f0, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0xffff0000, DI
+	VPBROADCASTD DI, Z1
+	MOVL         $0x7f7f7f7f, DI
+	VPBROADCASTD DI, Z2
+	VPXORD       Z3, Z3, Z3
+	MOVL         $0x000000ff, DI
+	KMOVW        DI, K1
+	LEAQ         (CX)(CX*2), DI
+	TESTQ        BX, BX
+	JZ           gemvFP8AVX512x3_end
+
+gemvFP8AVX512x3_row:
+	MOVQ   AX, DI
+	MOVQ   f+24(FP), R8
+	MOVQ   nb+32(FP), R9
+	MOVQ   R9, R10
+	SHRQ   $0x01, R10
+	VPXORD Y4, Y4, Y4
+	VPXORD Y5, Y5, Y5
+	VPXORD Y6, Y6, Y6
+	TESTQ  R10, R10
+	JZ     gemvFP8AVX512x3_tail
+
+gemvFP8AVX512x3_loop:
+	PREFETCHT0    2048(DX)
+	VMOVDQU64     (DX), Z7
+	VPANDD        Z7, Z2, Z8
+	VPMAXUB       Z8, Z3, Z3
+	VPSRAW        $0x04, Z7, Z8
+	VPSLLW        $0x08, Z7, Z7
+	VPSRAW        $0x04, Z7, Z7
+	VPANDD        Z0, Z8, Z8
+	VPANDD        Z0, Z7, Z7
+	VPSLLD        $0x10, Z8, Z12
+	VMULPS        (DI), Z12, Z10
+	VMULPS        (DI)(CX*1), Z12, Z11
+	VMULPS        (DI)(CX*2), Z12, Z12
+	VPANDD        Z1, Z8, Z8
+	VFMADD231PS   64(DI), Z8, Z10
+	VFMADD231PS   64(DI)(CX*1), Z8, Z11
+	VFMADD231PS   64(DI)(CX*2), Z8, Z12
+	VPSLLD        $0x10, Z7, Z8
+	VFMADD231PS   128(DI), Z8, Z10
+	VFMADD231PS   128(DI)(CX*1), Z8, Z11
+	VFMADD231PS   128(DI)(CX*2), Z8, Z12
+	VPANDD        Z1, Z7, Z7
+	VFMADD231PS   192(DI), Z7, Z10
+	VFMADD231PS   192(DI)(CX*1), Z7, Z11
+	VFMADD231PS   192(DI)(CX*2), Z7, Z12
+	VBROADCASTSS  (R8), Y7
+	VBROADCASTSS  4(R8), Y8
+	VEXTRACTF64X4 $0x01, Z10, Y9
+	VFMADD231PS   Y7, Y10, Y4
+	VFMADD231PS   Y8, Y9, Y4
+	VEXTRACTF64X4 $0x01, Z11, Y9
+	VFMADD231PS   Y7, Y11, Y5
+	VFMADD231PS   Y8, Y9, Y5
+	VEXTRACTF64X4 $0x01, Z12, Y9
+	VFMADD231PS   Y7, Y12, Y6
+	VFMADD231PS   Y8, Y9, Y6
+	ADDQ          $0x00000100, DI
+	ADDQ          $0x40, DX
+	ADDQ          $0x08, R8
+	DECQ          R10
+	JNZ           gemvFP8AVX512x3_loop
+
+gemvFP8AVX512x3_tail:
+	TESTQ        $0x00000001, R9
+	JZ           gemvFP8AVX512x3_done
+	VMOVDQU64    (DX), Y7
+	VPANDD       Y7, Y2, Y9
+	VPMAXUB      Z9, Z3, Z3
+	VPSRAW       $0x04, Y7, Y8
+	VPSLLW       $0x08, Y7, Y7
+	VPSRAW       $0x04, Y7, Y7
+	VPANDD       Y0, Y8, Y8
+	VPANDD       Y0, Y7, Y7
+	VPSLLD       $0x10, Y8, Y11
+	VMULPS       (DI), Y11, Y9
+	VMULPS       (DI)(CX*1), Y11, Y10
+	VMULPS       (DI)(CX*2), Y11, Y11
+	VPANDD       Y1, Y8, Y8
+	VFMADD231PS  32(DI), Y8, Y9
+	VFMADD231PS  32(DI)(CX*1), Y8, Y10
+	VFMADD231PS  32(DI)(CX*2), Y8, Y11
+	VPSLLD       $0x10, Y7, Y8
+	VFMADD231PS  64(DI), Y8, Y9
+	VFMADD231PS  64(DI)(CX*1), Y8, Y10
+	VFMADD231PS  64(DI)(CX*2), Y8, Y11
+	VPANDD       Y1, Y7, Y7
+	VFMADD231PS  96(DI), Y7, Y9
+	VFMADD231PS  96(DI)(CX*1), Y7, Y10
+	VFMADD231PS  96(DI)(CX*2), Y7, Y11
+	VBROADCASTSS (R8), Y7
+	VFMADD231PS  Y7, Y9, Y4
+	VFMADD231PS  Y7, Y10, Y5
+	VFMADD231PS  Y7, Y11, Y6
+	ADDQ         $0x20, DX
+
+gemvFP8AVX512x3_done:
+	MOVQ          ldo+56(FP), DI
+	SHLQ          $0x02, DI
+	MOVQ          SI, R8
+	VEXTRACTF32X4 $0x01, Y4, X7
+	VADDPS        X4, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VADDPS        X8, X7, X7
+	VMOVSHDUP     X7, X8
+	VADDSS        X8, X7, X7
+	VMOVSS        X7, (R8)
+	ADDQ          DI, R8
+	VEXTRACTF32X4 $0x01, Y5, X7
+	VADDPS        X5, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VADDPS        X8, X7, X7
+	VMOVSHDUP     X7, X8
+	VADDSS        X8, X7, X7
+	VMOVSS        X7, (R8)
+	ADDQ          DI, R8
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VSHUFPS       $0xee, X7, X7, X8
+	VADDPS        X8, X7, X7
+	VMOVSHDUP     X7, X8
+	VADDSS        X8, X7, X7
+	VMOVSS        X7, (R8)
+	ADDQ          $0x04, SI
+	DECQ          BX
+	JNZ           gemvFP8AVX512x3_row
+
+gemvFP8AVX512x3_end:
+	VEXTRACTI64X4 $0x01, Z3, Y0
+	VPMAXUB       Y0, Y3, Y0
+	VPCMPEQB      Y2, Y0, K1
+	KMOVD         K1, AX
+	MOVL          AX, nan+64(FP)
+	VZEROUPPER
+	RET
+
+// func gemvFP8AVX512x4(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, FMA3, MMX+
+TEXT ·gemvFP8AVX512x4(SB), NOSPLIT, $0-68
+	MOVQ         a+0(FP), AX
+	MOVQ         lda+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         rows+40(FP), BX
+	MOVQ         out+48(FP), SI
+	SHLQ         $0x02, CX
+	MOVL         $0x87f087f0, DI
+	VPBROADCASTD DI, Z0
+	MOVL         $0xffff0000, DI
+	VPBROADCASTD DI, Z1
+	MOVL         $0x7f7f7f7f, DI
+	VPBROADCASTD DI, Z2
+	VPXORD       Z3, Z3, Z3
+	MOVL         $0x000000ff, DI
+	KMOVW        DI, K1
+	LEAQ         (CX)(CX*2), R8
+	TESTQ        BX, BX
+	JZ           gemvFP8AVX512x4_end
+
+gemvFP8AVX512x4_row:
+	MOVQ   AX, DI
+	MOVQ   f+24(FP), R9
+	MOVQ   nb+32(FP), R10
+	MOVQ   R10, R11
+	SHRQ   $0x01, R11
+	VPXORD Y4, Y4, Y4
+	VPXORD Y5, Y5, Y5
+	VPXORD Y6, Y6, Y6
+	VPXORD Y7, Y7, Y7
+	TESTQ  R11, R11
+	JZ     gemvFP8AVX512x4_tail
+
+gemvFP8AVX512x4_loop:
+	PREFETCHT0    2048(DX)
+	VMOVDQU64     (DX), Z8
+	VPANDD        Z8, Z2, Z9
+	VPMAXUB       Z9, Z3, Z3
+	VPSRAW        $0x04, Z8, Z9
+	VPSLLW        $0x08, Z8, Z8
+	VPSRAW        $0x04, Z8, Z8
+	VPANDD        Z0, Z9, Z9
+	VPANDD        Z0, Z8, Z8
+	VPSLLD        $0x10, Z9, Z14
+	VMULPS        (DI), Z14, Z11
+	VMULPS        (DI)(CX*1), Z14, Z12
+	VMULPS        (DI)(CX*2), Z14, Z13
+	VMULPS        (DI)(R8*1), Z14, Z14
+	VPANDD        Z1, Z9, Z9
+	VFMADD231PS   64(DI), Z9, Z11
+	VFMADD231PS   64(DI)(CX*1), Z9, Z12
+	VFMADD231PS   64(DI)(CX*2), Z9, Z13
+	VFMADD231PS   64(DI)(R8*1), Z9, Z14
+	VPSLLD        $0x10, Z8, Z9
+	VFMADD231PS   128(DI), Z9, Z11
+	VFMADD231PS   128(DI)(CX*1), Z9, Z12
+	VFMADD231PS   128(DI)(CX*2), Z9, Z13
+	VFMADD231PS   128(DI)(R8*1), Z9, Z14
+	VPANDD        Z1, Z8, Z8
+	VFMADD231PS   192(DI), Z8, Z11
+	VFMADD231PS   192(DI)(CX*1), Z8, Z12
+	VFMADD231PS   192(DI)(CX*2), Z8, Z13
+	VFMADD231PS   192(DI)(R8*1), Z8, Z14
+	VBROADCASTSS  (R9), Y8
+	VBROADCASTSS  4(R9), Y9
+	VEXTRACTF64X4 $0x01, Z11, Y10
+	VFMADD231PS   Y8, Y11, Y4
+	VFMADD231PS   Y9, Y10, Y4
+	VEXTRACTF64X4 $0x01, Z12, Y10
+	VFMADD231PS   Y8, Y12, Y5
+	VFMADD231PS   Y9, Y10, Y5
+	VEXTRACTF64X4 $0x01, Z13, Y10
+	VFMADD231PS   Y8, Y13, Y6
+	VFMADD231PS   Y9, Y10, Y6
+	VEXTRACTF64X4 $0x01, Z14, Y10
+	VFMADD231PS   Y8, Y14, Y7
+	VFMADD231PS   Y9, Y10, Y7
+	ADDQ          $0x00000100, DI
+	ADDQ          $0x40, DX
+	ADDQ          $0x08, R9
+	DECQ          R11
+	JNZ           gemvFP8AVX512x4_loop
+
+gemvFP8AVX512x4_tail:
+	TESTQ        $0x00000001, R10
+	JZ           gemvFP8AVX512x4_done
+	VMOVDQU64    (DX), Y8
+	VPANDD       Y8, Y2, Y10
+	VPMAXUB      Z10, Z3, Z3
+	VPSRAW       $0x04, Y8, Y9
+	VPSLLW       $0x08, Y8, Y8
+	VPSRAW       $0x04, Y8, Y8
+	VPANDD       Y0, Y9, Y9
+	VPANDD       Y0, Y8, Y8
+	VPSLLD       $0x10, Y9, Y13
+	VMULPS       (DI), Y13, Y10
+	VMULPS       (DI)(CX*1), Y13, Y11
+	VMULPS       (DI)(CX*2), Y13, Y12
+	VMULPS       (DI)(R8*1), Y13, Y13
+	VPANDD       Y1, Y9, Y9
+	VFMADD231PS  32(DI), Y9, Y10
+	VFMADD231PS  32(DI)(CX*1), Y9, Y11
+	VFMADD231PS  32(DI)(CX*2), Y9, Y12
+	VFMADD231PS  32(DI)(R8*1), Y9, Y13
+	VPSLLD       $0x10, Y8, Y9
+	VFMADD231PS  64(DI), Y9, Y10
+	VFMADD231PS  64(DI)(CX*1), Y9, Y11
+	VFMADD231PS  64(DI)(CX*2), Y9, Y12
+	VFMADD231PS  64(DI)(R8*1), Y9, Y13
+	VPANDD       Y1, Y8, Y8
+	VFMADD231PS  96(DI), Y8, Y10
+	VFMADD231PS  96(DI)(CX*1), Y8, Y11
+	VFMADD231PS  96(DI)(CX*2), Y8, Y12
+	VFMADD231PS  96(DI)(R8*1), Y8, Y13
+	VBROADCASTSS (R9), Y8
+	VFMADD231PS  Y8, Y10, Y4
+	VFMADD231PS  Y8, Y11, Y5
+	VFMADD231PS  Y8, Y12, Y6
+	VFMADD231PS  Y8, Y13, Y7
+	ADDQ         $0x20, DX
+
+gemvFP8AVX512x4_done:
+	MOVQ          ldo+56(FP), DI
+	SHLQ          $0x02, DI
+	MOVQ          SI, R9
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X4, X8, X8
+	VSHUFPS       $0xee, X8, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSHDUP     X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (R9)
+	ADDQ          DI, R9
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X5, X8, X8
+	VSHUFPS       $0xee, X8, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSHDUP     X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (R9)
+	ADDQ          DI, R9
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X6, X8, X8
+	VSHUFPS       $0xee, X8, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSHDUP     X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (R9)
+	ADDQ          DI, R9
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X7, X8, X8
+	VSHUFPS       $0xee, X8, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSHDUP     X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (R9)
+	ADDQ          $0x04, SI
+	DECQ          BX
+	JNZ           gemvFP8AVX512x4_row
+
+gemvFP8AVX512x4_end:
+	VEXTRACTI64X4 $0x01, Z3, Y0
+	VPMAXUB       Y0, Y3, Y0
+	VPCMPEQB      Y2, Y0, K1
+	KMOVD         K1, AX
+	MOVL          AX, nan+64(FP)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX512x2(a *float32, lda int, b *byte, n int, out *float32)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·dotBF16AVX512x2(SB), NOSPLIT, $0-40
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   out+32(FP), SI
+	SHLQ   $0x02, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	CMPQ   BX, $0x00000040
+	JL     dotBF16AVX512x2_one
+
+dotBF16AVX512x2_four:
+	PREFETCHT0  2048(DX)
+	VPMOVZXWD   (DX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS (AX), Z8, Z0
+	VFMADD231PS (AX)(CX*1), Z8, Z4
+	VPMOVZXWD   32(DX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS 64(AX), Z8, Z1
+	VFMADD231PS 64(AX)(CX*1), Z8, Z5
+	VPMOVZXWD   64(DX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS 128(AX), Z8, Z2
+	VFMADD231PS 128(AX)(CX*1), Z8, Z6
+	VPMOVZXWD   96(DX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS 192(AX), Z8, Z3
+	VFMADD231PS 192(AX)(CX*1), Z8, Z7
+	ADDQ        $0x00000100, AX
+	ADDQ        $0x00000080, DX
+	SUBQ        $0x00000040, BX
+	CMPQ        BX, $0x00000040
+	JGE         dotBF16AVX512x2_four
+
+dotBF16AVX512x2_one:
+	TESTQ       BX, BX
+	JZ          dotBF16AVX512x2_done
+	VPMOVZXWD   (DX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS (AX), Z8, Z0
+	VFMADD231PS (AX)(CX*1), Z8, Z4
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000020, DX
+	SUBQ        $0x00000010, BX
+	JMP         dotBF16AVX512x2_one
+
+dotBF16AVX512x2_done:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0xee, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (SI)
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0xee, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX512x4(a *float32, lda int, b *byte, n int, out *float32)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·dotBF16AVX512x4(SB), NOSPLIT, $0-40
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   out+32(FP), SI
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	CMPQ   BX, $0x00000040
+	JL     dotBF16AVX512x4_one
+
+dotBF16AVX512x4_four:
+	PREFETCHT0  2048(DX)
+	VPMOVZXWD   (DX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (AX), Z16, Z0
+	VFMADD231PS (AX)(CX*1), Z16, Z4
+	VFMADD231PS (AX)(CX*2), Z16, Z8
+	VFMADD231PS (AX)(DI*1), Z16, Z12
+	VPMOVZXWD   32(DX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS 64(AX), Z16, Z1
+	VFMADD231PS 64(AX)(CX*1), Z16, Z5
+	VFMADD231PS 64(AX)(CX*2), Z16, Z9
+	VFMADD231PS 64(AX)(DI*1), Z16, Z13
+	VPMOVZXWD   64(DX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS 128(AX), Z16, Z2
+	VFMADD231PS 128(AX)(CX*1), Z16, Z6
+	VFMADD231PS 128(AX)(CX*2), Z16, Z10
+	VFMADD231PS 128(AX)(DI*1), Z16, Z14
+	VPMOVZXWD   96(DX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS 192(AX), Z16, Z3
+	VFMADD231PS 192(AX)(CX*1), Z16, Z7
+	VFMADD231PS 192(AX)(CX*2), Z16, Z11
+	VFMADD231PS 192(AX)(DI*1), Z16, Z15
+	ADDQ        $0x00000100, AX
+	ADDQ        $0x00000080, DX
+	SUBQ        $0x00000040, BX
+	CMPQ        BX, $0x00000040
+	JGE         dotBF16AVX512x4_four
+
+dotBF16AVX512x4_one:
+	TESTQ       BX, BX
+	JZ          dotBF16AVX512x4_done
+	VPMOVZXWD   (DX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (AX), Z16, Z0
+	VFMADD231PS (AX)(CX*1), Z16, Z4
+	VFMADD231PS (AX)(CX*2), Z16, Z8
+	VFMADD231PS (AX)(DI*1), Z16, Z12
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000020, DX
+	SUBQ        $0x00000010, BX
+	JMP         dotBF16AVX512x4_one
+
+dotBF16AVX512x4_done:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0xee, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (SI)
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0xee, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
+	VADDPS        Z9, Z8, Z8
+	VADDPS        Z11, Z10, Z10
+	VADDPS        Z10, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0xee, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(SI)
+	VADDPS        Z13, Z12, Z12
+	VADDPS        Z15, Z14, Z14
+	VADDPS        Z14, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y0
+	VADDPS        Y12, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0xee, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(SI)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX512x6(a *float32, lda int, b *byte, n int, out *float32)
+// Requires: AVX, AVX512F, AVX512VL, MMX+
+TEXT ·dotBF16AVX512x6(SB), NOSPLIT, $0-40
+	MOVQ   a+0(FP), AX
+	MOVQ   lda+8(FP), CX
+	MOVQ   b+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   out+32(FP), SI
+	SHLQ   $0x02, CX
+	LEAQ   (CX)(CX*2), DI
+	LEAQ   (AX)(CX*4), R8
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	CMPQ   BX, $0x00000040
+	JL     dotBF16AVX512x6_one
+
+dotBF16AVX512x6_four:
+	PREFETCHT0  2048(DX)
+	VPMOVZXWD   (DX), Z24
+	VPSLLD      $0x10, Z24, Z24
+	VFMADD231PS (AX), Z24, Z0
+	VFMADD231PS (AX)(CX*1), Z24, Z4
+	VFMADD231PS (AX)(CX*2), Z24, Z8
+	VFMADD231PS (AX)(DI*1), Z24, Z12
+	VFMADD231PS (R8), Z24, Z16
+	VFMADD231PS (R8)(CX*1), Z24, Z20
+	VPMOVZXWD   32(DX), Z24
+	VPSLLD      $0x10, Z24, Z24
+	VFMADD231PS 64(AX), Z24, Z1
+	VFMADD231PS 64(AX)(CX*1), Z24, Z5
+	VFMADD231PS 64(AX)(CX*2), Z24, Z9
+	VFMADD231PS 64(AX)(DI*1), Z24, Z13
+	VFMADD231PS 64(R8), Z24, Z17
+	VFMADD231PS 64(R8)(CX*1), Z24, Z21
+	VPMOVZXWD   64(DX), Z24
+	VPSLLD      $0x10, Z24, Z24
+	VFMADD231PS 128(AX), Z24, Z2
+	VFMADD231PS 128(AX)(CX*1), Z24, Z6
+	VFMADD231PS 128(AX)(CX*2), Z24, Z10
+	VFMADD231PS 128(AX)(DI*1), Z24, Z14
+	VFMADD231PS 128(R8), Z24, Z18
+	VFMADD231PS 128(R8)(CX*1), Z24, Z22
+	VPMOVZXWD   96(DX), Z24
+	VPSLLD      $0x10, Z24, Z24
+	VFMADD231PS 192(AX), Z24, Z3
+	VFMADD231PS 192(AX)(CX*1), Z24, Z7
+	VFMADD231PS 192(AX)(CX*2), Z24, Z11
+	VFMADD231PS 192(AX)(DI*1), Z24, Z15
+	VFMADD231PS 192(R8), Z24, Z19
+	VFMADD231PS 192(R8)(CX*1), Z24, Z23
+	ADDQ        $0x00000100, AX
+	ADDQ        $0x00000100, R8
+	ADDQ        $0x00000080, DX
+	SUBQ        $0x00000040, BX
+	CMPQ        BX, $0x00000040
+	JGE         dotBF16AVX512x6_four
+
+dotBF16AVX512x6_one:
+	TESTQ       BX, BX
+	JZ          dotBF16AVX512x6_done
+	VPMOVZXWD   (DX), Z24
+	VPSLLD      $0x10, Z24, Z24
+	VFMADD231PS (AX), Z24, Z0
+	VFMADD231PS (AX)(CX*1), Z24, Z4
+	VFMADD231PS (AX)(CX*2), Z24, Z8
+	VFMADD231PS (AX)(DI*1), Z24, Z12
+	VFMADD231PS (R8), Z24, Z16
+	VFMADD231PS (R8)(CX*1), Z24, Z20
+	ADDQ        $0x00000040, AX
+	ADDQ        $0x00000040, R8
+	ADDQ        $0x00000020, DX
+	SUBQ        $0x00000010, BX
+	JMP         dotBF16AVX512x6_one
+
+dotBF16AVX512x6_done:
+	VADDPS        Z1, Z0, Z0
+	VADDPS        Z3, Z2, Z2
+	VADDPS        Z2, Z0, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y0, Y1, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X1, X0, X0
+	VSHUFPS       $0xee, X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (SI)
+	VADDPS        Z5, Z4, Z4
+	VADDPS        Z7, Z6, Z6
+	VADDPS        Z6, Z4, Z4
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0xee, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(SI)
+	VADDPS        Z9, Z8, Z8
+	VADDPS        Z11, Z10, Z10
+	VADDPS        Z10, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0xee, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(SI)
+	VADDPS        Z13, Z12, Z12
+	VADDPS        Z15, Z14, Z14
+	VADDPS        Z14, Z12, Z12
+	VEXTRACTF64X4 $0x01, Z12, Y0
+	VADDPS        Y12, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0xee, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(SI)
+	VADDPS        Z17, Z16, Z16
+	VADDPS        Z19, Z18, Z18
+	VADDPS        Z18, Z16, Z16
+	VEXTRACTF64X4 $0x01, Z16, Y0
+	VADDPS        Y16, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0xee, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 16(SI)
+	VADDPS        Z21, Z20, Z20
+	VADDPS        Z23, Z22, Z22
+	VADDPS        Z22, Z20, Z20
+	VEXTRACTF64X4 $0x01, Z20, Y0
+	VADDPS        Y20, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X0, X1, X1
+	VSHUFPS       $0xee, X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 20(SI)
+	VZEROUPPER
+	RET
+
 // func qkF32AVX2g1k8(qT *float32, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, k4 *float32, k5 *float32, k6 *float32, k7 *float32, n int, out *float32)
 // Requires: AVX, FMA3
 TEXT ·qkF32AVX2g1k8(SB), NOSPLIT, $0-96

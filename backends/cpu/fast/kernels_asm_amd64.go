@@ -332,7 +332,7 @@ var avx2Set = &kernelSet{
 		}
 		_, _, _, _ = a[(r-1)*lda+fp4QRowBytes(nb)-1], w[rows*nb*16-1], s[rows*nb-1], out[(r-1)*ldo+rows-1]
 		for r > 0 { // (every row's arithmetic is the same whatever kernel takes it)
-			k := min(r, gemvQRows)
+			k := min(r, avx2QRows)
 			if k == 5 {
 				k = 4
 			}
@@ -388,6 +388,107 @@ var avx2Set = &kernelSet{
 	},
 }
 
+// avx2QRows is the most activation rows of one gemvFP4QAVX2 kernel (16
+// vector registers).
+const avx2QRows = 6
+
+// gemvFP4QAVX512 is avx2Set.gemvFP4Q (bit for bit) by the AVX-512 kernels,
+// up to gemvQRows activation rows per weight pass.
+func gemvFP4QAVX512(a []byte, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int) {
+	if gemvEmpty(r, nb, rows, out, ldo) {
+		return
+	}
+	_, _, _, _ = a[(r-1)*lda+fp4QRowBytes(nb)-1], w[rows*nb*16-1], s[rows*nb-1], out[(r-1)*ldo+rows-1]
+	for r > 0 { // (every row's arithmetic is the same whatever kernel takes it)
+		k := min(r, gemvQRows)
+		c := &fp4QConsts512[0]
+		switch k {
+		case 1:
+			gemvFP4QAVX512x1(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		case 2:
+			gemvFP4QAVX512x2(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		case 3:
+			gemvFP4QAVX512x3(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		case 4:
+			gemvFP4QAVX512x4(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		case 5:
+			gemvFP4QAVX512x5(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		case 6:
+			gemvFP4QAVX512x6(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		case 7:
+			gemvFP4QAVX512x7(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		default:
+			gemvFP4QAVX512x8(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		}
+		r -= k
+		if r > 0 {
+			a, out = a[k*lda:], out[k*ldo:]
+		}
+	}
+}
+
+// gemvFP8AVX512 is avx2Set.gemvFP8 (bit for bit) by the AVX-512 kernels,
+// on activations permuted by permuteFP8x32Pairs.
+func gemvFP8AVX512(a []float32, lda, r int, w []byte, f []float32, nb, rows int, out []float32, ldo int) bool {
+	if rows == 0 {
+		return false
+	}
+	_, _, _ = a[(r-1)*lda+max(nb*32, 1)-1], w[max(rows*nb*32, 1)-1], out[(r-1)*ldo+rows-1]
+	if nb == 0 {
+		for i := range r {
+			clear(out[i*ldo : i*ldo+rows])
+		}
+		return false
+	}
+	_ = f[nb-1]
+	var nan uint32
+	switch r {
+	case 1:
+		nan = gemvFP8AVX512x1(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
+	case 2:
+		nan = gemvFP8AVX512x2(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
+	case 3:
+		nan = gemvFP8AVX512x3(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
+	default:
+		nan = gemvFP8AVX512x4(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
+	}
+	return nan != 0
+}
+
+// dotW16RowsAVX512 is dotW16 (dotBF16AVX512 and the Go tail) of r ≤ 6
+// activation rows with one weight row, bit for bit, by the multi-row
+// kernels (2, 4 or 6 rows per pass; a last odd row by dotBF16AVX512).
+func dotW16RowsAVX512(a []float32, lda, r int, b []byte, out []float32) {
+	k := len(b) / 2
+	n := k &^ 15
+	_ = out[r-1]
+	if r > 1 {
+		_ = a[(r-1)*lda+k-1]
+	}
+	for i0 := 0; i0 < r; {
+		g := min(r-i0, dotW16RowsMax) &^ 1
+		if n == 0 || g == 0 {
+			for i := i0; i < r; i++ {
+				out[i] = avx512Set.dotW16(a[i*lda:i*lda+k], b)
+			}
+			break
+		}
+		ai := a[i0*lda:]
+		switch g {
+		case 2:
+			dotBF16AVX512x2(&ai[0], lda, &b[0], n, &out[i0])
+		case 4:
+			dotBF16AVX512x4(&ai[0], lda, &b[0], n, &out[i0])
+		default:
+			dotBF16AVX512x6(&ai[0], lda, &b[0], n, &out[i0])
+		}
+		for i := i0; i < i0+g; i++ {
+			out[i] += dotGoBF16(a[i*lda+n:i*lda+k], b[2*n:])
+		}
+		i0 += g
+	}
+}
+
 // expConsts are the constants of expF32AVX2, each repeated in 4 lanes: those
 // of math/exp_amd64.s (log2 e, ln 2 in two parts, 1/16, the Taylor
 // coefficients, 0.5, 1, 2), the argument limits ±700 and the exponent bias
@@ -429,9 +530,10 @@ func init() {
 // serve the AVX-512 level too.
 func init() {
 	avx512Set.gemvFP4 = avx2Set.gemvFP4
-	avx512Set.gemvFP4Q = avx2Set.gemvFP4Q
+	avx512Set.gemvFP4Q = gemvFP4QAVX512
 	avx512Set.packFP4Q = avx2Set.packFP4Q
-	avx512Set.gemvFP8 = avx2Set.gemvFP8
+	avx512Set.gemvFP8, avx512Set.fp8Pairs = gemvFP8AVX512, true
+	avx512Set.dotW16Rows = dotW16RowsAVX512
 	avx512Set.pack8 = avx2Set.pack8
 	avx512Set.lanes32 = avx2Set.lanes32
 	avx512Set.loraFP8x8 = avx2Set.loraFP8x8

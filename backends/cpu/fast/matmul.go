@@ -170,6 +170,8 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 		for i := range m {
 			src, dst := a[i*k:(i+1)*k], act[i*k:(i+1)*k]
 			switch {
+			case w.kind == kindFP8 && fs.fp8Pairs:
+				permuteFP8x32Pairs(dst, src)
 			case w.kind == kindFP8:
 				permuteFP8x32(dst, src)
 			case gemv:
@@ -257,6 +259,24 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 							}
 							v += tailFP8(arow, wrow, srow, nb, kb, k)
 						}
+						if round {
+							v = numfmt.BF16Round(v)
+						}
+						out[(i0+i)*n+j] = v
+					}
+				}
+			}
+			return
+		}
+		if w.kind == kindBF16 && m > 1 && ks.dotW16Rows != nil {
+			// the weight row widened once for several activation rows
+			var sums [dotW16RowsMax]float32
+			for j := j0; j < j1; j++ {
+				wrow := w.q[2*j*k : 2*(j+1)*k]
+				for i0 := 0; i0 < m; i0 += dotW16RowsMax {
+					r := min(dotW16RowsMax, m-i0)
+					ks.dotW16Rows(act[i0*k:], k, r, wrow, sums[:r])
+					for i, v := range sums[:r] {
 						if round {
 							v = numfmt.BF16Round(v)
 						}

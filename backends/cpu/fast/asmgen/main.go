@@ -49,6 +49,15 @@ func main() {
 	}
 	packFP4QAVX2()
 	gemvFP4QAVX2(6) // (8 rows would need more than 16 vector registers)
+	for r := 1; r <= 8; r++ {
+		gemvFP4QAVX512(r)
+	}
+	for r := 1; r <= 4; r++ {
+		gemvFP8AVX512(r)
+	}
+	for r := 2; r <= 6; r += 2 {
+		dotBF16RowsAVX512(r)
+	}
 	qkF32KeysAVX2(1, 8)
 	qkF32KeysAVX2(2, 4)
 	axpyF32AVX2(1)
@@ -715,6 +724,120 @@ func gemvFP4QAVX2(r int) {
 	fp4GemvLoopEnd(name, w, s, nb, o, rows, acc)
 }
 
+// gemvFP4QAVX512 emits gemvFP4QAVX512x<r>, gemvFP4QAVX2x<r> with 512-bit
+// integer work (up to 8 rows: 32 vector registers) and the same result bit
+// for bit: the same 8 dword sums per chunk (integer sums are exact, so
+// their order is free) and the same float steps (conversion, chunk factor,
+// one FMA into the row's 8-lane accumulator per chunk, storeSum).
+//
+// The chunk's 32 code bytes are broadcast to both halves of a zmm; after
+// the nibble masks and the VPSHUFB table of 2·e2m1, one VPSHUFB per nibble
+// half places the int8 values as words ·256 (a 0x80 control byte gives the
+// zero low byte) so that the zmm holds [v0 | v1] (low nibbles) or [v2 | v3]
+// (high nibbles), the two 64-byte halves of the chunk's activation words:
+// two VPMADDWD of 64 bytes per chunk and row instead of four of 32. The
+// halves of the sum are added before the conversion. c points to 3 64-byte
+// constants: the int8 table of 2·e2m1 per 128-bit lane, 0x0F bytes, and the
+// VPSHUFB controls ([0x80, 2i] words in the low 256 bits, [0x80, 2i+1] in
+// the high ones).
+func gemvFP4QAVX512(r int) {
+	name := fmt.Sprintf("gemvFP4QAVX512x%d", r)
+	TEXT(name, NOSPLIT, "func(a *byte, lda int, w, s *byte, nb, rows int, out *float32, ldo int, sc *float32, c *byte)")
+	Doc(fmt.Sprintf("%s is gemvFP4QAVX2x%d (the same result bit for bit) with 512-bit integer work, %d packed int16 activation rows.", name, r, r))
+	a := Load(Param("a"), GP64())
+	lda := Load(Param("lda"), GP64())
+	w := Load(Param("w"), GP64())
+	s := Load(Param("s"), GP64())
+	rows := Load(Param("rows"), GP64())
+	o := Load(Param("out"), GP64())
+	sc := Load(Param("sc"), GP64())
+	cp := Load(Param("c"), GP64())
+	tab, m0f, ctl := ZMM(), ZMM(), ZMM()
+	VMOVDQU64(Mem{Base: cp}, tab)
+	VMOVDQU64(Mem{Base: cp, Disp: 64}, m0f)
+	VMOVDQU64(Mem{Base: cp, Disp: 128}, ctl)
+	ac := GP64()
+	lo4 := min(r, 4)
+	rowMemLo := activationRows(ac, lda, lo4)
+	var ac4 reg.GPVirtual
+	var rowMemHi func(i, disp int) Mem
+	if r > 4 {
+		ac4 = GP64()
+		rowMemHi = activationRows(ac4, lda, r-4)
+	}
+	rowMem := func(i, disp int) Mem {
+		if i < 4 {
+			return rowMemLo(i, disp)
+		}
+		return rowMemHi(i-4, disp)
+	}
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	Label(name + "_row")
+	MOVQ(a, ac)
+	if r > 4 {
+		LEAQ(Mem{Base: a, Index: lda, Scale: 4}, ac4)
+	}
+	nb := Load(Param("nb"), GP64())
+	acc := make([][]reg.VecVirtual, r)
+	for i := range acc {
+		x := YMM()
+		VXORPS(x, x, x)
+		acc[i] = []reg.VecVirtual{x}
+	}
+	TESTQ(nb, nb)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	for u := 0; u < 2; u++ {
+		if u == 0 {
+			prefetch(w)
+		}
+		x := ZMM()
+		VBROADCASTI64X4(Mem{Base: w}, x)
+		lo, hi := ZMM(), ZMM()
+		VPSRLW(Imm(4), x, hi)
+		VPANDD(m0f, x, lo)
+		VPANDD(m0f, hi, hi)
+		VPSHUFB(lo, tab, lo)
+		VPSHUFB(hi, tab, hi)
+		VPSHUFB(ctl, lo, lo) // [v0 | v1]
+		VPSHUFB(ctl, hi, hi) // [v2 | v3]
+		f := fp4PairFactors(s, sc)
+		for i := 0; i < r; i++ {
+			p, q := ZMM(), ZMM()
+			VPMADDWD(rowMem(i, 0), lo, p)
+			VPMADDWD(rowMem(i, 64), hi, q)
+			VPADDD(q, p, p)
+			y := YMM()
+			VEXTRACTI64X4(Imm(1), p, y)
+			VPADDD(y, p.AsY(), y)
+			VCVTDQ2PS(y, y)
+			VMULPS(rowMem(i, 128), y, y)
+			VFMADD231PS(f, y, acc[i][0])
+		}
+		ADDQ(U32(160), ac)
+		if r > 4 {
+			ADDQ(U32(160), ac4)
+		}
+		ADDQ(Imm(32), w)
+		ADDQ(Imm(2), s)
+		SUBQ(Imm(2), nb)
+		if u == 0 {
+			JZ(LabelRef(name + "_done"))
+		} else {
+			JNZ(LabelRef(name + "_loop"))
+		}
+	}
+	Label(name + "_done")
+	storeRowSums(acc, o)
+	ADDQ(Imm(4), o)
+	DECQ(rows)
+	JNZ(LabelRef(name + "_row"))
+	Label(name + "_end")
+	VZEROUPPER()
+	RET()
+}
+
 // fp4PairFactors loads the e8m0 factors of the two blocks whose scale bytes
 // are at s from the table sc: lanes 0..3 the first, 4..7 the second.
 func fp4PairFactors(s, sc reg.Register) reg.VecVirtual {
@@ -1015,6 +1138,217 @@ func gemvFP8AVX2(r int) {
 	RET()
 }
 
+// gemvFP8AVX512 emits gemvFP8AVX512x<r>, gemvFP8AVX2x<r> on two blocks per
+// zmm with the same result bit for bit. The activations are permuted by
+// permuteFP8x32Pairs: per pair of blocks the four 8-float vectors of
+// permuteFP8x32 interleaved, [q of block 2p | q of block 2p+1] (64 bytes
+// each); an odd last block as permuteFP8x32 leaves it. The 64 code bytes of
+// a pair are dequantised as gemvFP8AVX2 does one block, in the zmm halves,
+// and each lane sees the AVX2 kernel's operations in its order: for r ≤ 2
+// the AVX2 kernel's two chains (even and odd blocks) are the zmm
+// accumulator's halves (the odd last block goes to the low half by a masked
+// FMA); for r > 2 the one 8-lane chain takes the pair's halves in turn.
+func gemvFP8AVX512(r int) {
+	name := fmt.Sprintf("gemvFP8AVX512x%d", r)
+	TEXT(name, NOSPLIT, "func(a *float32, lda int, w *byte, f *float32, nb, rows int, out *float32, ldo int) (nan uint32)")
+	Doc(fmt.Sprintf("%s is gemvFP8AVX2x%d (the same result bit for bit) on block pairs in zmm, %d activation rows permuted by permuteFP8x32Pairs.", name, r, r))
+	a := Load(Param("a"), GP64())
+	lda := Load(Param("lda"), GP64())
+	w := Load(Param("w"), GP64())
+	rows := Load(Param("rows"), GP64())
+	o := Load(Param("out"), GP64())
+	SHLQ(Imm(2), lda)
+	mask := constVec(0x87F087F0, true)
+	hiMask := constVec(0xFFFF0000, true)
+	b7f := constVec(0x7F7F7F7F, true)
+	flag := ZMM()
+	VPXORD(flag, flag, flag)
+	lowHalf := K()
+	{
+		t := GP32()
+		MOVL(U32(0xFF), t)
+		KMOVW(t, lowHalf)
+	}
+	ac := GP64()
+	rowMem := activationRows(ac, lda, r)
+	wide := r <= 2 // the AVX2 kernel's two chains = the zmm halves
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_end"))
+	Label(name + "_row")
+	MOVQ(a, ac)
+	f := Load(Param("f"), GP64())
+	nb := Load(Param("nb"), GP64())
+	np := GP64()
+	MOVQ(nb, np)
+	SHRQ(Imm(1), np)
+	acc := make([]reg.VecVirtual, r)
+	for i := range acc {
+		if wide {
+			acc[i] = ZMM()
+			VPXORD(acc[i], acc[i], acc[i])
+		} else {
+			acc[i] = YMM()
+			VPXORD(acc[i], acc[i], acc[i])
+		}
+	}
+	// dequant emits the dequantisation of the codes at w (zmm: a pair;
+	// ymm: one block) and the products p[i] = Σ_q a_q·v_q, each lane in
+	// gemvFP8AVX2's order.
+	dequant := func(z bool) []reg.VecVirtual {
+		v := func() reg.VecVirtual {
+			if z {
+				return ZMM()
+			}
+			return YMM()
+		}
+		cv := func(x reg.VecVirtual) reg.VecVirtual {
+			if z {
+				return x
+			}
+			return x.AsY().(reg.VecVirtual)
+		}
+		x := v()
+		if z {
+			VMOVDQU64(Mem{Base: w}, x)
+		} else {
+			VMOVDQU64(Mem{Base: w}, x)
+		}
+		nt := v()
+		VPANDD(x, cv(b7f), nt)
+		if z {
+			VPMAXUB(nt, flag, flag)
+		} else {
+			// (a ymm write would clear the flag's high half)
+			VPMAXUB(nt.AsZ(), flag, flag)
+		}
+		hi, lo := v(), v()
+		VPSRAW(Imm(4), x, hi)
+		VPSLLW(Imm(8), x, lo)
+		VPSRAW(Imm(4), lo, lo)
+		VPANDD(cv(mask), hi, hi)
+		VPANDD(cv(mask), lo, lo)
+		p := make([]reg.VecVirtual, r)
+		for i := range p {
+			p[i] = v()
+		}
+		for q, src := range []reg.VecVirtual{hi, hi, lo, lo} {
+			u := v()
+			if q%2 == 0 {
+				VPSLLD(Imm(16), src, u)
+			} else {
+				VPANDD(cv(hiMask), src, u)
+			}
+			step := 32
+			if z {
+				step = 64
+			}
+			for i := 0; i < r; i++ {
+				if q == 0 {
+					VMULPS(rowMem(i, step*q), u, p[i])
+				} else {
+					VFMADD231PS(rowMem(i, step*q), u, p[i])
+				}
+			}
+		}
+		return p
+	}
+	TESTQ(np, np)
+	JZ(LabelRef(name + "_tail"))
+	Label(name + "_loop")
+	prefetch(w)
+	p := dequant(true)
+	if wide {
+		sf, s1 := ZMM(), YMM()
+		VBROADCASTSS(Mem{Base: f}, sf)
+		VBROADCASTSS(Mem{Base: f, Disp: 4}, s1)
+		VINSERTF64X4(Imm(1), s1, sf, sf)
+		for i := 0; i < r; i++ {
+			VFMADD231PS(sf, p[i], acc[i])
+		}
+	} else {
+		s0, s1 := YMM(), YMM()
+		VBROADCASTSS(Mem{Base: f}, s0)
+		VBROADCASTSS(Mem{Base: f, Disp: 4}, s1)
+		for i := 0; i < r; i++ {
+			h := YMM()
+			VEXTRACTF64X4(Imm(1), p[i], h)
+			VFMADD231PS(s0, p[i].AsY(), acc[i])
+			VFMADD231PS(s1, h, acc[i])
+		}
+	}
+	ADDQ(U32(256), ac)
+	ADDQ(Imm(64), w)
+	ADDQ(Imm(8), f)
+	DECQ(np)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_tail")
+	TESTQ(U32(1), nb)
+	JZ(LabelRef(name + "_done"))
+	{
+		p := dequant(false)
+		if wide {
+			sf := ZMM()
+			VBROADCASTSS(Mem{Base: f}, sf)
+			for i := 0; i < r; i++ {
+				VFMADD231PS(sf, p[i].AsZ(), lowHalf, acc[i])
+			}
+		} else {
+			sf := YMM()
+			VBROADCASTSS(Mem{Base: f}, sf)
+			for i := 0; i < r; i++ {
+				VFMADD231PS(sf, p[i], acc[i])
+			}
+		}
+		ADDQ(Imm(32), w)
+	}
+	Label(name + "_done")
+	ldo := Load(Param("ldo"), GP64())
+	SHLQ(Imm(2), ldo)
+	oi := GP64()
+	MOVQ(o, oi)
+	for i := range acc {
+		x := acc[i]
+		if wide {
+			h := YMM()
+			VEXTRACTF64X4(Imm(1), acc[i], h)
+			x = acc[i].AsY().(reg.VecVirtual)
+			VADDPS(h, x, x) // acc[0] + acc[1] of the AVX2 kernel
+		}
+		storeSum512(x, Mem{Base: oi})
+		if i+1 < len(acc) {
+			ADDQ(ldo, oi)
+		}
+	}
+	ADDQ(Imm(4), o)
+	DECQ(rows)
+	JNZ(LabelRef(name + "_row"))
+	Label(name + "_end")
+	fl := YMM()
+	VEXTRACTI64X4(Imm(1), flag, fl)
+	VPMAXUB(fl, flag.AsY(), fl)
+	k := K()
+	VPCMPEQB(b7f.AsY(), fl, k)
+	rr := GP32()
+	KMOVD(k, rr)
+	Store(rr, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// storeSum512 is storeSum with EVEX-encodable instructions (x may be any of
+// the 32 vector registers): the same additions.
+func storeSum512(x reg.VecVirtual, m Mem) {
+	xl := XMM()
+	VEXTRACTF32X4(Imm(1), x, xl)
+	VADDPS(x.AsX(), xl, xl)
+	t := XMM()
+	VSHUFPS(Imm(0xEE), xl, xl, t) // (VMOVHLPS: the high pair)
+	VADDPS(t, xl, xl)
+	VMOVSHDUP(xl, t)
+	VADDSS(t, xl, xl)
+	VMOVSS(xl, m)
+}
+
 // dotBF16AVX2 emits dotBF16AVX2: dotF32AVX2 with b given as bf16 (widened
 // exactly by a shift), in dotF32AVX2's summation order (bit-identical to it
 // on the widened values).
@@ -1073,6 +1407,92 @@ func dotBF16(name string, avx512 bool) {
 	VADDPS(acc[3], acc[2], acc[2])
 	VADDPS(acc[2], acc[0], acc[0])
 	hsum(acc[0], avx512, "")
+	VZEROUPPER()
+	RET()
+}
+
+// dotBF16RowsAVX512 emits dotBF16AVX512x<r>: dotBF16AVX512 of r activation
+// rows (stride lda floats) with one bf16 weight row, each row's sum in
+// dotBF16AVX512's order bit for bit; the weight row is widened once for all
+// of them. out[i] receives row i's sum.
+func dotBF16RowsAVX512(r int) {
+	name := fmt.Sprintf("dotBF16AVX512x%d", r)
+	TEXT(name, NOSPLIT, "func(a *float32, lda int, b *byte, n int, out *float32)")
+	Doc(fmt.Sprintf("%s sets out[i] = dotBF16AVX512(a[i*lda:], b, n) for i < %d (bit for bit); n must be a multiple of 16.", name, r))
+	a := Load(Param("a"), GP64())
+	lda := Load(Param("lda"), GP64())
+	b := Load(Param("b"), GP64())
+	n := Load(Param("n"), GP64())
+	o := Load(Param("out"), GP64())
+	SHLQ(Imm(2), lda)
+	rowMemLo := activationRows(a, lda, min(r, 4))
+	var a4 reg.GPVirtual
+	var rowMemHi func(i, disp int) Mem
+	if r > 4 {
+		a4 = GP64()
+		LEAQ(Mem{Base: a, Index: lda, Scale: 4}, a4)
+		rowMemHi = activationRows(a4, lda, r-4)
+	}
+	rowMem := func(i, disp int) Mem {
+		if i < 4 {
+			return rowMemLo(i, disp)
+		}
+		return rowMemHi(i-4, disp)
+	}
+	acc := make([][]reg.VecVirtual, r)
+	for i := range acc {
+		for range 4 {
+			x := ZMM()
+			VPXORD(x, x, x)
+			acc[i] = append(acc[i], x)
+		}
+	}
+	widen := func(disp int) reg.VecVirtual {
+		x := ZMM()
+		VPMOVZXWD(Mem{Base: b, Disp: disp}, x)
+		VPSLLD(Imm(16), x, x)
+		return x
+	}
+	advance := func(vecs int) {
+		ADDQ(U32(64*vecs), a)
+		if r > 4 {
+			ADDQ(U32(64*vecs), a4)
+		}
+		ADDQ(U32(32*vecs), b)
+		SUBQ(U32(16*vecs), n)
+	}
+	CMPQ(n, U32(64))
+	JL(LabelRef(name + "_one"))
+	Label(name + "_four")
+	prefetch(b)
+	for v := range 4 {
+		x := widen(32 * v)
+		for i := 0; i < r; i++ {
+			VFMADD231PS(rowMem(i, 64*v), x, acc[i][v])
+		}
+	}
+	advance(4)
+	CMPQ(n, U32(64))
+	JGE(LabelRef(name + "_four"))
+	Label(name + "_one")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	x := widen(0)
+	for i := 0; i < r; i++ {
+		VFMADD231PS(rowMem(i, 0), x, acc[i][0])
+	}
+	advance(1)
+	JMP(LabelRef(name + "_one"))
+	Label(name + "_done")
+	for i := range acc {
+		VADDPS(acc[i][1], acc[i][0], acc[i][0])
+		VADDPS(acc[i][3], acc[i][2], acc[i][2])
+		VADDPS(acc[i][2], acc[i][0], acc[i][0])
+		y := YMM()
+		VEXTRACTF64X4(Imm(1), acc[i][0], y)
+		VADDPS(acc[i][0].AsY(), y, y)
+		storeSum512(y, Mem{Base: o, Disp: 4 * i})
+	}
 	VZEROUPPER()
 	RET()
 }

@@ -1,0 +1,136 @@
+package fast
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cpuTime is the process's user + system time (the benchmarks report
+// bytes per CPU second as well: on a shared machine the wall time moves
+// with the other load, the CPU time much less).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loopCPU runs fn b.N times and reports the weight bytes read per CPU
+// second ("cpuGB/s": per core when the cores are busy throughout).
+func loopCPU(b *testing.B, bytes int64, fn func()) {
+	b.SetBytes(bytes)
+	c0 := cpuTime()
+	n := 0
+	for b.Loop() {
+		fn()
+		n++
+	}
+	if c := cpuTime() - c0; c > 0 {
+		b.ReportMetric(float64(bytes)*float64(n)/c.Seconds()/1e9, "cpuGB/s")
+	}
+}
+
+// The decode kernels against the memory limit (issue 18): compare the GB/s
+// of BenchmarkDecodeKernels with BenchmarkProbe of the same run.
+
+// BenchmarkProbe is engine/bench.ProbeBandwidth's read: GOMAXPROCS
+// goroutines summing their parts of a 1 GiB buffer (Dot of 64 KiB blocks
+// with themselves); GB/s counts the bytes read.
+func BenchmarkProbe(b *testing.B) {
+	const n = 1 << 28 // float32s
+	buf := make([]float32, n)
+	p := runtime.GOMAXPROCS(0)
+	chunk := (n + p - 1) / p
+	run := func(fill bool) {
+		var wg sync.WaitGroup
+		for i := range p {
+			wg.Go(func() {
+				part := buf[min(i*chunk, n):min((i+1)*chunk, n)]
+				if fill {
+					for j := range part {
+						part[j] = float32(j&7) * 0.125
+					}
+					return
+				}
+				var s float32
+				for j := 0; j < len(part); j += 16384 {
+					blk := part[j:min(j+16384, len(part))]
+					s += Dot(blk, blk)
+				}
+				_ = s
+			})
+		}
+		wg.Wait()
+	}
+	run(true)
+	loopCPU(b, 4*n, func() { run(false) })
+}
+
+// BenchmarkDecodeKernels runs the decode products of the mini model from
+// DRAM (a different weight matrix each call, 128-256 MiB in all) at 1, 4
+// and 8 activation rows through the PerRow entry points (1 row: the
+// one-row call): fp4 2048→8192 (as the routed experts' w1/w3), fp8
+// 1024→8192 (wq_b), bf16 2048→32768 (the head). GB/s counts the weight
+// bytes read.
+func BenchmarkDecodeKernels(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	type mat struct{ q, s []byte }
+	const M4, K4, N4 = 32, 2048, 8192
+	const M8, K8, N8 = 16, 1024, 8192
+	const K16, N16 = 2048, 32768
+	fp4 := make([]mat, M4)
+	for i := range fp4 {
+		fp4[i].q, fp4[i].s = randFP4(r, N4, K4)
+	}
+	fp8 := make([]mat, M8)
+	for i := range fp8 {
+		fp8[i].q, fp8[i].s = randFP8(r, N8, K8)
+	}
+	w16 := make([]byte, 2*N16*K16)
+	for i := range w16 {
+		w16[i] = byte(r.IntN(256))
+	}
+	for i := 1; i < len(w16); i += 2 {
+		w16[i] &= 0x3f
+	}
+	for _, l := range levels(b) {
+		if l == Portable {
+			continue
+		}
+		prev := SetLevel(l)
+		for _, m := range []int{1, 4, 8} {
+			b.Run(fmt.Sprintf("%v/fp4/rows=%d", l, m), func(b *testing.B) {
+				a := randActs(r, m, K4)
+				out := make([]float32, m*N4)
+				i := 0
+				loopCPU(b, int64(len(fp4[0].q)+len(fp4[0].s)), func() {
+					w := fp4[i%M4]
+					MatmulFP4PerRow(out, a, m, K4, w.q, w.s, N4)
+					i++
+				})
+			})
+			b.Run(fmt.Sprintf("%v/fp8/rows=%d", l, m), func(b *testing.B) {
+				a := randActs(r, m, K8)
+				out := make([]float32, m*N8)
+				i := 0
+				loopCPU(b, int64(len(fp8[0].q)+len(fp8[0].s)), func() {
+					w := fp8[i%M8]
+					MatmulFP8PerRow(out, a, m, K8, w.q, w.s, N8)
+					i++
+				})
+			})
+			b.Run(fmt.Sprintf("%v/bf16/rows=%d", l, m), func(b *testing.B) {
+				a := randActs(r, m, K16)
+				out := make([]float32, m*N16)
+				loopCPU(b, int64(len(w16)), func() { MatmulF32W16PerRow(out, a, w16, m, K16, N16) })
+			})
+		}
+		SetLevel(prev)
+	}
+}
