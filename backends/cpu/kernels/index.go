@@ -114,6 +114,54 @@ func indexTopOrder(v []float32, k int, scratch []int) []int {
 	return ord[:k]
 }
 
+// indexTopSet returns the positions indexTopOrder(v, k, scratch) returns,
+// in no particular order: the k best under (value descending, position
+// ascending), kept in a heap whose root is the worst kept (n log k instead
+// of sorting every position). A row with a NaN, which the stable sort's
+// comparisons do not order, takes indexTopOrder itself.
+func indexTopSet(v []float32, k int, scratch []int) []int {
+	for _, x := range v {
+		if x != x {
+			return indexTopOrder(v, k, scratch)
+		}
+	}
+	h := scratch[:0]
+	if k == 0 {
+		return h
+	}
+	worse := func(i, j int) bool { return v[i] < v[j] || (v[i] == v[j] && i > j) } // i ranks after j
+	down := func(i int) {
+		for {
+			w, l, r := i, 2*i+1, 2*i+2
+			if l < len(h) && worse(h[l], h[w]) {
+				w = l
+			}
+			if r < len(h) && worse(h[r], h[w]) {
+				w = r
+			}
+			if w == i {
+				return
+			}
+			h[i], h[w] = h[w], h[i]
+			i = w
+		}
+	}
+	for i := range v {
+		if len(h) < k {
+			h = append(h, i)
+			for c := len(h) - 1; c > 0 && worse(h[c], h[(c-1)/2]); c = (c - 1) / 2 {
+				h[c], h[(c-1)/2] = h[(c-1)/2], h[c]
+			}
+			continue
+		}
+		if v[i] > v[h[0]] { // a later position ties no kept value: only a greater one ranks before
+			h[0] = i
+			down(0)
+		}
+	}
+	return h
+}
+
 // SelectCandidateBlocks is select_candidate_blocks(logits, lens, topkBlocks,
 // blockSize) of spec §4.8. logits [rows, wd] are index scores with the
 // unreachable positions already -inf; mask [rows, wd] receives 1 for the
@@ -145,7 +193,7 @@ func SelectCandidateBlocks(mask []uint8, logits []float32, rows, wd int, lens []
 		}
 		mk := mask[r*wd : (r+1)*wd]
 		clear(mk)
-		for _, bk := range indexTopOrder(scores, min(topkBlocks, nb), scratch) {
+		for _, bk := range indexTopSet(scores, min(topkBlocks, nb), scratch) { // (a set: the mask does not depend on the order)
 			if scores[bk] == ninf {
 				continue
 			}
@@ -182,7 +230,7 @@ func IndexTopK(out []int32, score []float32, rows, nc, k int, lens []int, offset
 	parallelRange(rows, 1, rows*nc*8, func(r0, r1 int) {
 		scratch := make([]int, nc)
 		for r := r0; r < r1; r++ {
-			sel := indexTopOrder(score[r*nc:(r+1)*nc], k, scratch)
+			sel := indexTopSet(score[r*nc:(r+1)*nc], k, scratch)
 			sort.Ints(sel)
 			n := indexLen(lens, rows, r)
 			o := out[r*k : (r+1)*k]

@@ -2,7 +2,9 @@ package kernels
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
+	"sort"
 	"testing"
 )
 
@@ -93,5 +95,36 @@ func TestIndexScoreSmall(t *testing.T) {
 	}
 	if got := IndexVisibleLens(1, 30, 2); !slices.Equal(got, []int{15}) {
 		t.Errorf("lens decode = %v", got)
+	}
+}
+
+// TestIndexTopSetIsTopOrder: the heap selection gives the set of the
+// stable sort's first k positions on rows with ties, infinities, signed
+// zeros and NaNs, for every k.
+func TestIndexTopSetIsTopOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	vals := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 2.5, float32(math.Inf(1)), float32(math.Inf(-1))}
+	for trial := range 400 {
+		n := 1 + r.IntN(40)
+		v := make([]float32, n)
+		for i := range v {
+			if r.IntN(2) == 0 {
+				v[i] = vals[r.IntN(len(vals))]
+			} else {
+				v[i] = float32(r.NormFloat64())
+			}
+		}
+		if trial%10 == 0 {
+			v[r.IntN(n)] = float32(math.NaN())
+		}
+		for k := 0; k <= n; k++ {
+			want := slices.Clone(indexTopOrder(v, k, make([]int, n)))
+			got := slices.Clone(indexTopSet(v, k, make([]int, n)))
+			sort.Ints(want)
+			sort.Ints(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("row %v k %d: %v, want %v", v, k, got, want)
+			}
+		}
 	}
 }
