@@ -79,11 +79,22 @@ func BenchmarkProbe(b *testing.B) {
 // 1024→8192 (wq_b), bf16 2048→32768 (the head). GB/s counts the weight
 // bytes read.
 func BenchmarkDecodeKernels(b *testing.B) {
+	benchDecodeKernels(b, 32, 16, 8192, 32768)
+}
+
+// BenchmarkDecodeKernelsL2 is BenchmarkDecodeKernels on one matrix of
+// 256 rows each (0.3-1 MB: from L2 at one thread), the kernels' compute
+// speed without DRAM (run with -cpu 1 and take the best of several runs on
+// a shared machine).
+func BenchmarkDecodeKernelsL2(b *testing.B) {
+	benchDecodeKernels(b, 1, 1, 256, 256)
+}
+
+func benchDecodeKernels(b *testing.B, M4, M8, N4, N16 int) {
 	r := rand.New(rand.NewPCG(1, 1))
 	type mat struct{ q, s []byte }
-	const M4, K4, N4 = 32, 2048, 8192
-	const M8, K8, N8 = 16, 1024, 8192
-	const K16, N16 = 2048, 32768
+	const K4, K8, K16 = 2048, 1024, 2048
+	N8 := N4
 	fp4 := make([]mat, M4)
 	for i := range fp4 {
 		fp4[i].q, fp4[i].s = randFP4(r, N4, K4)

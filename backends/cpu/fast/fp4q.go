@@ -125,24 +125,21 @@ func init() {
 	}
 }
 
-// fp4QConsts512 are the constants of gemvFP4QAVX512: the int8 table of
-// 2·e2m1 per 128-bit lane, 0x0F bytes, and the VPSHUFB controls that place
+// fp4QConsts512 are the constants of gemvFP4QAVX512: the VPERMB table
+// tab[b] = 2·e2m1(b & 15) for b < 64, and the VPSHUFB control that places
 // byte 2i (low 256 bits) or 2i+1 (high 256 bits) of each 128-bit lane as
 // the high byte of word i, the low byte zero (0x80).
-var fp4QConsts512 [192]byte
+var fp4QConsts512 [128]byte
 
 func init() {
-	for l := range 4 {
-		copy(fp4QConsts512[16*l:16*l+16], fp4QConsts[:16])
-	}
 	for i := range 64 {
-		fp4QConsts512[64+i] = 0x0F
+		fp4QConsts512[i] = fp4QConsts[i&15]
 	}
 	for i := range 32 {
 		odd := byte(i / 16) // the high 256 bits take the odd bytes
 		l, wd := i/8, i%8   // 128-bit lane, word within it
-		fp4QConsts512[128+16*l+2*wd] = 0x80
-		fp4QConsts512[128+16*l+2*wd+1] = byte(2*wd) + odd
+		fp4QConsts512[64+16*l+2*wd] = 0x80
+		fp4QConsts512[64+16*l+2*wd+1] = byte(2*wd) + odd
 	}
 }
 

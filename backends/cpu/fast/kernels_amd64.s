@@ -4699,7 +4699,7 @@ gemvFP4QAVX2x6_end:
 	RET
 
 // func gemvFP4QAVX512x1(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, FMA3, MMX+
 TEXT ·gemvFP4QAVX512x1(SB), NOSPLIT, $0-80
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
@@ -4711,66 +4711,59 @@ TEXT ·gemvFP4QAVX512x1(SB), NOSPLIT, $0-80
 	MOVQ      c+72(FP), R8
 	VMOVDQU64 (R8), Z0
 	VMOVDQU64 64(R8), Z1
-	VMOVDQU64 128(R8), Z2
 	TESTQ     BX, BX
 	JZ        gemvFP4QAVX512x1_end
 
 gemvFP4QAVX512x1_row:
 	MOVQ   AX, R8
 	MOVQ   nb+32(FP), R9
-	VXORPS Y3, Y3, Y3
+	VXORPS Y2, Y2, Y2
 	TESTQ  R9, R9
 	JZ     gemvFP4QAVX512x1_done
 
 gemvFP4QAVX512x1_loop:
 	PREFETCHT0      2048(CX)
-	VBROADCASTI64X4 (CX), Z4
-	VPSRLW          $0x04, Z4, Z5
-	VPANDD          Z1, Z4, Z4
-	VPANDD          Z1, Z5, Z5
-	VPSHUFB         Z4, Z0, Z4
-	VPSHUFB         Z5, Z0, Z5
-	VPSHUFB         Z2, Z4, Z4
-	VPSHUFB         Z2, Z5, Z5
+	VBROADCASTI64X4 (CX), Z3
+	VPSHUFB         Z1, Z3, Z3
+	VPERMB          Z0, Z3, Z4
+	VPSRLW          $0x04, Z3, Z3
+	VPERMB          Z0, Z3, Z3
 	MOVBQZX         (DX), R10
 	MOVBQZX         1(DX), R11
-	VBROADCASTSS    (DI)(R10*4), Y6
-	VBROADCASTSS    (DI)(R11*4), Y7
-	VBLENDPS        $0xf0, Y7, Y6, Y6
+	VBROADCASTSS    (DI)(R10*4), Y5
+	VBROADCASTSS    (DI)(R11*4), Y6
+	VBLENDPS        $0xf0, Y6, Y5, Y5
 	VPMADDWD        (R8), Z4, Z4
-	VPMADDWD        64(R8), Z5, Z5
-	VPADDD          Z5, Z4, Z4
-	VEXTRACTI64X4   $0x01, Z4, Y5
-	VPADDD          Y5, Y4, Y5
-	VCVTDQ2PS       Y5, Y5
-	VMULPS          128(R8), Y5, Y5
-	VFMADD231PS     Y6, Y5, Y3
+	VPMADDWD        64(R8), Z3, Z3
+	VPADDD          Z3, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
+	VCVTDQ2PS       Y3, Y3
+	VMULPS          128(R8), Y3, Y3
+	VFMADD231PS     Y5, Y3, Y2
 	ADDQ            $0x000000a0, R8
 	ADDQ            $0x20, CX
 	ADDQ            $0x02, DX
 	SUBQ            $0x02, R9
 	JZ              gemvFP4QAVX512x1_done
-	VBROADCASTI64X4 (CX), Z4
-	VPSRLW          $0x04, Z4, Z5
-	VPANDD          Z1, Z4, Z4
-	VPANDD          Z1, Z5, Z5
-	VPSHUFB         Z4, Z0, Z4
-	VPSHUFB         Z5, Z0, Z5
-	VPSHUFB         Z2, Z4, Z4
-	VPSHUFB         Z2, Z5, Z5
+	VBROADCASTI64X4 (CX), Z3
+	VPSHUFB         Z1, Z3, Z3
+	VPERMB          Z0, Z3, Z4
+	VPSRLW          $0x04, Z3, Z3
+	VPERMB          Z0, Z3, Z3
 	MOVBQZX         (DX), R10
 	MOVBQZX         1(DX), R11
-	VBROADCASTSS    (DI)(R10*4), Y6
-	VBROADCASTSS    (DI)(R11*4), Y7
-	VBLENDPS        $0xf0, Y7, Y6, Y6
+	VBROADCASTSS    (DI)(R10*4), Y5
+	VBROADCASTSS    (DI)(R11*4), Y6
+	VBLENDPS        $0xf0, Y6, Y5, Y5
 	VPMADDWD        (R8), Z4, Z4
-	VPMADDWD        64(R8), Z5, Z5
-	VPADDD          Z5, Z4, Z4
-	VEXTRACTI64X4   $0x01, Z4, Y5
-	VPADDD          Y5, Y4, Y5
-	VCVTDQ2PS       Y5, Y5
-	VMULPS          128(R8), Y5, Y5
-	VFMADD231PS     Y6, Y5, Y3
+	VPMADDWD        64(R8), Z3, Z3
+	VPADDD          Z3, Z4, Z4
+	VEXTRACTI64X4   $0x01, Z4, Y3
+	VPADDD          Y3, Y4, Y3
+	VCVTDQ2PS       Y3, Y3
+	VMULPS          128(R8), Y3, Y3
+	VFMADD231PS     Y5, Y3, Y2
 	ADDQ            $0x000000a0, R8
 	ADDQ            $0x20, CX
 	ADDQ            $0x02, DX
@@ -4781,13 +4774,13 @@ gemvFP4QAVX512x1_done:
 	MOVQ         ldo+56(FP), R8
 	SHLQ         $0x02, R8
 	MOVQ         SI, R8
-	VEXTRACTF128 $0x01, Y3, X4
-	VADDPS       X3, X4, X4
-	VMOVHLPS     X4, X4, X3
-	VADDPS       X3, X4, X4
-	VMOVSHDUP    X4, X3
-	VADDSS       X3, X4, X4
-	VMOVSS       X4, (R8)
+	VEXTRACTF128 $0x01, Y2, X3
+	VADDPS       X2, X3, X3
+	VMOVHLPS     X3, X3, X2
+	VADDPS       X2, X3, X3
+	VMOVSHDUP    X3, X2
+	VADDSS       X2, X3, X3
+	VMOVSS       X3, (R8)
 	ADDQ         $0x04, SI
 	DECQ         BX
 	JNZ          gemvFP4QAVX512x1_row
@@ -4797,7 +4790,7 @@ gemvFP4QAVX512x1_end:
 	RET
 
 // func gemvFP4QAVX512x2(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, FMA3, MMX+
 TEXT ·gemvFP4QAVX512x2(SB), NOSPLIT, $0-80
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
@@ -4809,83 +4802,76 @@ TEXT ·gemvFP4QAVX512x2(SB), NOSPLIT, $0-80
 	MOVQ      c+72(FP), R9
 	VMOVDQU64 (R9), Z0
 	VMOVDQU64 64(R9), Z1
-	VMOVDQU64 128(R9), Z2
 	TESTQ     SI, SI
 	JZ        gemvFP4QAVX512x2_end
 
 gemvFP4QAVX512x2_row:
 	MOVQ   AX, R9
 	MOVQ   nb+32(FP), R10
+	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
 	TESTQ  R10, R10
 	JZ     gemvFP4QAVX512x2_done
 
 gemvFP4QAVX512x2_loop:
 	PREFETCHT0      2048(DX)
-	VBROADCASTI64X4 (DX), Z5
-	VPSRLW          $0x04, Z5, Z6
-	VPANDD          Z1, Z5, Z5
-	VPANDD          Z1, Z6, Z6
-	VPSHUFB         Z5, Z0, Z5
-	VPSHUFB         Z6, Z0, Z6
-	VPSHUFB         Z2, Z5, Z5
-	VPSHUFB         Z2, Z6, Z6
+	VBROADCASTI64X4 (DX), Z4
+	VPSHUFB         Z1, Z4, Z4
+	VPERMB          Z0, Z4, Z5
+	VPSRLW          $0x04, Z4, Z4
+	VPERMB          Z0, Z4, Z4
 	MOVBQZX         (BX), R11
 	MOVBQZX         1(BX), R12
-	VBROADCASTSS    (R8)(R11*4), Y7
-	VBROADCASTSS    (R8)(R12*4), Y8
-	VBLENDPS        $0xf0, Y8, Y7, Y7
-	VPMADDWD        (R9), Z5, Z8
-	VPMADDWD        64(R9), Z6, Z9
-	VPADDD          Z9, Z8, Z8
-	VEXTRACTI64X4   $0x01, Z8, Y9
-	VPADDD          Y9, Y8, Y9
-	VCVTDQ2PS       Y9, Y9
-	VMULPS          128(R9), Y9, Y9
-	VFMADD231PS     Y7, Y9, Y3
+	VBROADCASTSS    (R8)(R11*4), Y6
+	VBROADCASTSS    (R8)(R12*4), Y7
+	VBLENDPS        $0xf0, Y7, Y6, Y6
+	VPMADDWD        (R9), Z5, Z7
+	VPMADDWD        64(R9), Z4, Z8
+	VPADDD          Z8, Z7, Z7
+	VEXTRACTI64X4   $0x01, Z7, Y8
+	VPADDD          Y8, Y7, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          128(R9), Y8, Y8
+	VFMADD231PS     Y6, Y8, Y2
 	VPMADDWD        (R9)(CX*1), Z5, Z5
-	VPMADDWD        64(R9)(CX*1), Z6, Z6
-	VPADDD          Z6, Z5, Z5
-	VEXTRACTI64X4   $0x01, Z5, Y6
-	VPADDD          Y6, Y5, Y6
-	VCVTDQ2PS       Y6, Y6
-	VMULPS          128(R9)(CX*1), Y6, Y6
-	VFMADD231PS     Y7, Y6, Y4
+	VPMADDWD        64(R9)(CX*1), Z4, Z4
+	VPADDD          Z4, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VCVTDQ2PS       Y4, Y4
+	VMULPS          128(R9)(CX*1), Y4, Y4
+	VFMADD231PS     Y6, Y4, Y3
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x20, DX
 	ADDQ            $0x02, BX
 	SUBQ            $0x02, R10
 	JZ              gemvFP4QAVX512x2_done
-	VBROADCASTI64X4 (DX), Z5
-	VPSRLW          $0x04, Z5, Z6
-	VPANDD          Z1, Z5, Z5
-	VPANDD          Z1, Z6, Z6
-	VPSHUFB         Z5, Z0, Z5
-	VPSHUFB         Z6, Z0, Z6
-	VPSHUFB         Z2, Z5, Z5
-	VPSHUFB         Z2, Z6, Z6
+	VBROADCASTI64X4 (DX), Z4
+	VPSHUFB         Z1, Z4, Z4
+	VPERMB          Z0, Z4, Z5
+	VPSRLW          $0x04, Z4, Z4
+	VPERMB          Z0, Z4, Z4
 	MOVBQZX         (BX), R11
 	MOVBQZX         1(BX), R12
-	VBROADCASTSS    (R8)(R11*4), Y7
-	VBROADCASTSS    (R8)(R12*4), Y8
-	VBLENDPS        $0xf0, Y8, Y7, Y7
-	VPMADDWD        (R9), Z5, Z8
-	VPMADDWD        64(R9), Z6, Z9
-	VPADDD          Z9, Z8, Z8
-	VEXTRACTI64X4   $0x01, Z8, Y9
-	VPADDD          Y9, Y8, Y9
-	VCVTDQ2PS       Y9, Y9
-	VMULPS          128(R9), Y9, Y9
-	VFMADD231PS     Y7, Y9, Y3
+	VBROADCASTSS    (R8)(R11*4), Y6
+	VBROADCASTSS    (R8)(R12*4), Y7
+	VBLENDPS        $0xf0, Y7, Y6, Y6
+	VPMADDWD        (R9), Z5, Z7
+	VPMADDWD        64(R9), Z4, Z8
+	VPADDD          Z8, Z7, Z7
+	VEXTRACTI64X4   $0x01, Z7, Y8
+	VPADDD          Y8, Y7, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          128(R9), Y8, Y8
+	VFMADD231PS     Y6, Y8, Y2
 	VPMADDWD        (R9)(CX*1), Z5, Z5
-	VPMADDWD        64(R9)(CX*1), Z6, Z6
-	VPADDD          Z6, Z5, Z5
-	VEXTRACTI64X4   $0x01, Z5, Y6
-	VPADDD          Y6, Y5, Y6
-	VCVTDQ2PS       Y6, Y6
-	VMULPS          128(R9)(CX*1), Y6, Y6
-	VFMADD231PS     Y7, Y6, Y4
+	VPMADDWD        64(R9)(CX*1), Z4, Z4
+	VPADDD          Z4, Z5, Z5
+	VEXTRACTI64X4   $0x01, Z5, Y4
+	VPADDD          Y4, Y5, Y4
+	VCVTDQ2PS       Y4, Y4
+	VMULPS          128(R9)(CX*1), Y4, Y4
+	VFMADD231PS     Y6, Y4, Y3
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x20, DX
 	ADDQ            $0x02, BX
@@ -4896,21 +4882,21 @@ gemvFP4QAVX512x2_done:
 	MOVQ         ldo+56(FP), R9
 	SHLQ         $0x02, R9
 	MOVQ         DI, R10
-	VEXTRACTF128 $0x01, Y3, X5
-	VADDPS       X3, X5, X5
-	VMOVHLPS     X5, X5, X3
-	VADDPS       X3, X5, X5
-	VMOVSHDUP    X5, X3
-	VADDSS       X3, X5, X5
-	VMOVSS       X5, (R10)
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X2, X4, X4
+	VMOVHLPS     X4, X4, X2
+	VADDPS       X2, X4, X4
+	VMOVSHDUP    X4, X2
+	VADDSS       X2, X4, X4
+	VMOVSS       X4, (R10)
 	ADDQ         R9, R10
-	VEXTRACTF128 $0x01, Y4, X3
-	VADDPS       X4, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R10)
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R10)
 	ADDQ         $0x04, DI
 	DECQ         SI
 	JNZ          gemvFP4QAVX512x2_row
@@ -4920,7 +4906,7 @@ gemvFP4QAVX512x2_end:
 	RET
 
 // func gemvFP4QAVX512x3(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, FMA3, MMX+
 TEXT ·gemvFP4QAVX512x3(SB), NOSPLIT, $0-80
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
@@ -4932,7 +4918,6 @@ TEXT ·gemvFP4QAVX512x3(SB), NOSPLIT, $0-80
 	MOVQ      c+72(FP), R9
 	VMOVDQU64 (R9), Z0
 	VMOVDQU64 64(R9), Z1
-	VMOVDQU64 128(R9), Z2
 	LEAQ      (CX)(CX*2), R9
 	TESTQ     SI, SI
 	JZ        gemvFP4QAVX512x3_end
@@ -4940,93 +4925,87 @@ TEXT ·gemvFP4QAVX512x3(SB), NOSPLIT, $0-80
 gemvFP4QAVX512x3_row:
 	MOVQ   AX, R9
 	MOVQ   nb+32(FP), R10
+	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
 	TESTQ  R10, R10
 	JZ     gemvFP4QAVX512x3_done
 
 gemvFP4QAVX512x3_loop:
 	PREFETCHT0      2048(DX)
-	VBROADCASTI64X4 (DX), Z6
-	VPSRLW          $0x04, Z6, Z7
-	VPANDD          Z1, Z6, Z6
-	VPANDD          Z1, Z7, Z7
-	VPSHUFB         Z6, Z0, Z6
-	VPSHUFB         Z7, Z0, Z7
-	VPSHUFB         Z2, Z6, Z6
-	VPSHUFB         Z2, Z7, Z7
+	VBROADCASTI64X4 (DX), Z5
+	VPSHUFB         Z1, Z5, Z5
+	VPERMB          Z0, Z5, Z6
+	VPSRLW          $0x04, Z5, Z5
+	VPERMB          Z0, Z5, Z5
 	MOVBQZX         (BX), R11
 	MOVBQZX         1(BX), R12
-	VBROADCASTSS    (R8)(R11*4), Y8
-	VBROADCASTSS    (R8)(R12*4), Y9
-	VBLENDPS        $0xf0, Y9, Y8, Y8
-	VPMADDWD        (R9), Z6, Z9
-	VPMADDWD        64(R9), Z7, Z10
-	VPADDD          Z10, Z9, Z9
-	VEXTRACTI64X4   $0x01, Z9, Y10
-	VPADDD          Y10, Y9, Y10
-	VCVTDQ2PS       Y10, Y10
-	VMULPS          128(R9), Y10, Y10
-	VFMADD231PS     Y8, Y10, Y3
-	VPMADDWD        (R9)(CX*1), Z6, Z9
-	VPMADDWD        64(R9)(CX*1), Z7, Z10
-	VPADDD          Z10, Z9, Z9
-	VEXTRACTI64X4   $0x01, Z9, Y10
-	VPADDD          Y10, Y9, Y10
-	VCVTDQ2PS       Y10, Y10
-	VMULPS          128(R9)(CX*1), Y10, Y10
-	VFMADD231PS     Y8, Y10, Y4
+	VBROADCASTSS    (R8)(R11*4), Y7
+	VBROADCASTSS    (R8)(R12*4), Y8
+	VBLENDPS        $0xf0, Y8, Y7, Y7
+	VPMADDWD        (R9), Z6, Z8
+	VPMADDWD        64(R9), Z5, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y9
+	VPADDD          Y9, Y8, Y9
+	VCVTDQ2PS       Y9, Y9
+	VMULPS          128(R9), Y9, Y9
+	VFMADD231PS     Y7, Y9, Y2
+	VPMADDWD        (R9)(CX*1), Z6, Z8
+	VPMADDWD        64(R9)(CX*1), Z5, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y9
+	VPADDD          Y9, Y8, Y9
+	VCVTDQ2PS       Y9, Y9
+	VMULPS          128(R9)(CX*1), Y9, Y9
+	VFMADD231PS     Y7, Y9, Y3
 	VPMADDWD        (R9)(CX*2), Z6, Z6
-	VPMADDWD        64(R9)(CX*2), Z7, Z7
-	VPADDD          Z7, Z6, Z6
-	VEXTRACTI64X4   $0x01, Z6, Y7
-	VPADDD          Y7, Y6, Y7
-	VCVTDQ2PS       Y7, Y7
-	VMULPS          128(R9)(CX*2), Y7, Y7
-	VFMADD231PS     Y8, Y7, Y5
+	VPMADDWD        64(R9)(CX*2), Z5, Z5
+	VPADDD          Z5, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VCVTDQ2PS       Y5, Y5
+	VMULPS          128(R9)(CX*2), Y5, Y5
+	VFMADD231PS     Y7, Y5, Y4
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x20, DX
 	ADDQ            $0x02, BX
 	SUBQ            $0x02, R10
 	JZ              gemvFP4QAVX512x3_done
-	VBROADCASTI64X4 (DX), Z6
-	VPSRLW          $0x04, Z6, Z7
-	VPANDD          Z1, Z6, Z6
-	VPANDD          Z1, Z7, Z7
-	VPSHUFB         Z6, Z0, Z6
-	VPSHUFB         Z7, Z0, Z7
-	VPSHUFB         Z2, Z6, Z6
-	VPSHUFB         Z2, Z7, Z7
+	VBROADCASTI64X4 (DX), Z5
+	VPSHUFB         Z1, Z5, Z5
+	VPERMB          Z0, Z5, Z6
+	VPSRLW          $0x04, Z5, Z5
+	VPERMB          Z0, Z5, Z5
 	MOVBQZX         (BX), R11
 	MOVBQZX         1(BX), R12
-	VBROADCASTSS    (R8)(R11*4), Y8
-	VBROADCASTSS    (R8)(R12*4), Y9
-	VBLENDPS        $0xf0, Y9, Y8, Y8
-	VPMADDWD        (R9), Z6, Z9
-	VPMADDWD        64(R9), Z7, Z10
-	VPADDD          Z10, Z9, Z9
-	VEXTRACTI64X4   $0x01, Z9, Y10
-	VPADDD          Y10, Y9, Y10
-	VCVTDQ2PS       Y10, Y10
-	VMULPS          128(R9), Y10, Y10
-	VFMADD231PS     Y8, Y10, Y3
-	VPMADDWD        (R9)(CX*1), Z6, Z9
-	VPMADDWD        64(R9)(CX*1), Z7, Z10
-	VPADDD          Z10, Z9, Z9
-	VEXTRACTI64X4   $0x01, Z9, Y10
-	VPADDD          Y10, Y9, Y10
-	VCVTDQ2PS       Y10, Y10
-	VMULPS          128(R9)(CX*1), Y10, Y10
-	VFMADD231PS     Y8, Y10, Y4
+	VBROADCASTSS    (R8)(R11*4), Y7
+	VBROADCASTSS    (R8)(R12*4), Y8
+	VBLENDPS        $0xf0, Y8, Y7, Y7
+	VPMADDWD        (R9), Z6, Z8
+	VPMADDWD        64(R9), Z5, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y9
+	VPADDD          Y9, Y8, Y9
+	VCVTDQ2PS       Y9, Y9
+	VMULPS          128(R9), Y9, Y9
+	VFMADD231PS     Y7, Y9, Y2
+	VPMADDWD        (R9)(CX*1), Z6, Z8
+	VPMADDWD        64(R9)(CX*1), Z5, Z9
+	VPADDD          Z9, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y9
+	VPADDD          Y9, Y8, Y9
+	VCVTDQ2PS       Y9, Y9
+	VMULPS          128(R9)(CX*1), Y9, Y9
+	VFMADD231PS     Y7, Y9, Y3
 	VPMADDWD        (R9)(CX*2), Z6, Z6
-	VPMADDWD        64(R9)(CX*2), Z7, Z7
-	VPADDD          Z7, Z6, Z6
-	VEXTRACTI64X4   $0x01, Z6, Y7
-	VPADDD          Y7, Y6, Y7
-	VCVTDQ2PS       Y7, Y7
-	VMULPS          128(R9)(CX*2), Y7, Y7
-	VFMADD231PS     Y8, Y7, Y5
+	VPMADDWD        64(R9)(CX*2), Z5, Z5
+	VPADDD          Z5, Z6, Z6
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VCVTDQ2PS       Y5, Y5
+	VMULPS          128(R9)(CX*2), Y5, Y5
+	VFMADD231PS     Y7, Y5, Y4
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x20, DX
 	ADDQ            $0x02, BX
@@ -5037,29 +5016,29 @@ gemvFP4QAVX512x3_done:
 	MOVQ         ldo+56(FP), R9
 	SHLQ         $0x02, R9
 	MOVQ         DI, R10
-	VEXTRACTF128 $0x01, Y3, X6
-	VADDPS       X3, X6, X6
-	VMOVHLPS     X6, X6, X3
-	VADDPS       X3, X6, X6
-	VMOVSHDUP    X6, X3
-	VADDSS       X3, X6, X6
-	VMOVSS       X6, (R10)
+	VEXTRACTF128 $0x01, Y2, X5
+	VADDPS       X2, X5, X5
+	VMOVHLPS     X5, X5, X2
+	VADDPS       X2, X5, X5
+	VMOVSHDUP    X5, X2
+	VADDSS       X2, X5, X5
+	VMOVSS       X5, (R10)
 	ADDQ         R9, R10
-	VEXTRACTF128 $0x01, Y4, X3
-	VADDPS       X4, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R10)
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R10)
 	ADDQ         R9, R10
-	VEXTRACTF128 $0x01, Y5, X3
-	VADDPS       X5, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R10)
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R10)
 	ADDQ         $0x04, DI
 	DECQ         SI
 	JNZ          gemvFP4QAVX512x3_row
@@ -5069,7 +5048,7 @@ gemvFP4QAVX512x3_end:
 	RET
 
 // func gemvFP4QAVX512x4(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, FMA3, MMX+
 TEXT ·gemvFP4QAVX512x4(SB), NOSPLIT, $0-80
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
@@ -5081,7 +5060,6 @@ TEXT ·gemvFP4QAVX512x4(SB), NOSPLIT, $0-80
 	MOVQ      c+72(FP), R9
 	VMOVDQU64 (R9), Z0
 	VMOVDQU64 64(R9), Z1
-	VMOVDQU64 128(R9), Z2
 	LEAQ      (CX)(CX*2), R10
 	TESTQ     SI, SI
 	JZ        gemvFP4QAVX512x4_end
@@ -5089,110 +5067,104 @@ TEXT ·gemvFP4QAVX512x4(SB), NOSPLIT, $0-80
 gemvFP4QAVX512x4_row:
 	MOVQ   AX, R9
 	MOVQ   nb+32(FP), R11
+	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
 	TESTQ  R11, R11
 	JZ     gemvFP4QAVX512x4_done
 
 gemvFP4QAVX512x4_loop:
 	PREFETCHT0      2048(DX)
-	VBROADCASTI64X4 (DX), Z7
-	VPSRLW          $0x04, Z7, Z8
-	VPANDD          Z1, Z7, Z7
-	VPANDD          Z1, Z8, Z8
-	VPSHUFB         Z7, Z0, Z7
-	VPSHUFB         Z8, Z0, Z8
-	VPSHUFB         Z2, Z7, Z7
-	VPSHUFB         Z2, Z8, Z8
+	VBROADCASTI64X4 (DX), Z6
+	VPSHUFB         Z1, Z6, Z6
+	VPERMB          Z0, Z6, Z7
+	VPSRLW          $0x04, Z6, Z6
+	VPERMB          Z0, Z6, Z6
 	MOVBQZX         (BX), R12
 	MOVBQZX         1(BX), R13
-	VBROADCASTSS    (R8)(R12*4), Y9
-	VBROADCASTSS    (R8)(R13*4), Y10
-	VBLENDPS        $0xf0, Y10, Y9, Y9
-	VPMADDWD        (R9), Z7, Z10
-	VPMADDWD        64(R9), Z8, Z11
-	VPADDD          Z11, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z10, Y11
-	VPADDD          Y11, Y10, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULPS          128(R9), Y11, Y11
-	VFMADD231PS     Y9, Y11, Y3
-	VPMADDWD        (R9)(CX*1), Z7, Z10
-	VPMADDWD        64(R9)(CX*1), Z8, Z11
-	VPADDD          Z11, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z10, Y11
-	VPADDD          Y11, Y10, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULPS          128(R9)(CX*1), Y11, Y11
-	VFMADD231PS     Y9, Y11, Y4
-	VPMADDWD        (R9)(CX*2), Z7, Z10
-	VPMADDWD        64(R9)(CX*2), Z8, Z11
-	VPADDD          Z11, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z10, Y11
-	VPADDD          Y11, Y10, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULPS          128(R9)(CX*2), Y11, Y11
-	VFMADD231PS     Y9, Y11, Y5
+	VBROADCASTSS    (R8)(R12*4), Y8
+	VBROADCASTSS    (R8)(R13*4), Y9
+	VBLENDPS        $0xf0, Y9, Y8, Y8
+	VPMADDWD        (R9), Z7, Z9
+	VPMADDWD        64(R9), Z6, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R9), Y10, Y10
+	VFMADD231PS     Y8, Y10, Y2
+	VPMADDWD        (R9)(CX*1), Z7, Z9
+	VPMADDWD        64(R9)(CX*1), Z6, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R9)(CX*1), Y10, Y10
+	VFMADD231PS     Y8, Y10, Y3
+	VPMADDWD        (R9)(CX*2), Z7, Z9
+	VPMADDWD        64(R9)(CX*2), Z6, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R9)(CX*2), Y10, Y10
+	VFMADD231PS     Y8, Y10, Y4
 	VPMADDWD        (R9)(R10*1), Z7, Z7
-	VPMADDWD        64(R9)(R10*1), Z8, Z8
-	VPADDD          Z8, Z7, Z7
-	VEXTRACTI64X4   $0x01, Z7, Y8
-	VPADDD          Y8, Y7, Y8
-	VCVTDQ2PS       Y8, Y8
-	VMULPS          128(R9)(R10*1), Y8, Y8
-	VFMADD231PS     Y9, Y8, Y6
+	VPMADDWD        64(R9)(R10*1), Z6, Z6
+	VPADDD          Z6, Z7, Z7
+	VEXTRACTI64X4   $0x01, Z7, Y6
+	VPADDD          Y6, Y7, Y6
+	VCVTDQ2PS       Y6, Y6
+	VMULPS          128(R9)(R10*1), Y6, Y6
+	VFMADD231PS     Y8, Y6, Y5
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x20, DX
 	ADDQ            $0x02, BX
 	SUBQ            $0x02, R11
 	JZ              gemvFP4QAVX512x4_done
-	VBROADCASTI64X4 (DX), Z7
-	VPSRLW          $0x04, Z7, Z8
-	VPANDD          Z1, Z7, Z7
-	VPANDD          Z1, Z8, Z8
-	VPSHUFB         Z7, Z0, Z7
-	VPSHUFB         Z8, Z0, Z8
-	VPSHUFB         Z2, Z7, Z7
-	VPSHUFB         Z2, Z8, Z8
+	VBROADCASTI64X4 (DX), Z6
+	VPSHUFB         Z1, Z6, Z6
+	VPERMB          Z0, Z6, Z7
+	VPSRLW          $0x04, Z6, Z6
+	VPERMB          Z0, Z6, Z6
 	MOVBQZX         (BX), R12
 	MOVBQZX         1(BX), R13
-	VBROADCASTSS    (R8)(R12*4), Y9
-	VBROADCASTSS    (R8)(R13*4), Y10
-	VBLENDPS        $0xf0, Y10, Y9, Y9
-	VPMADDWD        (R9), Z7, Z10
-	VPMADDWD        64(R9), Z8, Z11
-	VPADDD          Z11, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z10, Y11
-	VPADDD          Y11, Y10, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULPS          128(R9), Y11, Y11
-	VFMADD231PS     Y9, Y11, Y3
-	VPMADDWD        (R9)(CX*1), Z7, Z10
-	VPMADDWD        64(R9)(CX*1), Z8, Z11
-	VPADDD          Z11, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z10, Y11
-	VPADDD          Y11, Y10, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULPS          128(R9)(CX*1), Y11, Y11
-	VFMADD231PS     Y9, Y11, Y4
-	VPMADDWD        (R9)(CX*2), Z7, Z10
-	VPMADDWD        64(R9)(CX*2), Z8, Z11
-	VPADDD          Z11, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z10, Y11
-	VPADDD          Y11, Y10, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULPS          128(R9)(CX*2), Y11, Y11
-	VFMADD231PS     Y9, Y11, Y5
+	VBROADCASTSS    (R8)(R12*4), Y8
+	VBROADCASTSS    (R8)(R13*4), Y9
+	VBLENDPS        $0xf0, Y9, Y8, Y8
+	VPMADDWD        (R9), Z7, Z9
+	VPMADDWD        64(R9), Z6, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R9), Y10, Y10
+	VFMADD231PS     Y8, Y10, Y2
+	VPMADDWD        (R9)(CX*1), Z7, Z9
+	VPMADDWD        64(R9)(CX*1), Z6, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R9)(CX*1), Y10, Y10
+	VFMADD231PS     Y8, Y10, Y3
+	VPMADDWD        (R9)(CX*2), Z7, Z9
+	VPMADDWD        64(R9)(CX*2), Z6, Z10
+	VPADDD          Z10, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y10
+	VPADDD          Y10, Y9, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R9)(CX*2), Y10, Y10
+	VFMADD231PS     Y8, Y10, Y4
 	VPMADDWD        (R9)(R10*1), Z7, Z7
-	VPMADDWD        64(R9)(R10*1), Z8, Z8
-	VPADDD          Z8, Z7, Z7
-	VEXTRACTI64X4   $0x01, Z7, Y8
-	VPADDD          Y8, Y7, Y8
-	VCVTDQ2PS       Y8, Y8
-	VMULPS          128(R9)(R10*1), Y8, Y8
-	VFMADD231PS     Y9, Y8, Y6
+	VPMADDWD        64(R9)(R10*1), Z6, Z6
+	VPADDD          Z6, Z7, Z7
+	VEXTRACTI64X4   $0x01, Z7, Y6
+	VPADDD          Y6, Y7, Y6
+	VCVTDQ2PS       Y6, Y6
+	VMULPS          128(R9)(R10*1), Y6, Y6
+	VFMADD231PS     Y8, Y6, Y5
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x20, DX
 	ADDQ            $0x02, BX
@@ -5203,37 +5175,37 @@ gemvFP4QAVX512x4_done:
 	MOVQ         ldo+56(FP), R9
 	SHLQ         $0x02, R9
 	MOVQ         DI, R11
-	VEXTRACTF128 $0x01, Y3, X7
-	VADDPS       X3, X7, X7
-	VMOVHLPS     X7, X7, X3
-	VADDPS       X3, X7, X7
-	VMOVSHDUP    X7, X3
-	VADDSS       X3, X7, X7
-	VMOVSS       X7, (R11)
+	VEXTRACTF128 $0x01, Y2, X6
+	VADDPS       X2, X6, X6
+	VMOVHLPS     X6, X6, X2
+	VADDPS       X2, X6, X6
+	VMOVSHDUP    X6, X2
+	VADDSS       X2, X6, X6
+	VMOVSS       X6, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y4, X3
-	VADDPS       X4, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y5, X3
-	VADDPS       X5, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y6, X3
-	VADDPS       X6, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y5, X2
+	VADDPS       X5, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         $0x04, DI
 	DECQ         SI
 	JNZ          gemvFP4QAVX512x4_row
@@ -5243,7 +5215,7 @@ gemvFP4QAVX512x4_end:
 	RET
 
 // func gemvFP4QAVX512x5(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, FMA3, MMX+
 TEXT ·gemvFP4QAVX512x5(SB), NOSPLIT, $0-80
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
@@ -5255,7 +5227,6 @@ TEXT ·gemvFP4QAVX512x5(SB), NOSPLIT, $0-80
 	MOVQ      c+72(FP), R9
 	VMOVDQU64 (R9), Z0
 	VMOVDQU64 64(R9), Z1
-	VMOVDQU64 128(R9), Z2
 	LEAQ      (CX)(CX*2), R10
 	TESTQ     SI, SI
 	JZ        gemvFP4QAVX512x5_end
@@ -5264,128 +5235,122 @@ gemvFP4QAVX512x5_row:
 	MOVQ   AX, R9
 	LEAQ   (AX)(CX*4), R11
 	MOVQ   nb+32(FP), R12
+	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
 	TESTQ  R12, R12
 	JZ     gemvFP4QAVX512x5_done
 
 gemvFP4QAVX512x5_loop:
 	PREFETCHT0      2048(DX)
-	VBROADCASTI64X4 (DX), Z8
-	VPSRLW          $0x04, Z8, Z9
-	VPANDD          Z1, Z8, Z8
-	VPANDD          Z1, Z9, Z9
-	VPSHUFB         Z8, Z0, Z8
-	VPSHUFB         Z9, Z0, Z9
-	VPSHUFB         Z2, Z8, Z8
-	VPSHUFB         Z2, Z9, Z9
+	VBROADCASTI64X4 (DX), Z7
+	VPSHUFB         Z1, Z7, Z7
+	VPERMB          Z0, Z7, Z8
+	VPSRLW          $0x04, Z7, Z7
+	VPERMB          Z0, Z7, Z7
 	MOVBQZX         (BX), R13
 	MOVBQZX         1(BX), R14
-	VBROADCASTSS    (R8)(R13*4), Y10
-	VBROADCASTSS    (R8)(R14*4), Y11
-	VBLENDPS        $0xf0, Y11, Y10, Y10
-	VPMADDWD        (R9), Z8, Z11
-	VPMADDWD        64(R9), Z9, Z12
-	VPADDD          Z12, Z11, Z11
-	VEXTRACTI64X4   $0x01, Z11, Y12
-	VPADDD          Y12, Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VMULPS          128(R9), Y12, Y12
-	VFMADD231PS     Y10, Y12, Y3
-	VPMADDWD        (R9)(CX*1), Z8, Z11
-	VPMADDWD        64(R9)(CX*1), Z9, Z12
-	VPADDD          Z12, Z11, Z11
-	VEXTRACTI64X4   $0x01, Z11, Y12
-	VPADDD          Y12, Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VMULPS          128(R9)(CX*1), Y12, Y12
-	VFMADD231PS     Y10, Y12, Y4
-	VPMADDWD        (R9)(CX*2), Z8, Z11
-	VPMADDWD        64(R9)(CX*2), Z9, Z12
-	VPADDD          Z12, Z11, Z11
-	VEXTRACTI64X4   $0x01, Z11, Y12
-	VPADDD          Y12, Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VMULPS          128(R9)(CX*2), Y12, Y12
-	VFMADD231PS     Y10, Y12, Y5
-	VPMADDWD        (R9)(R10*1), Z8, Z11
-	VPMADDWD        64(R9)(R10*1), Z9, Z12
-	VPADDD          Z12, Z11, Z11
-	VEXTRACTI64X4   $0x01, Z11, Y12
-	VPADDD          Y12, Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VMULPS          128(R9)(R10*1), Y12, Y12
-	VFMADD231PS     Y10, Y12, Y6
+	VBROADCASTSS    (R8)(R13*4), Y9
+	VBROADCASTSS    (R8)(R14*4), Y10
+	VBLENDPS        $0xf0, Y10, Y9, Y9
+	VPMADDWD        (R9), Z8, Z10
+	VPMADDWD        64(R9), Z7, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y2
+	VPMADDWD        (R9)(CX*1), Z8, Z10
+	VPMADDWD        64(R9)(CX*1), Z7, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9)(CX*1), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y3
+	VPMADDWD        (R9)(CX*2), Z8, Z10
+	VPMADDWD        64(R9)(CX*2), Z7, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9)(CX*2), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y4
+	VPMADDWD        (R9)(R10*1), Z8, Z10
+	VPMADDWD        64(R9)(R10*1), Z7, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9)(R10*1), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y5
 	VPMADDWD        (R11), Z8, Z8
-	VPMADDWD        64(R11), Z9, Z9
-	VPADDD          Z9, Z8, Z8
-	VEXTRACTI64X4   $0x01, Z8, Y9
-	VPADDD          Y9, Y8, Y9
-	VCVTDQ2PS       Y9, Y9
-	VMULPS          128(R11), Y9, Y9
-	VFMADD231PS     Y10, Y9, Y7
+	VPMADDWD        64(R11), Z7, Z7
+	VPADDD          Z7, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y7
+	VPADDD          Y7, Y8, Y7
+	VCVTDQ2PS       Y7, Y7
+	VMULPS          128(R11), Y7, Y7
+	VFMADD231PS     Y9, Y7, Y6
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x000000a0, R11
 	ADDQ            $0x20, DX
 	ADDQ            $0x02, BX
 	SUBQ            $0x02, R12
 	JZ              gemvFP4QAVX512x5_done
-	VBROADCASTI64X4 (DX), Z8
-	VPSRLW          $0x04, Z8, Z9
-	VPANDD          Z1, Z8, Z8
-	VPANDD          Z1, Z9, Z9
-	VPSHUFB         Z8, Z0, Z8
-	VPSHUFB         Z9, Z0, Z9
-	VPSHUFB         Z2, Z8, Z8
-	VPSHUFB         Z2, Z9, Z9
+	VBROADCASTI64X4 (DX), Z7
+	VPSHUFB         Z1, Z7, Z7
+	VPERMB          Z0, Z7, Z8
+	VPSRLW          $0x04, Z7, Z7
+	VPERMB          Z0, Z7, Z7
 	MOVBQZX         (BX), R13
 	MOVBQZX         1(BX), R14
-	VBROADCASTSS    (R8)(R13*4), Y10
-	VBROADCASTSS    (R8)(R14*4), Y11
-	VBLENDPS        $0xf0, Y11, Y10, Y10
-	VPMADDWD        (R9), Z8, Z11
-	VPMADDWD        64(R9), Z9, Z12
-	VPADDD          Z12, Z11, Z11
-	VEXTRACTI64X4   $0x01, Z11, Y12
-	VPADDD          Y12, Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VMULPS          128(R9), Y12, Y12
-	VFMADD231PS     Y10, Y12, Y3
-	VPMADDWD        (R9)(CX*1), Z8, Z11
-	VPMADDWD        64(R9)(CX*1), Z9, Z12
-	VPADDD          Z12, Z11, Z11
-	VEXTRACTI64X4   $0x01, Z11, Y12
-	VPADDD          Y12, Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VMULPS          128(R9)(CX*1), Y12, Y12
-	VFMADD231PS     Y10, Y12, Y4
-	VPMADDWD        (R9)(CX*2), Z8, Z11
-	VPMADDWD        64(R9)(CX*2), Z9, Z12
-	VPADDD          Z12, Z11, Z11
-	VEXTRACTI64X4   $0x01, Z11, Y12
-	VPADDD          Y12, Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VMULPS          128(R9)(CX*2), Y12, Y12
-	VFMADD231PS     Y10, Y12, Y5
-	VPMADDWD        (R9)(R10*1), Z8, Z11
-	VPMADDWD        64(R9)(R10*1), Z9, Z12
-	VPADDD          Z12, Z11, Z11
-	VEXTRACTI64X4   $0x01, Z11, Y12
-	VPADDD          Y12, Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VMULPS          128(R9)(R10*1), Y12, Y12
-	VFMADD231PS     Y10, Y12, Y6
+	VBROADCASTSS    (R8)(R13*4), Y9
+	VBROADCASTSS    (R8)(R14*4), Y10
+	VBLENDPS        $0xf0, Y10, Y9, Y9
+	VPMADDWD        (R9), Z8, Z10
+	VPMADDWD        64(R9), Z7, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y2
+	VPMADDWD        (R9)(CX*1), Z8, Z10
+	VPMADDWD        64(R9)(CX*1), Z7, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9)(CX*1), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y3
+	VPMADDWD        (R9)(CX*2), Z8, Z10
+	VPMADDWD        64(R9)(CX*2), Z7, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9)(CX*2), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y4
+	VPMADDWD        (R9)(R10*1), Z8, Z10
+	VPMADDWD        64(R9)(R10*1), Z7, Z11
+	VPADDD          Z11, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y11
+	VPADDD          Y11, Y10, Y11
+	VCVTDQ2PS       Y11, Y11
+	VMULPS          128(R9)(R10*1), Y11, Y11
+	VFMADD231PS     Y9, Y11, Y5
 	VPMADDWD        (R11), Z8, Z8
-	VPMADDWD        64(R11), Z9, Z9
-	VPADDD          Z9, Z8, Z8
-	VEXTRACTI64X4   $0x01, Z8, Y9
-	VPADDD          Y9, Y8, Y9
-	VCVTDQ2PS       Y9, Y9
-	VMULPS          128(R11), Y9, Y9
-	VFMADD231PS     Y10, Y9, Y7
+	VPMADDWD        64(R11), Z7, Z7
+	VPADDD          Z7, Z8, Z8
+	VEXTRACTI64X4   $0x01, Z8, Y7
+	VPADDD          Y7, Y8, Y7
+	VCVTDQ2PS       Y7, Y7
+	VMULPS          128(R11), Y7, Y7
+	VFMADD231PS     Y9, Y7, Y6
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x000000a0, R11
 	ADDQ            $0x20, DX
@@ -5397,45 +5362,45 @@ gemvFP4QAVX512x5_done:
 	MOVQ         ldo+56(FP), R9
 	SHLQ         $0x02, R9
 	MOVQ         DI, R11
-	VEXTRACTF128 $0x01, Y3, X8
-	VADDPS       X3, X8, X8
-	VMOVHLPS     X8, X8, X3
-	VADDPS       X3, X8, X8
-	VMOVSHDUP    X8, X3
-	VADDSS       X3, X8, X8
-	VMOVSS       X8, (R11)
+	VEXTRACTF128 $0x01, Y2, X7
+	VADDPS       X2, X7, X7
+	VMOVHLPS     X7, X7, X2
+	VADDPS       X2, X7, X7
+	VMOVSHDUP    X7, X2
+	VADDSS       X2, X7, X7
+	VMOVSS       X7, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y4, X3
-	VADDPS       X4, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y5, X3
-	VADDPS       X5, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y6, X3
-	VADDPS       X6, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y5, X2
+	VADDPS       X5, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y7, X3
-	VADDPS       X7, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y6, X2
+	VADDPS       X6, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         $0x04, DI
 	DECQ         SI
 	JNZ          gemvFP4QAVX512x5_row
@@ -5445,7 +5410,7 @@ gemvFP4QAVX512x5_end:
 	RET
 
 // func gemvFP4QAVX512x6(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, FMA3, MMX+
 TEXT ·gemvFP4QAVX512x6(SB), NOSPLIT, $0-80
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
@@ -5457,7 +5422,6 @@ TEXT ·gemvFP4QAVX512x6(SB), NOSPLIT, $0-80
 	MOVQ      c+72(FP), R9
 	VMOVDQU64 (R9), Z0
 	VMOVDQU64 64(R9), Z1
-	VMOVDQU64 128(R9), Z2
 	LEAQ      (CX)(CX*2), R10
 	TESTQ     SI, SI
 	JZ        gemvFP4QAVX512x6_end
@@ -5466,145 +5430,139 @@ gemvFP4QAVX512x6_row:
 	MOVQ   AX, R9
 	LEAQ   (AX)(CX*4), R11
 	MOVQ   nb+32(FP), R12
+	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
 	TESTQ  R12, R12
 	JZ     gemvFP4QAVX512x6_done
 
 gemvFP4QAVX512x6_loop:
 	PREFETCHT0      2048(DX)
-	VBROADCASTI64X4 (DX), Z9
-	VPSRLW          $0x04, Z9, Z10
-	VPANDD          Z1, Z9, Z9
-	VPANDD          Z1, Z10, Z10
-	VPSHUFB         Z9, Z0, Z9
-	VPSHUFB         Z10, Z0, Z10
-	VPSHUFB         Z2, Z9, Z9
-	VPSHUFB         Z2, Z10, Z10
+	VBROADCASTI64X4 (DX), Z8
+	VPSHUFB         Z1, Z8, Z8
+	VPERMB          Z0, Z8, Z9
+	VPSRLW          $0x04, Z8, Z8
+	VPERMB          Z0, Z8, Z8
 	MOVBQZX         (BX), R13
 	MOVBQZX         1(BX), R14
-	VBROADCASTSS    (R8)(R13*4), Y11
-	VBROADCASTSS    (R8)(R14*4), Y12
-	VBLENDPS        $0xf0, Y12, Y11, Y11
-	VPMADDWD        (R9), Z9, Z12
-	VPMADDWD        64(R9), Z10, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z12, Y13
-	VPADDD          Y13, Y12, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULPS          128(R9), Y13, Y13
-	VFMADD231PS     Y11, Y13, Y3
-	VPMADDWD        (R9)(CX*1), Z9, Z12
-	VPMADDWD        64(R9)(CX*1), Z10, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z12, Y13
-	VPADDD          Y13, Y12, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULPS          128(R9)(CX*1), Y13, Y13
-	VFMADD231PS     Y11, Y13, Y4
-	VPMADDWD        (R9)(CX*2), Z9, Z12
-	VPMADDWD        64(R9)(CX*2), Z10, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z12, Y13
-	VPADDD          Y13, Y12, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULPS          128(R9)(CX*2), Y13, Y13
-	VFMADD231PS     Y11, Y13, Y5
-	VPMADDWD        (R9)(R10*1), Z9, Z12
-	VPMADDWD        64(R9)(R10*1), Z10, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z12, Y13
-	VPADDD          Y13, Y12, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULPS          128(R9)(R10*1), Y13, Y13
-	VFMADD231PS     Y11, Y13, Y6
-	VPMADDWD        (R11), Z9, Z12
-	VPMADDWD        64(R11), Z10, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z12, Y13
-	VPADDD          Y13, Y12, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULPS          128(R11), Y13, Y13
-	VFMADD231PS     Y11, Y13, Y7
+	VBROADCASTSS    (R8)(R13*4), Y10
+	VBROADCASTSS    (R8)(R14*4), Y11
+	VBLENDPS        $0xf0, Y11, Y10, Y10
+	VPMADDWD        (R9), Z9, Z11
+	VPMADDWD        64(R9), Z8, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y2
+	VPMADDWD        (R9)(CX*1), Z9, Z11
+	VPMADDWD        64(R9)(CX*1), Z8, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(CX*1), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y3
+	VPMADDWD        (R9)(CX*2), Z9, Z11
+	VPMADDWD        64(R9)(CX*2), Z8, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(CX*2), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y4
+	VPMADDWD        (R9)(R10*1), Z9, Z11
+	VPMADDWD        64(R9)(R10*1), Z8, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(R10*1), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y5
+	VPMADDWD        (R11), Z9, Z11
+	VPMADDWD        64(R11), Z8, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R11), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y6
 	VPMADDWD        (R11)(CX*1), Z9, Z9
-	VPMADDWD        64(R11)(CX*1), Z10, Z10
-	VPADDD          Z10, Z9, Z9
-	VEXTRACTI64X4   $0x01, Z9, Y10
-	VPADDD          Y10, Y9, Y10
-	VCVTDQ2PS       Y10, Y10
-	VMULPS          128(R11)(CX*1), Y10, Y10
-	VFMADD231PS     Y11, Y10, Y8
+	VPMADDWD        64(R11)(CX*1), Z8, Z8
+	VPADDD          Z8, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          128(R11)(CX*1), Y8, Y8
+	VFMADD231PS     Y10, Y8, Y7
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x000000a0, R11
 	ADDQ            $0x20, DX
 	ADDQ            $0x02, BX
 	SUBQ            $0x02, R12
 	JZ              gemvFP4QAVX512x6_done
-	VBROADCASTI64X4 (DX), Z9
-	VPSRLW          $0x04, Z9, Z10
-	VPANDD          Z1, Z9, Z9
-	VPANDD          Z1, Z10, Z10
-	VPSHUFB         Z9, Z0, Z9
-	VPSHUFB         Z10, Z0, Z10
-	VPSHUFB         Z2, Z9, Z9
-	VPSHUFB         Z2, Z10, Z10
+	VBROADCASTI64X4 (DX), Z8
+	VPSHUFB         Z1, Z8, Z8
+	VPERMB          Z0, Z8, Z9
+	VPSRLW          $0x04, Z8, Z8
+	VPERMB          Z0, Z8, Z8
 	MOVBQZX         (BX), R13
 	MOVBQZX         1(BX), R14
-	VBROADCASTSS    (R8)(R13*4), Y11
-	VBROADCASTSS    (R8)(R14*4), Y12
-	VBLENDPS        $0xf0, Y12, Y11, Y11
-	VPMADDWD        (R9), Z9, Z12
-	VPMADDWD        64(R9), Z10, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z12, Y13
-	VPADDD          Y13, Y12, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULPS          128(R9), Y13, Y13
-	VFMADD231PS     Y11, Y13, Y3
-	VPMADDWD        (R9)(CX*1), Z9, Z12
-	VPMADDWD        64(R9)(CX*1), Z10, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z12, Y13
-	VPADDD          Y13, Y12, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULPS          128(R9)(CX*1), Y13, Y13
-	VFMADD231PS     Y11, Y13, Y4
-	VPMADDWD        (R9)(CX*2), Z9, Z12
-	VPMADDWD        64(R9)(CX*2), Z10, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z12, Y13
-	VPADDD          Y13, Y12, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULPS          128(R9)(CX*2), Y13, Y13
-	VFMADD231PS     Y11, Y13, Y5
-	VPMADDWD        (R9)(R10*1), Z9, Z12
-	VPMADDWD        64(R9)(R10*1), Z10, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z12, Y13
-	VPADDD          Y13, Y12, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULPS          128(R9)(R10*1), Y13, Y13
-	VFMADD231PS     Y11, Y13, Y6
-	VPMADDWD        (R11), Z9, Z12
-	VPMADDWD        64(R11), Z10, Z13
-	VPADDD          Z13, Z12, Z12
-	VEXTRACTI64X4   $0x01, Z12, Y13
-	VPADDD          Y13, Y12, Y13
-	VCVTDQ2PS       Y13, Y13
-	VMULPS          128(R11), Y13, Y13
-	VFMADD231PS     Y11, Y13, Y7
+	VBROADCASTSS    (R8)(R13*4), Y10
+	VBROADCASTSS    (R8)(R14*4), Y11
+	VBLENDPS        $0xf0, Y11, Y10, Y10
+	VPMADDWD        (R9), Z9, Z11
+	VPMADDWD        64(R9), Z8, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y2
+	VPMADDWD        (R9)(CX*1), Z9, Z11
+	VPMADDWD        64(R9)(CX*1), Z8, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(CX*1), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y3
+	VPMADDWD        (R9)(CX*2), Z9, Z11
+	VPMADDWD        64(R9)(CX*2), Z8, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(CX*2), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y4
+	VPMADDWD        (R9)(R10*1), Z9, Z11
+	VPMADDWD        64(R9)(R10*1), Z8, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R9)(R10*1), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y5
+	VPMADDWD        (R11), Z9, Z11
+	VPMADDWD        64(R11), Z8, Z12
+	VPADDD          Z12, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VCVTDQ2PS       Y12, Y12
+	VMULPS          128(R11), Y12, Y12
+	VFMADD231PS     Y10, Y12, Y6
 	VPMADDWD        (R11)(CX*1), Z9, Z9
-	VPMADDWD        64(R11)(CX*1), Z10, Z10
-	VPADDD          Z10, Z9, Z9
-	VEXTRACTI64X4   $0x01, Z9, Y10
-	VPADDD          Y10, Y9, Y10
-	VCVTDQ2PS       Y10, Y10
-	VMULPS          128(R11)(CX*1), Y10, Y10
-	VFMADD231PS     Y11, Y10, Y8
+	VPMADDWD        64(R11)(CX*1), Z8, Z8
+	VPADDD          Z8, Z9, Z9
+	VEXTRACTI64X4   $0x01, Z9, Y8
+	VPADDD          Y8, Y9, Y8
+	VCVTDQ2PS       Y8, Y8
+	VMULPS          128(R11)(CX*1), Y8, Y8
+	VFMADD231PS     Y10, Y8, Y7
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x000000a0, R11
 	ADDQ            $0x20, DX
@@ -5616,53 +5574,53 @@ gemvFP4QAVX512x6_done:
 	MOVQ         ldo+56(FP), R9
 	SHLQ         $0x02, R9
 	MOVQ         DI, R11
-	VEXTRACTF128 $0x01, Y3, X9
-	VADDPS       X3, X9, X9
-	VMOVHLPS     X9, X9, X3
-	VADDPS       X3, X9, X9
-	VMOVSHDUP    X9, X3
-	VADDSS       X3, X9, X9
-	VMOVSS       X9, (R11)
+	VEXTRACTF128 $0x01, Y2, X8
+	VADDPS       X2, X8, X8
+	VMOVHLPS     X8, X8, X2
+	VADDPS       X2, X8, X8
+	VMOVSHDUP    X8, X2
+	VADDSS       X2, X8, X8
+	VMOVSS       X8, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y4, X3
-	VADDPS       X4, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y5, X3
-	VADDPS       X5, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y6, X3
-	VADDPS       X6, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y5, X2
+	VADDPS       X5, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y7, X3
-	VADDPS       X7, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y6, X2
+	VADDPS       X6, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y8, X3
-	VADDPS       X8, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y7, X2
+	VADDPS       X7, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         $0x04, DI
 	DECQ         SI
 	JNZ          gemvFP4QAVX512x6_row
@@ -5672,7 +5630,7 @@ gemvFP4QAVX512x6_end:
 	RET
 
 // func gemvFP4QAVX512x7(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, FMA3, MMX+
 TEXT ·gemvFP4QAVX512x7(SB), NOSPLIT, $0-80
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
@@ -5684,7 +5642,6 @@ TEXT ·gemvFP4QAVX512x7(SB), NOSPLIT, $0-80
 	MOVQ      c+72(FP), R9
 	VMOVDQU64 (R9), Z0
 	VMOVDQU64 64(R9), Z1
-	VMOVDQU64 128(R9), Z2
 	LEAQ      (CX)(CX*2), R10
 	LEAQ      (CX)(CX*2), R9
 	TESTQ     SI, SI
@@ -5694,162 +5651,156 @@ gemvFP4QAVX512x7_row:
 	MOVQ   AX, R9
 	LEAQ   (AX)(CX*4), R11
 	MOVQ   nb+32(FP), R12
+	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
 	VXORPS Y6, Y6, Y6
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
 	TESTQ  R12, R12
 	JZ     gemvFP4QAVX512x7_done
 
 gemvFP4QAVX512x7_loop:
 	PREFETCHT0      2048(DX)
-	VBROADCASTI64X4 (DX), Z10
-	VPSRLW          $0x04, Z10, Z11
-	VPANDD          Z1, Z10, Z10
-	VPANDD          Z1, Z11, Z11
-	VPSHUFB         Z10, Z0, Z10
-	VPSHUFB         Z11, Z0, Z11
-	VPSHUFB         Z2, Z10, Z10
-	VPSHUFB         Z2, Z11, Z11
+	VBROADCASTI64X4 (DX), Z9
+	VPSHUFB         Z1, Z9, Z9
+	VPERMB          Z0, Z9, Z10
+	VPSRLW          $0x04, Z9, Z9
+	VPERMB          Z0, Z9, Z9
 	MOVBQZX         (BX), R13
 	MOVBQZX         1(BX), R14
-	VBROADCASTSS    (R8)(R13*4), Y12
-	VBROADCASTSS    (R8)(R14*4), Y13
-	VBLENDPS        $0xf0, Y13, Y12, Y12
-	VPMADDWD        (R9), Z10, Z13
-	VPMADDWD        64(R9), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R9), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y3
-	VPMADDWD        (R9)(CX*1), Z10, Z13
-	VPMADDWD        64(R9)(CX*1), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R9)(CX*1), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y4
-	VPMADDWD        (R9)(CX*2), Z10, Z13
-	VPMADDWD        64(R9)(CX*2), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R9)(CX*2), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y5
-	VPMADDWD        (R9)(R10*1), Z10, Z13
-	VPMADDWD        64(R9)(R10*1), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R9)(R10*1), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y6
-	VPMADDWD        (R11), Z10, Z13
-	VPMADDWD        64(R11), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R11), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y7
-	VPMADDWD        (R11)(CX*1), Z10, Z13
-	VPMADDWD        64(R11)(CX*1), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R11)(CX*1), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y8
+	VBROADCASTSS    (R8)(R13*4), Y11
+	VBROADCASTSS    (R8)(R14*4), Y12
+	VBLENDPS        $0xf0, Y12, Y11, Y11
+	VPMADDWD        (R9), Z10, Z12
+	VPMADDWD        64(R9), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y2
+	VPMADDWD        (R9)(CX*1), Z10, Z12
+	VPMADDWD        64(R9)(CX*1), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(CX*1), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y3
+	VPMADDWD        (R9)(CX*2), Z10, Z12
+	VPMADDWD        64(R9)(CX*2), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(CX*2), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y4
+	VPMADDWD        (R9)(R10*1), Z10, Z12
+	VPMADDWD        64(R9)(R10*1), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(R10*1), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y5
+	VPMADDWD        (R11), Z10, Z12
+	VPMADDWD        64(R11), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R11), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y6
+	VPMADDWD        (R11)(CX*1), Z10, Z12
+	VPMADDWD        64(R11)(CX*1), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R11)(CX*1), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y7
 	VPMADDWD        (R11)(CX*2), Z10, Z10
-	VPMADDWD        64(R11)(CX*2), Z11, Z11
-	VPADDD          Z11, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z10, Y11
-	VPADDD          Y11, Y10, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULPS          128(R11)(CX*2), Y11, Y11
-	VFMADD231PS     Y12, Y11, Y9
+	VPMADDWD        64(R11)(CX*2), Z9, Z9
+	VPADDD          Z9, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y9
+	VPADDD          Y9, Y10, Y9
+	VCVTDQ2PS       Y9, Y9
+	VMULPS          128(R11)(CX*2), Y9, Y9
+	VFMADD231PS     Y11, Y9, Y8
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x000000a0, R11
 	ADDQ            $0x20, DX
 	ADDQ            $0x02, BX
 	SUBQ            $0x02, R12
 	JZ              gemvFP4QAVX512x7_done
-	VBROADCASTI64X4 (DX), Z10
-	VPSRLW          $0x04, Z10, Z11
-	VPANDD          Z1, Z10, Z10
-	VPANDD          Z1, Z11, Z11
-	VPSHUFB         Z10, Z0, Z10
-	VPSHUFB         Z11, Z0, Z11
-	VPSHUFB         Z2, Z10, Z10
-	VPSHUFB         Z2, Z11, Z11
+	VBROADCASTI64X4 (DX), Z9
+	VPSHUFB         Z1, Z9, Z9
+	VPERMB          Z0, Z9, Z10
+	VPSRLW          $0x04, Z9, Z9
+	VPERMB          Z0, Z9, Z9
 	MOVBQZX         (BX), R13
 	MOVBQZX         1(BX), R14
-	VBROADCASTSS    (R8)(R13*4), Y12
-	VBROADCASTSS    (R8)(R14*4), Y13
-	VBLENDPS        $0xf0, Y13, Y12, Y12
-	VPMADDWD        (R9), Z10, Z13
-	VPMADDWD        64(R9), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R9), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y3
-	VPMADDWD        (R9)(CX*1), Z10, Z13
-	VPMADDWD        64(R9)(CX*1), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R9)(CX*1), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y4
-	VPMADDWD        (R9)(CX*2), Z10, Z13
-	VPMADDWD        64(R9)(CX*2), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R9)(CX*2), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y5
-	VPMADDWD        (R9)(R10*1), Z10, Z13
-	VPMADDWD        64(R9)(R10*1), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R9)(R10*1), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y6
-	VPMADDWD        (R11), Z10, Z13
-	VPMADDWD        64(R11), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R11), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y7
-	VPMADDWD        (R11)(CX*1), Z10, Z13
-	VPMADDWD        64(R11)(CX*1), Z11, Z14
-	VPADDD          Z14, Z13, Z13
-	VEXTRACTI64X4   $0x01, Z13, Y14
-	VPADDD          Y14, Y13, Y14
-	VCVTDQ2PS       Y14, Y14
-	VMULPS          128(R11)(CX*1), Y14, Y14
-	VFMADD231PS     Y12, Y14, Y8
+	VBROADCASTSS    (R8)(R13*4), Y11
+	VBROADCASTSS    (R8)(R14*4), Y12
+	VBLENDPS        $0xf0, Y12, Y11, Y11
+	VPMADDWD        (R9), Z10, Z12
+	VPMADDWD        64(R9), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y2
+	VPMADDWD        (R9)(CX*1), Z10, Z12
+	VPMADDWD        64(R9)(CX*1), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(CX*1), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y3
+	VPMADDWD        (R9)(CX*2), Z10, Z12
+	VPMADDWD        64(R9)(CX*2), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(CX*2), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y4
+	VPMADDWD        (R9)(R10*1), Z10, Z12
+	VPMADDWD        64(R9)(R10*1), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R9)(R10*1), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y5
+	VPMADDWD        (R11), Z10, Z12
+	VPMADDWD        64(R11), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R11), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y6
+	VPMADDWD        (R11)(CX*1), Z10, Z12
+	VPMADDWD        64(R11)(CX*1), Z9, Z13
+	VPADDD          Z13, Z12, Z12
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y13, Y12, Y13
+	VCVTDQ2PS       Y13, Y13
+	VMULPS          128(R11)(CX*1), Y13, Y13
+	VFMADD231PS     Y11, Y13, Y7
 	VPMADDWD        (R11)(CX*2), Z10, Z10
-	VPMADDWD        64(R11)(CX*2), Z11, Z11
-	VPADDD          Z11, Z10, Z10
-	VEXTRACTI64X4   $0x01, Z10, Y11
-	VPADDD          Y11, Y10, Y11
-	VCVTDQ2PS       Y11, Y11
-	VMULPS          128(R11)(CX*2), Y11, Y11
-	VFMADD231PS     Y12, Y11, Y9
+	VPMADDWD        64(R11)(CX*2), Z9, Z9
+	VPADDD          Z9, Z10, Z10
+	VEXTRACTI64X4   $0x01, Z10, Y9
+	VPADDD          Y9, Y10, Y9
+	VCVTDQ2PS       Y9, Y9
+	VMULPS          128(R11)(CX*2), Y9, Y9
+	VFMADD231PS     Y11, Y9, Y8
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x000000a0, R11
 	ADDQ            $0x20, DX
@@ -5861,61 +5812,61 @@ gemvFP4QAVX512x7_done:
 	MOVQ         ldo+56(FP), R9
 	SHLQ         $0x02, R9
 	MOVQ         DI, R11
-	VEXTRACTF128 $0x01, Y3, X10
-	VADDPS       X3, X10, X10
-	VMOVHLPS     X10, X10, X3
-	VADDPS       X3, X10, X10
-	VMOVSHDUP    X10, X3
-	VADDSS       X3, X10, X10
-	VMOVSS       X10, (R11)
+	VEXTRACTF128 $0x01, Y2, X9
+	VADDPS       X2, X9, X9
+	VMOVHLPS     X9, X9, X2
+	VADDPS       X2, X9, X9
+	VMOVSHDUP    X9, X2
+	VADDSS       X2, X9, X9
+	VMOVSS       X9, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y4, X3
-	VADDPS       X4, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y5, X3
-	VADDPS       X5, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y6, X3
-	VADDPS       X6, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y5, X2
+	VADDPS       X5, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y7, X3
-	VADDPS       X7, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y6, X2
+	VADDPS       X6, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y8, X3
-	VADDPS       X8, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y7, X2
+	VADDPS       X7, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y9, X3
-	VADDPS       X9, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y8, X2
+	VADDPS       X8, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         $0x04, DI
 	DECQ         SI
 	JNZ          gemvFP4QAVX512x7_row
@@ -5925,7 +5876,7 @@ gemvFP4QAVX512x7_end:
 	RET
 
 // func gemvFP4QAVX512x8(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, FMA3, MMX+
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, FMA3, MMX+
 TEXT ·gemvFP4QAVX512x8(SB), NOSPLIT, $0-80
 	MOVQ      a+0(FP), AX
 	MOVQ      lda+8(FP), CX
@@ -5937,7 +5888,6 @@ TEXT ·gemvFP4QAVX512x8(SB), NOSPLIT, $0-80
 	MOVQ      c+72(FP), R9
 	VMOVDQU64 (R9), Z0
 	VMOVDQU64 64(R9), Z1
-	VMOVDQU64 128(R9), Z2
 	LEAQ      (CX)(CX*2), R10
 	LEAQ      (CX)(CX*2), R12
 	TESTQ     SI, SI
@@ -5947,6 +5897,7 @@ gemvFP4QAVX512x8_row:
 	MOVQ   AX, R9
 	LEAQ   (AX)(CX*4), R11
 	MOVQ   nb+32(FP), R13
+	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
 	VXORPS Y4, Y4, Y4
 	VXORPS Y5, Y5, Y5
@@ -5954,172 +5905,165 @@ gemvFP4QAVX512x8_row:
 	VXORPS Y7, Y7, Y7
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
 	TESTQ  R13, R13
 	JZ     gemvFP4QAVX512x8_done
 
 gemvFP4QAVX512x8_loop:
 	PREFETCHT0      2048(DX)
-	VBROADCASTI64X4 (DX), Z11
-	VPSRLW          $0x04, Z11, Z12
-	VPANDD          Z1, Z11, Z11
-	VPANDD          Z1, Z12, Z12
-	VPSHUFB         Z11, Z0, Z11
-	VPSHUFB         Z12, Z0, Z12
-	VPSHUFB         Z2, Z11, Z11
-	VPSHUFB         Z2, Z12, Z12
+	VBROADCASTI64X4 (DX), Z10
+	VPSHUFB         Z1, Z10, Z10
+	VPERMB          Z0, Z10, Z11
+	VPSRLW          $0x04, Z10, Z10
+	VPERMB          Z0, Z10, Z10
 	MOVBQZX         (BX), R14
 	MOVBQZX         1(BX), R15
-	VBROADCASTSS    (R8)(R14*4), Y13
-	VBROADCASTSS    (R8)(R15*4), Y14
-	VBLENDPS        $0xf0, Y14, Y13, Y13
-	VPMADDWD        (R9), Z11, Z14
-	VPMADDWD        64(R9), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R9), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y3
-	VPMADDWD        (R9)(CX*1), Z11, Z14
-	VPMADDWD        64(R9)(CX*1), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R9)(CX*1), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y4
-	VPMADDWD        (R9)(CX*2), Z11, Z14
-	VPMADDWD        64(R9)(CX*2), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R9)(CX*2), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y5
-	VPMADDWD        (R9)(R10*1), Z11, Z14
-	VPMADDWD        64(R9)(R10*1), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R9)(R10*1), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y6
-	VPMADDWD        (R11), Z11, Z14
-	VPMADDWD        64(R11), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R11), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y7
-	VPMADDWD        (R11)(CX*1), Z11, Z14
-	VPMADDWD        64(R11)(CX*1), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R11)(CX*1), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y8
-	VPMADDWD        (R11)(CX*2), Z11, Z14
-	VPMADDWD        64(R11)(CX*2), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R11)(CX*2), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y9
+	VBROADCASTSS    (R8)(R14*4), Y12
+	VBROADCASTSS    (R8)(R15*4), Y13
+	VBLENDPS        $0xf0, Y13, Y12, Y12
+	VPMADDWD        (R9), Z11, Z13
+	VPMADDWD        64(R9), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y2
+	VPMADDWD        (R9)(CX*1), Z11, Z13
+	VPMADDWD        64(R9)(CX*1), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(CX*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y3
+	VPMADDWD        (R9)(CX*2), Z11, Z13
+	VPMADDWD        64(R9)(CX*2), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(CX*2), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y4
+	VPMADDWD        (R9)(R10*1), Z11, Z13
+	VPMADDWD        64(R9)(R10*1), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(R10*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y5
+	VPMADDWD        (R11), Z11, Z13
+	VPMADDWD        64(R11), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R11), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y6
+	VPMADDWD        (R11)(CX*1), Z11, Z13
+	VPMADDWD        64(R11)(CX*1), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R11)(CX*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y7
+	VPMADDWD        (R11)(CX*2), Z11, Z13
+	VPMADDWD        64(R11)(CX*2), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R11)(CX*2), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y8
 	VPMADDWD        (R11)(R12*1), Z11, Z11
-	VPMADDWD        64(R11)(R12*1), Z12, Z12
-	VPADDD          Z12, Z11, Z11
-	VEXTRACTI64X4   $0x01, Z11, Y12
-	VPADDD          Y12, Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VMULPS          128(R11)(R12*1), Y12, Y12
-	VFMADD231PS     Y13, Y12, Y10
+	VPMADDWD        64(R11)(R12*1), Z10, Z10
+	VPADDD          Z10, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R11)(R12*1), Y10, Y10
+	VFMADD231PS     Y12, Y10, Y9
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x000000a0, R11
 	ADDQ            $0x20, DX
 	ADDQ            $0x02, BX
 	SUBQ            $0x02, R13
 	JZ              gemvFP4QAVX512x8_done
-	VBROADCASTI64X4 (DX), Z11
-	VPSRLW          $0x04, Z11, Z12
-	VPANDD          Z1, Z11, Z11
-	VPANDD          Z1, Z12, Z12
-	VPSHUFB         Z11, Z0, Z11
-	VPSHUFB         Z12, Z0, Z12
-	VPSHUFB         Z2, Z11, Z11
-	VPSHUFB         Z2, Z12, Z12
+	VBROADCASTI64X4 (DX), Z10
+	VPSHUFB         Z1, Z10, Z10
+	VPERMB          Z0, Z10, Z11
+	VPSRLW          $0x04, Z10, Z10
+	VPERMB          Z0, Z10, Z10
 	MOVBQZX         (BX), R14
 	MOVBQZX         1(BX), R15
-	VBROADCASTSS    (R8)(R14*4), Y13
-	VBROADCASTSS    (R8)(R15*4), Y14
-	VBLENDPS        $0xf0, Y14, Y13, Y13
-	VPMADDWD        (R9), Z11, Z14
-	VPMADDWD        64(R9), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R9), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y3
-	VPMADDWD        (R9)(CX*1), Z11, Z14
-	VPMADDWD        64(R9)(CX*1), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R9)(CX*1), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y4
-	VPMADDWD        (R9)(CX*2), Z11, Z14
-	VPMADDWD        64(R9)(CX*2), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R9)(CX*2), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y5
-	VPMADDWD        (R9)(R10*1), Z11, Z14
-	VPMADDWD        64(R9)(R10*1), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R9)(R10*1), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y6
-	VPMADDWD        (R11), Z11, Z14
-	VPMADDWD        64(R11), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R11), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y7
-	VPMADDWD        (R11)(CX*1), Z11, Z14
-	VPMADDWD        64(R11)(CX*1), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R11)(CX*1), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y8
-	VPMADDWD        (R11)(CX*2), Z11, Z14
-	VPMADDWD        64(R11)(CX*2), Z12, Z15
-	VPADDD          Z15, Z14, Z14
-	VEXTRACTI64X4   $0x01, Z14, Y15
-	VPADDD          Y15, Y14, Y15
-	VCVTDQ2PS       Y15, Y15
-	VMULPS          128(R11)(CX*2), Y15, Y15
-	VFMADD231PS     Y13, Y15, Y9
+	VBROADCASTSS    (R8)(R14*4), Y12
+	VBROADCASTSS    (R8)(R15*4), Y13
+	VBLENDPS        $0xf0, Y13, Y12, Y12
+	VPMADDWD        (R9), Z11, Z13
+	VPMADDWD        64(R9), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y2
+	VPMADDWD        (R9)(CX*1), Z11, Z13
+	VPMADDWD        64(R9)(CX*1), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(CX*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y3
+	VPMADDWD        (R9)(CX*2), Z11, Z13
+	VPMADDWD        64(R9)(CX*2), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(CX*2), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y4
+	VPMADDWD        (R9)(R10*1), Z11, Z13
+	VPMADDWD        64(R9)(R10*1), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R9)(R10*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y5
+	VPMADDWD        (R11), Z11, Z13
+	VPMADDWD        64(R11), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R11), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y6
+	VPMADDWD        (R11)(CX*1), Z11, Z13
+	VPMADDWD        64(R11)(CX*1), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R11)(CX*1), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y7
+	VPMADDWD        (R11)(CX*2), Z11, Z13
+	VPMADDWD        64(R11)(CX*2), Z10, Z14
+	VPADDD          Z14, Z13, Z13
+	VEXTRACTI64X4   $0x01, Z13, Y14
+	VPADDD          Y14, Y13, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULPS          128(R11)(CX*2), Y14, Y14
+	VFMADD231PS     Y12, Y14, Y8
 	VPMADDWD        (R11)(R12*1), Z11, Z11
-	VPMADDWD        64(R11)(R12*1), Z12, Z12
-	VPADDD          Z12, Z11, Z11
-	VEXTRACTI64X4   $0x01, Z11, Y12
-	VPADDD          Y12, Y11, Y12
-	VCVTDQ2PS       Y12, Y12
-	VMULPS          128(R11)(R12*1), Y12, Y12
-	VFMADD231PS     Y13, Y12, Y10
+	VPMADDWD        64(R11)(R12*1), Z10, Z10
+	VPADDD          Z10, Z11, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y10
+	VPADDD          Y10, Y11, Y10
+	VCVTDQ2PS       Y10, Y10
+	VMULPS          128(R11)(R12*1), Y10, Y10
+	VFMADD231PS     Y12, Y10, Y9
 	ADDQ            $0x000000a0, R9
 	ADDQ            $0x000000a0, R11
 	ADDQ            $0x20, DX
@@ -6131,69 +6075,69 @@ gemvFP4QAVX512x8_done:
 	MOVQ         ldo+56(FP), R9
 	SHLQ         $0x02, R9
 	MOVQ         DI, R11
-	VEXTRACTF128 $0x01, Y3, X11
-	VADDPS       X3, X11, X11
-	VMOVHLPS     X11, X11, X3
-	VADDPS       X3, X11, X11
-	VMOVSHDUP    X11, X3
-	VADDSS       X3, X11, X11
-	VMOVSS       X11, (R11)
+	VEXTRACTF128 $0x01, Y2, X10
+	VADDPS       X2, X10, X10
+	VMOVHLPS     X10, X10, X2
+	VADDPS       X2, X10, X10
+	VMOVSHDUP    X10, X2
+	VADDSS       X2, X10, X10
+	VMOVSS       X10, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y4, X3
-	VADDPS       X4, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y3, X2
+	VADDPS       X3, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y5, X3
-	VADDPS       X5, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y4, X2
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y6, X3
-	VADDPS       X6, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y5, X2
+	VADDPS       X5, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y7, X3
-	VADDPS       X7, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y6, X2
+	VADDPS       X6, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y8, X3
-	VADDPS       X8, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y7, X2
+	VADDPS       X7, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y9, X3
-	VADDPS       X9, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y8, X2
+	VADDPS       X8, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         R9, R11
-	VEXTRACTF128 $0x01, Y10, X3
-	VADDPS       X10, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VADDPS       X4, X3, X3
-	VMOVSHDUP    X3, X4
-	VADDSS       X4, X3, X3
-	VMOVSS       X3, (R11)
+	VEXTRACTF128 $0x01, Y9, X2
+	VADDPS       X9, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VADDPS       X3, X2, X2
+	VMOVSHDUP    X2, X3
+	VADDSS       X3, X2, X2
+	VMOVSS       X2, (R11)
 	ADDQ         $0x04, DI
 	DECQ         SI
 	JNZ          gemvFP4QAVX512x8_row

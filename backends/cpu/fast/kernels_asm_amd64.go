@@ -530,10 +530,9 @@ func init() {
 // serve the AVX-512 level too.
 func init() {
 	avx512Set.gemvFP4 = avx2Set.gemvFP4
-	avx512Set.gemvFP4Q = gemvFP4QAVX512
 	avx512Set.packFP4Q = avx2Set.packFP4Q
-	avx512Set.gemvFP8, avx512Set.fp8Pairs = gemvFP8AVX512, true
-	avx512Set.dotW16Rows = dotW16RowsAVX512
+	avx512Set.gemvFP4Q = avx2Set.gemvFP4Q
+	avx512Set.gemvFP8 = avx2Set.gemvFP8
 	avx512Set.pack8 = avx2Set.pack8
 	avx512Set.lanes32 = avx2Set.lanes32
 	avx512Set.loraFP8x8 = avx2Set.loraFP8x8
@@ -553,4 +552,14 @@ func init() {
 	avx512Set.rmsOut = avx2Set.rmsOut
 	avx512Set.hcSum4 = avx2Set.hcSum4
 	avx512Set.hcPost4 = avx2Set.hcPost4
+	// the AVX-512 decode kernels need BW and VL (byte and word ops, EVEX
+	// ymm), the fp4 one VBMI (VPERMB); they give the AVX2 kernels' results,
+	// so a CPU without these keeps the AVX2 ones
+	if cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL {
+		avx512Set.gemvFP8, avx512Set.fp8Pairs = gemvFP8AVX512, true
+		avx512Set.dotW16Rows = dotW16RowsAVX512
+		if cpu.X86.HasAVX512VBMI {
+			avx512Set.gemvFP4Q = gemvFP4QAVX512
+		}
+	}
 }

@@ -269,12 +269,16 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 			return
 		}
 		if w.kind == kindBF16 && m > 1 && ks.dotW16Rows != nil {
-			// the weight row widened once for several activation rows
+			// a weight row widened once for several activation rows; a
+			// group of them stays in L1 while the chunk's weight rows
+			// stream (the chunk's rows are then read from L2 for the next
+			// group)
 			var sums [dotW16RowsMax]float32
-			for j := j0; j < j1; j++ {
-				wrow := w.q[2*j*k : 2*(j+1)*k]
-				for i0 := 0; i0 < m; i0 += dotW16RowsMax {
-					r := min(dotW16RowsMax, m-i0)
+			g := dotW16Group(m)
+			for i0 := 0; i0 < m; i0 += g {
+				r := min(g, m-i0)
+				for j := j0; j < j1; j++ {
+					wrow := w.q[2*j*k : 2*(j+1)*k]
 					ks.dotW16Rows(act[i0*k:], k, r, wrow, sums[:r])
 					for i, v := range sums[:r] {
 						if round {
@@ -318,6 +322,16 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 	}
 	return task, chunks, release
 }
+
+// dotW16Group is the number of activation rows per dotW16Rows call for a
+// call of m rows: groups of about equal size, at most dotW16L1Rows rows
+// (their f32 rows of the 2,048-wide models stay in L1 with the weights).
+func dotW16Group(m int) int {
+	return ceilDiv(m, ceilDiv(m, dotW16L1Rows))
+}
+
+// dotW16L1Rows is the most activation rows dotW16Group puts in a group.
+const dotW16L1Rows = 4
 
 // tailFP8 returns the dot of the columns from block nb on (a partial block).
 func tailFP8(arow []float32, wrow, srow []byte, nb, kb, k int) float32 {

@@ -730,16 +730,17 @@ func gemvFP4QAVX2(r int) {
 // their order is free) and the same float steps (conversion, chunk factor,
 // one FMA into the row's 8-lane accumulator per chunk, storeSum).
 //
-// The chunk's 32 code bytes are broadcast to both halves of a zmm; after
-// the nibble masks and the VPSHUFB table of 2·e2m1, one VPSHUFB per nibble
-// half places the int8 values as words ·256 (a 0x80 control byte gives the
-// zero low byte) so that the zmm holds [v0 | v1] (low nibbles) or [v2 | v3]
-// (high nibbles), the two 64-byte halves of the chunk's activation words:
-// two VPMADDWD of 64 bytes per chunk and row instead of four of 32. The
-// halves of the sum are added before the conversion. c points to 3 64-byte
-// constants: the int8 table of 2·e2m1 per 128-bit lane, 0x0F bytes, and the
-// VPSHUFB controls ([0x80, 2i] words in the low 256 bits, [0x80, 2i+1] in
-// the high ones).
+// The chunk's 32 code bytes are broadcast to both halves of a zmm; one
+// VPSHUFB places code byte 2i (low 256 bits) or 2i+1 (high 256 bits) of
+// each 128-bit lane as the high byte of word i, the low byte zero (0x80
+// control bytes); a VPERMB (AVX-512 VBMI) of the 64-entry table
+// tab[b] = 2·e2m1(b & 15) then gives the words 256·2·e2m1 of the low
+// nibbles, [v0 | v1], and after VPSRLW 4 those of the high nibbles,
+// [v2 | v3] (each low byte indexes a multiple of 16: tab[0] = 0): the two
+// 64-byte halves of the chunk's activation words, two VPMADDWD of 64 bytes
+// per chunk and row instead of four of 32. The halves of the sum are added
+// before the conversion. c points to 2 64-byte constants: the table and the
+// VPSHUFB control.
 func gemvFP4QAVX512(r int) {
 	name := fmt.Sprintf("gemvFP4QAVX512x%d", r)
 	TEXT(name, NOSPLIT, "func(a *byte, lda int, w, s *byte, nb, rows int, out *float32, ldo int, sc *float32, c *byte)")
@@ -752,10 +753,9 @@ func gemvFP4QAVX512(r int) {
 	o := Load(Param("out"), GP64())
 	sc := Load(Param("sc"), GP64())
 	cp := Load(Param("c"), GP64())
-	tab, m0f, ctl := ZMM(), ZMM(), ZMM()
+	tab, ctl := ZMM(), ZMM()
 	VMOVDQU64(Mem{Base: cp}, tab)
-	VMOVDQU64(Mem{Base: cp, Disp: 64}, m0f)
-	VMOVDQU64(Mem{Base: cp, Disp: 128}, ctl)
+	VMOVDQU64(Mem{Base: cp, Disp: 64}, ctl)
 	ac := GP64()
 	lo4 := min(r, 4)
 	rowMemLo := activationRows(ac, lda, lo4)
@@ -795,13 +795,10 @@ func gemvFP4QAVX512(r int) {
 		x := ZMM()
 		VBROADCASTI64X4(Mem{Base: w}, x)
 		lo, hi := ZMM(), ZMM()
-		VPSRLW(Imm(4), x, hi)
-		VPANDD(m0f, x, lo)
-		VPANDD(m0f, hi, hi)
-		VPSHUFB(lo, tab, lo)
-		VPSHUFB(hi, tab, hi)
-		VPSHUFB(ctl, lo, lo) // [v0 | v1]
-		VPSHUFB(ctl, hi, hi) // [v2 | v3]
+		VPSHUFB(ctl, x, x)   // words [0, code byte]
+		VPERMB(tab, x, lo)   // [v0 | v1]: tab[low nibble] in the high bytes, tab[0] = 0 in the low
+		VPSRLW(Imm(4), x, x) // high byte: the high nibble; low byte: (low nibble)<<4, whose index has 0 in bits 0..3
+		VPERMB(tab, x, hi)   // [v2 | v3]
 		f := fp4PairFactors(s, sc)
 		for i := 0; i < r; i++ {
 			p, q := ZMM(), ZMM()
