@@ -269,24 +269,30 @@ static void test_hc(int tokens, int hc, int dim, int hoff, int iters) {
     if (bad) fails++;
 }
 
-int main() {
+int main(int argc, char** argv) {
+    // quick (backends/cuda TestKernelEmulations): the released shapes and an odd one of each
+    const bool quick = argc > 1 && std::string(argv[1]) == "quick";
     for (int n : {1, 5, 7, 8, 9, 31, 32, 33, 100, 511, 512, 513, 1000, 4096, 4099, 20480, 20487, 40000, 65536 + 40})
         test_torch_sum(n);
     test_gate(2, 5120, 384, 6, 0, true, 0, 0);
-    test_gate(1, 5120, 384, 6, 0, false, 0, 3);
+    if (!quick) test_gate(1, 5120, 384, 6, 0, false, 0, 3);
     test_gate(3, 1000, 77, 5, 1, true, 1, 2);
-    test_gate(2, 77, 9, 4, 2, false, 0, 0);
-    test_gate(2, 130, 600, 1, 2, true, 1, 0);
-    test_gate(1, 4096, 256, 8, 1, true, 0, 4);
+    if (!quick) {
+        test_gate(2, 77, 9, 4, 2, false, 0, 0);
+        test_gate(2, 130, 600, 1, 2, true, 1, 0);
+        test_gate(1, 4096, 256, 8, 1, true, 0, 4);
+    }
     test_gate_tail(2, 384, 6, 0);
     test_gate_tail(3, 384, 6, 3);
     test_gate_tail(2, 600, 32, 2);
     test_gate_tail(1, 9, 9, 0);
-    test_hc(2, 4, 5120, 0, 20);
     test_hc(1, 4, 5120, 1, 20);
     test_hc(3, 3, 1001, 0, 7);
-    test_hc(1, 2, 20, 1, 3);
-    test_hc(2, 8, 640, 0, 20);
+    if (!quick) {
+        test_hc(2, 4, 5120, 0, 20);
+        test_hc(1, 2, 20, 1, 3);
+        test_hc(2, 8, 640, 0, 20);
+    }
     printf("fails=%d\n", fails);
     return fails != 0;
 }
