@@ -19,7 +19,13 @@ import (
 // node (matmuls, norms, MoE, ...) runs once for all rows. The runner cuts
 // the graph where the class changes (RunRows), slices the inputs of a
 // per-row run to its row (views, so in-place updates of the state land in
-// that row) and stacks its outputs back for the batched nodes.
+// that row) and stacks its outputs back for the batched nodes. Ops whose
+// kernels take every row's start position (RegisterRowPositions: on the
+// cpu backends the window rings and indices, the Engram history and hash,
+// the tokens' positions and their ropes) run once for all rows as well,
+// and ops two host backends compute alike (RegisterPortable: on cpu and
+// cpu-ref the caches, compressor, indexer selection, window and Engram
+// ops) join the run before them instead of cutting it.
 
 // RowDevice is a device that can run rows at different positions: the
 // optional interface RunRows needs of every device of the placement.
@@ -90,15 +96,49 @@ func rowPositions(n *ir.Node) bool {
 // them and copies the updated rows back after.
 var (
 	rowPosMu  sync.Mutex
-	rowPosOps = map[string]map[string]bool{} // by backend, op
+	rowPosOps = map[string]map[string]bool{}            // by backend, op
+	portable  = map[string]map[string]map[string]bool{} // by backend, the placement's backend, op
 )
+
+// RegisterPortable declares that backend computes ops bit for bit as
+// backend from does (the same kernels, values handed over between them), so
+// that the cut of a ragged call (RunRows) may run a node of those ops placed
+// on from on backend instead, in the run of the node before it: fewer runs,
+// each a launch per row when per-row.
+func RegisterPortable(backend, from string, ops ...string) {
+	rowPosMu.Lock()
+	defer rowPosMu.Unlock()
+	if portable[backend] == nil {
+		portable[backend] = map[string]map[string]bool{}
+	}
+	if portable[backend][from] == nil {
+		portable[backend][from] = map[string]bool{}
+	}
+	for _, op := range ops {
+		portable[backend][from][op] = true
+	}
+}
+
+// rowBackends is the backend of each node of pl in a ragged call's cut: the
+// placement's, or the node before it's where that one computes the node's
+// op as the placement's does (RegisterPortable).
+func rowBackends(pl *Placement) map[*ir.Node]string {
+	be := maps.Clone(pl.Backend)
+	rowPosMu.Lock()
+	defer rowPosMu.Unlock()
+	prev := ""
+	for _, n := range pl.Graph.Nodes {
+		if to := prev; to != "" && to != be[n] && portable[to][be[n]][n.Op] {
+			be[n] = to
+		}
+		prev = be[n]
+	}
+	return be
+}
 
 // RegisterRowPositions declares that backend's kernels of ops take start_pos
 // as i64[B] (row b at position start_pos[b]), positions of ratio 1 giving
-// i64[B,S] then, and (for rope) positions as i64[B,T]. "probe" declares
-// that the backend runs the probes of a ragged call (which has none: they
-// are views) of its values, wherever the placement put them, so that they
-// do not cut a run of its nodes.
+// i64[B,S] then, and (for rope) positions as i64[B,T].
 func RegisterRowPositions(backend string, ops ...string) {
 	rowPosMu.Lock()
 	defer rowPosMu.Unlock()
@@ -117,20 +157,18 @@ func RowPositions(pl *Placement) func(n *ir.Node) bool {
 	if pl == nil {
 		return func(*ir.Node) bool { return false }
 	}
+	return rowPosOn(pl.Backend)
+}
+
+// rowPosOn is RowPositions of nodes on the backends be.
+func rowPosOn(be map[*ir.Node]string) func(n *ir.Node) bool {
 	rowPosMu.Lock()
 	ops := map[string]map[string]bool{}
 	for be, m := range rowPosOps {
 		ops[be] = m
 	}
 	rowPosMu.Unlock()
-	return func(n *ir.Node) bool { return ops[pl.Backend[n]][n.Op] }
-}
-
-// rowPosOn reports whether backend registered op (RegisterRowPositions).
-func rowPosOn(backend, op string) bool {
-	rowPosMu.Lock()
-	defer rowPosMu.Unlock()
-	return rowPosOps[backend][op]
+	return func(n *ir.Node) bool { return ops[be[n]][n.Op] }
 }
 
 // isStartPos reports whether n is the start_pos input.
@@ -241,7 +279,7 @@ type rowPlan struct {
 	progs   []Program
 	inputs  [][]string
 	rw      map[*ir.Node]bool
-	backend map[*ir.Node]string // the placement's, but a probe on its argument's backend where that takes it (a view: no crossing)
+	backend map[*ir.Node]string // rowBackends: the placement's, or the node before it's
 	segOf   map[*ir.Node]int
 	state   map[*ir.Node]string // nodes whose value is a state's (the state node or an in-place update of it)
 	// startAll: start_pos is a value of all rows (i64[B], RowWise's
@@ -261,15 +299,9 @@ func (r *Runner) rows() (*rowPlan, error) {
 	if !RowsCapable(r.pl, r.devs) {
 		return nil, fmt.Errorf("graph %s: a backend of %s cannot run rows at different positions", r.pl.Graph.Name, strings.Join(r.pl.Chain, " → "))
 	}
-	rw := RowWise(r.pl.Graph, RowPositions(r.pl))
-	rp := &rowPlan{rw: rw, segOf: map[*ir.Node]int{}, state: map[*ir.Node]string{}, backend: maps.Clone(r.pl.Backend)}
-	for _, n := range r.pl.Graph.Nodes {
-		if n.Op == "probe" && len(n.Args) == 1 && rp.backend[n.Args[0]] != rp.backend[n] {
-			if to := rp.backend[n.Args[0]]; rowPosOn(to, "probe") {
-				rp.backend[n] = to
-			}
-		}
-	}
+	be := rowBackends(r.pl)
+	rw := RowWise(r.pl.Graph, rowPosOn(be))
+	rp := &rowPlan{rw: rw, segOf: map[*ir.Node]int{}, state: map[*ir.Node]string{}, backend: be}
 	for _, n := range r.pl.Graph.Nodes {
 		rp.startAll = rp.startAll || (isStartPos(n) && !rw[n])
 	}

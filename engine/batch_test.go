@@ -299,6 +299,33 @@ func TestRowWiseTinyDecode(t *testing.T) {
 	}
 }
 
+// TestRaggedCutTiny: the ragged cut of tiny's planned decode graph on cpu
+// has 29 segments, 9 of them per row (62 and 36 when each op ran on the
+// backend of its placement and the window, Engram and positions ops once
+// per row): the portable ops (cpu's RegisterPortable: caches, compressor,
+// indexer selection, window, Engram history and hash, probes) join the run
+// of the node before them, so that no per-row run is cut between cpu and
+// cpu-ref.
+func TestRaggedCutTiny(t *testing.T) {
+	md := openTinyPlan(t, "cpu", true)
+	segs, rw, err := md.decode.RowSegments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := 0
+	for i, seg := range segs {
+		if rw[i] {
+			per++
+			if seg.Backend != "cpu" {
+				t.Errorf("per-row segment %d (%%%d %s) on %s", i, seg.Nodes[0].ID, seg.Nodes[0].Op, seg.Backend)
+			}
+		}
+	}
+	if len(segs) != 29 || per != 9 {
+		t.Errorf("%d segments, %d per row; want 29, 9", len(segs), per)
+	}
+}
+
 // benchSlots prefills slots slots with prompts of 1..slots tokens (every
 // slot at its own position).
 func benchSlots(b *testing.B, md *Model, slots int) *Batch {

@@ -20,8 +20,9 @@
 // that join and leave between decode steps, each at its own position.
 // Prefill runs one slot alone (PrefillMany: several, side by side, one per
 // core); Step runs the listed slots in calls of the decode graph
-// (backends.Runner.RunRows: the position-dependent nodes once per row, the
-// rest once for all rows of the call), the rows split into groups run side
+// (backends.Runner.RunRows: the nodes whose shapes depend on the position
+// once per row, the rest, and the ops whose kernels take every row's
+// position, once for all rows of the call), the rows split into groups run side
 // by side, one per core. Greedy answers equal a lone session's bit for bit
 // on the host backends (cpu-ref, cpu, gorgonia): a decode call computes
 // each row as a one-row call would. On a backend without row views (cuda,

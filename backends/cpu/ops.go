@@ -18,11 +18,20 @@ var kernelsByOp map[string]kernel
 // rowPositionOps are the ops whose kernels take a ragged call's start
 // positions i64[B] (rowStarts; positions of ratio 1 then gives i64[B,S],
 // which rope takes as each row's own).
-var rowPositionOps = []string{"positions", "rope", "window_idx", "window_update", "engram_hist_update", "engram_hash", "probe"}
+var rowPositionOps = []string{"positions", "rope", "window_idx", "window_update", "engram_hist_update", "engram_hash"}
+
+// portableOps are the ops whose kernels do not look at run.fast (cpu and
+// cpu-ref compute them alike) and read no weight: a ragged call may run
+// them on either backend (backends.RegisterPortable), and probes, views
+// there.
+var portableOps = []string{"state", "probe", "window_idx", "window_update", "group_state_update", "compressor_pool", "cache_write", "cache_read",
+	"index_mask", "candidate_blocks", "index_topk", "engram_hist_update", "engram_hash"}
 
 func init() {
 	backends.RegisterRowPositions("cpu", rowPositionOps...)
 	backends.RegisterRowPositions("cpu-ref", rowPositionOps...)
+	backends.RegisterPortable("cpu", "cpu-ref", portableOps...)
+	backends.RegisterPortable("cpu-ref", "cpu", portableOps...)
 	kernelsByOp = map[string]kernel{
 		"input":  kInput,
 		"weight": func(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) { return host(r.env.Weight(n)) },
