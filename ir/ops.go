@@ -263,12 +263,12 @@ func init() {
 	def("hc_post", 4, 4, 0, nil, hcPostRule, "out_j = post_j·y + Σ_i comb_ij·res_i in fp32 → bf16 [..., H, D].")
 
 	// Positions and RoPE.
-	def("positions", 2, 2, 0, []AttrSpec{req("ratio", AInt)}, positionsRule, "Absolute positions of this call: ratio 1 → start_pos+t for the S tokens (i64[S]); ratio r > 1 → g·r for every compressed group completed in this call (i64[(P+S)/r-P/r]).")
+	def("positions", 2, 2, 0, []AttrSpec{req("ratio", AInt)}, positionsRule, "Absolute positions of this call: ratio 1 → start_pos+t for the S tokens (i64[S]); ratio r > 1 → g·r for every compressed group completed in this call (i64[(P+S)/r-P/r]). In a ragged call the cpu kernels also take start_pos as i64[B] (backends.RegisterRowPositions): ratio 1 then gives i64[B,S], row b from start_pos[b].")
 	def("rope", 3, 3, 0, []AttrSpec{req("dim", AInt), opt("inverse", ABool)}, ropeRule, "Rotate the last `dim` channels (interleaved pairs) of x [B,T,...,W] by table[pos[t]] (conjugate when inverse), fp32 complex product, result in x's dtype. In a ragged call (backends.Runner.RunRows) the host kernels also take pos as i64[B,T], row b rotated by pos[b,t].")
 
 	// Attention.
-	def("window_idx", 2, 2, 0, []AttrSpec{req("window", AInt), req("phase", AString)}, windowIdxRule, "Window part of the attention index list, i32[B,S,T]: prefill (T = min(S,window)) query t sees chunk rows max(0,t-window+1)..t; decode (T = window) the ring slots oldest first, slots not yet written -1.")
-	def("window_update", 3, 3, StateUpdate, nil, windowUpdateRule, "Write kv rows into the ring at slot = position mod window (prefill: the last min(S,window) rows).")
+	def("window_idx", 2, 2, 0, []AttrSpec{req("window", AInt), req("phase", AString)}, windowIdxRule, "Window part of the attention index list, i32[B,S,T]: prefill (T = min(S,window)) query t sees chunk rows max(0,t-window+1)..t; decode (T = window) the ring slots oldest first, slots not yet written -1. In a ragged call the cpu kernels also take start_pos as i64[B], row b at start_pos[b].")
+	def("window_update", 3, 3, StateUpdate, nil, windowUpdateRule, "Write kv rows into the ring at slot = position mod window (prefill: the last min(S,window) rows). In a ragged call the cpu kernels also take start_pos as i64[B], row b at start_pos[b].")
 	def("sparse_attn", 4, 4, 0, []AttrSpec{req("scale", AFloat)}, sparseAttnRule, "sparse_attn(q [B,S,H,D], kv [B,N,D], sink f32[H], idx i32[B,S,T]): softmax over the listed rows with the sink in the denominator; online over blocks of 64, p rounded to bf16 before P·V; -1 entries skipped; bf16 result.")
 	def("group_state_update", 3, 3, StateUpdate, []AttrSpec{req("ratio", AInt)}, groupStateRule, "Compressor state [B,r,D]: prefill keeps the incomplete tail group (slot t mod r), decode writes slot start_pos mod r.")
 	def("compressor_pool", 5, 5, 0, []AttrSpec{req("ratio", AInt)}, compressorPoolRule, "Gated pooling of complete groups: pooled_g[c] = Σ_j c_j[c]·softmax_j(z[c]) over the r tokens of the group (prefill from the chunk, decode from the updated state), f32 [B,G,D].")
@@ -280,8 +280,8 @@ func init() {
 	def("index_topk", 3, 3, 0, []AttrSpec{req("ratio", AInt), req("k", AInt)}, indexTopkRule, "Top min(k,NC) compressed positions per query, ascending; entries not visible (≥ ⌊(t+1)/r⌋ in prefill) become -1; others are offset by the window row count of arg 2 (the window kv's row axis).")
 
 	// Engram.
-	def("engram_hist_update", 3, 3, StateUpdate, nil, engramHistRule, "Write the mapped ids of this call into the history i64[B,M] at start_pos.")
-	def("engram_hash", 4, 4, 0, []AttrSpec{req("multipliers", AInts), req("primes", AInts), req("offsets", AInts), req("heads", AInt)}, engramHashRule, "NgramHashState for one Engram layer over (history i64[B,M], tokens i64[B,S], start_pos, pad i64[1]): for n = 2..len(multipliers) XOR-rolled products of the last n history ids (the pad — the mapped id of engram_pad_id — where blocked), row = (roll mod prime) + offset, i64[B,S,(n_max-1)*heads].")
+	def("engram_hist_update", 3, 3, StateUpdate, nil, engramHistRule, "Write the mapped ids of this call into the history i64[B,M] at start_pos. In a ragged call the cpu kernels also take start_pos as i64[B], row b at start_pos[b].")
+	def("engram_hash", 4, 4, 0, []AttrSpec{req("multipliers", AInts), req("primes", AInts), req("offsets", AInts), req("heads", AInt)}, engramHashRule, "NgramHashState for one Engram layer over (history i64[B,M], tokens i64[B,S], start_pos, pad i64[1]): for n = 2..len(multipliers) XOR-rolled products of the last n history ids (the pad — the mapped id of engram_pad_id — where blocked), row = (roll mod prime) + offset, i64[B,S,(n_max-1)*heads]. In a ragged call the cpu kernels also take start_pos as i64[B], row b at start_pos[b].")
 	def("engram_lookup", 2, 2, 0, nil, engramLookupRule, "Rows of an fp8row table dequantised to bf16 and flattened: [B,S,C] → bf16[B,S,C*W].")
 	def("engram_gate", 4, 4, 0, []AttrSpec{req("eps", AFloat)}, engramGateRule, "h_j + σ(signed sqrt(dot_j))·value with dot_j = Σ_d h_j·ω_j·key_j·rsqrt(ms(h_j)+eps)·rsqrt(ms(key_j)+eps)/sqrt(D) (spec 4.11), bf16 [B,S,H,D].")
 
