@@ -12,6 +12,9 @@ import (
 // 0 leaves it to the hardware prefetchers.
 var pfDist = 2048
 
+// bf16RowsPfDist is the prefetch distance (bytes) of dotBF16RowsAVX512.
+var bf16RowsPfDist = 8192
+
 // prefetch emits the software prefetch of the weight stream at base.
 func prefetch(base reg.Register) {
 	if pfDist > 0 {
@@ -1461,7 +1464,10 @@ func dotBF16RowsAVX512(r int) {
 	CMPQ(n, U32(64))
 	JL(LabelRef(name + "_one"))
 	Label(name + "_four")
-	prefetch(b)
+	if pfDist > 0 { // both lines of the 128 bytes, further ahead than dotBF16 (r rows' FMAs per line)
+		PREFETCHT0(Mem{Base: b, Disp: bf16RowsPfDist})
+		PREFETCHT0(Mem{Base: b, Disp: bf16RowsPfDist + 64})
+	}
 	for v := range 4 {
 		x := widen(32 * v)
 		for i := 0; i < r; i++ {
