@@ -32,6 +32,9 @@ type Options struct {
 	// is measured against (e.g. 4.3e12 for an H200); 0 uses the device's
 	// own probe (a backends.Profiler), else the host probe.
 	FloorBytesPerS float64
+	// GEMMSeconds bounds the timing of the CPU GEMM kernel on its own
+	// (host backends; Report.GEMM): default 0.5 s, < 0 skips it.
+	GEMMSeconds float64
 	// Log, when set, receives one line per finished measurement.
 	Log func(format string, args ...any)
 }
@@ -63,6 +66,9 @@ func (o *Options) defaults() {
 	if o.ProbePasses <= 0 {
 		o.ProbePasses = 5
 	}
+	if o.GEMMSeconds == 0 {
+		o.GEMMSeconds = 0.5
+	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}
 	}
@@ -86,6 +92,9 @@ type PrefillFigure struct {
 	// KernelsPerToken (devices that are a backends.Profiler) is the
 	// kernels the best run launched or replayed, per prompt token.
 	KernelsPerToken float64 `json:"kernels_per_token,omitempty"`
+	// GEMMFraction (host backends) is GFLOPS / Report.GEMM.GFLOPS: how
+	// close the whole prefill comes to the GEMM kernel alone.
+	GEMMFraction float64 `json:"gemm_fraction,omitempty"`
 }
 
 // Report holds the figures of one Bench run (JSON field names are
@@ -103,6 +112,9 @@ type Report struct {
 	OpenSeconds      float64 `json:"open_seconds,omitempty"`
 
 	Prefill []PrefillFigure `json:"prefill"`
+	// GEMM (host backends; absent else) is the CPU GEMM kernel's own rate
+	// measured in this run, after the prefills.
+	GEMM *GEMMFigure `json:"gemm,omitempty"`
 
 	DecodeContext    int     `json:"decode_context"`
 	DecodeSteps      int     `json:"decode_steps"`
@@ -252,6 +264,9 @@ func Run(m *engine.Model, opt Options) (*Report, error) {
 		runtime.GC()
 	}
 
+	gemmFigures(m, opt, rep)
+	runtime.GC()
+
 	if err := decode(m, opt, rep, prompt(opt.DecodeContext)); err != nil {
 		return nil, err
 	}
@@ -335,6 +350,9 @@ func preflight(m *engine.Model, opt Options) error {
 	total := ir.SatAdd(ir.SatAdd(int64(opt.DecodeContext), int64(max(opt.DecodeWarmup, 0))), ir.SatAdd(2*int64(opt.DecodeSteps), 1))
 	if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: int(total), PrefillLen: opt.DecodeContext, MaxMemory: opt.MaxMemory}, "lower -bench-context or -bench-decode"); err != nil {
 		return fmt.Errorf("decode after %d tokens: %v", opt.DecodeContext, err)
+	}
+	if err := gemmPreflight(m, opt); err != nil {
+		return err
 	}
 	if opt.ProbeBytes > 0 {
 		limit, what := m.MemoryLimit(opt.MaxMemory)
@@ -597,8 +615,20 @@ func (r *Report) Text() string {
 		if f.KernelsPerToken > 0 {
 			fmt.Fprintf(&b, "  %.3g kernels/token", f.KernelsPerToken)
 		}
+		if f.GEMMFraction > 0 {
+			fmt.Fprintf(&b, "  = %.1f %% of the GEMM", 100*f.GEMMFraction)
+		}
 		b.WriteString("\n")
 		writeOpTimes(&b, f.OpTimes, "prompt token")
+	}
+	if g := r.GEMM; g != nil {
+		fmt.Fprintf(&b, "CPU GEMM kernel alone: %s, %d×%d×%d", g.Kernel, g.M, g.K, g.N)
+		if g.Weight != "" && g.WeightN > 0 {
+			fmt.Fprintf(&b, " (K of %s, N cut from %d)", g.Weight, g.WeightN)
+		} else if g.Weight != "" {
+			fmt.Fprintf(&b, " (K, N of %s)", g.Weight)
+		}
+		fmt.Fprintf(&b, ": %.2f GFLOP/s (best of %d calls, %.4f s)\n", g.GFLOPS, g.Calls, g.Seconds)
 	}
 	fmt.Fprintf(&b, "decode (after %d tokens, %d steps): %.3f tokens/s\n", r.DecodeContext, r.DecodeSteps, r.DecodeTokensPerS)
 	fmt.Fprintf(&b, "weights per decoded token: %s as stored (%.2f experts, %s of them), %s as held\n",

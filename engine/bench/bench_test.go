@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -158,5 +159,68 @@ func TestBenchLayerTimes(t *testing.T) {
 	}
 	if !strings.Contains(rep.Text(), "by layer:") {
 		t.Error("the text report has no layer breakdown")
+	}
+}
+
+// TestBenchGEMM checks the CPU GEMM figure of a cpu run on the tiny
+// checkpoint: present in the JSON report with a positive rate and the
+// shape of the prefill graph's largest fp8 projection, and each prefill
+// figure's gemm_fraction = its gflops / the GEMM's (no timing assertions).
+func TestBenchGEMM(t *testing.T) {
+	md := openTiny(t)
+	rep, err := Run(md, Options{PrefillTokens: []int{1, 8}, DecodeContext: 4, DecodeSteps: 1, Repeats: 1, ProbeBytes: -1, GEMMSeconds: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		GEMM map[string]any `json:"gemm"`
+		Pre  []struct {
+			GFLOPS   float64  `json:"gflops"`
+			Fraction *float64 `json:"gemm_fraction"`
+		} `json:"prefill"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"m", "k", "n", "calls", "seconds", "gflops"} {
+		if v, ok := m.GEMM[k].(float64); !ok || !(v > 0) {
+			t.Errorf("gemm.%s = %v, want a positive number", k, m.GEMM[k])
+		}
+	}
+	// the largest fp8 weight of the prefill graph, independently
+	var name string
+	var size int64
+	for _, n := range md.Module.Graph("prefill").Nodes {
+		if w := n.Args; n.Op == "matmul_fp8" && w[1].Type.Shape[0].N*w[1].Type.Shape[1].N > size {
+			size, name = w[1].Type.Shape[0].N*w[1].Type.Shape[1].N, w[1].Attrs.Str("name", "")
+		}
+	}
+	if g := rep.GEMM; size == 0 || g.Weight != name || g.WeightN != 0 || int64(g.K)*int64(g.N) != size || g.M != gemmMinRows {
+		t.Errorf("GEMM %+v, want K·N = %d of %s and M = %d (8 tokens, clamped)", g, size, name, gemmMinRows)
+	}
+	if g := m.GEMM["gflops"].(float64); math.Abs(g-2*float64(rep.GEMM.M*rep.GEMM.K*rep.GEMM.N)/rep.GEMM.Seconds/1e9) > 1e-9*g {
+		t.Errorf("gemm.gflops %v is not 2·M·K·N / seconds", g)
+	}
+	if len(m.Pre) != 2 {
+		t.Fatalf("%d prefill figures", len(m.Pre))
+	}
+	for i, p := range m.Pre {
+		want := p.GFLOPS / rep.GEMM.GFLOPS
+		if p.Fraction == nil || !(*p.Fraction > 0) || math.Abs(*p.Fraction-want) > 1e-12*want {
+			t.Errorf("prefill[%d].gemm_fraction = %v, want %v / %v = %v", i, p.Fraction, p.GFLOPS, rep.GEMM.GFLOPS, want)
+		}
+	}
+	if txt := rep.Text(); !strings.Contains(txt, "CPU GEMM kernel alone: fast.MatmulFP8") || !strings.Contains(txt, "% of the GEMM") {
+		t.Errorf("text report lacks the GEMM figures:\n%s", txt)
+	}
+	// skipped on request
+	if rep, err = Run(md, Options{PrefillTokens: []int{2}, DecodeContext: 2, DecodeSteps: 1, Repeats: 1, ProbeBytes: -1, GEMMSeconds: -1}); err != nil {
+		t.Fatal(err)
+	} else if rep.GEMM != nil || rep.Prefill[0].GEMMFraction != 0 {
+		t.Errorf("GEMMSeconds < 0: GEMM %+v, fraction %v", rep.GEMM, rep.Prefill[0].GEMMFraction)
 	}
 }
