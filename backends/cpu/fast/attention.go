@@ -57,6 +57,13 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 	const blkN = kernels.SparseAttnBlock
 	negInf := float32(math.Inf(-1))
 	h8 := (h + 7) &^ 7
+	// P·V of 4 keys for all heads at once where the level has it (the key
+	// rows then stay in cache for every head)
+	heads := ks.axpyHeads != nil && d%64 == 0
+	extra := 0
+	if heads {
+		extra = h*blkN + h*d + h + 4*h
+	}
 	parallel(b*m, func(u int) {
 		bi, mi := u/m, u%m
 		kvb := kv[bi*n*d : (bi+1)*n*d]
@@ -64,7 +71,7 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 		qs := q[(bi*m+mi)*h*d : (bi*m+mi+1)*h*d]
 		// the unit's float scratch from the pool (a query position per unit:
 		// prefill has thousands), zeroed where it must start at zero
-		fb := getBuf(d*h8 + h*blkN + 2*blkN + h*d + d + 64 + 2*h)
+		fb := getBuf(d*h8 + h*blkN + 2*blkN + h*d + d + 64 + 2*h + extra)
 		defer putBuf(fb)
 		f := *fb
 		take := func(n int) []float32 { v := f[:n:n]; f = f[n:]; return v }
@@ -83,6 +90,10 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 		clear(acc)
 		pv, dots := take(d), take(64)
 		mu, l := take(h), take(h)
+		var pbH, pvH, alphaH []float32
+		if heads {
+			pbH, pvH, alphaH = take(h*blkN), take(h*d), take(h+4*h)
+		}
 		clear(l)
 		for hh := range mu {
 			mu[hh] = float32(-1e30) // attentionInitMax
@@ -130,6 +141,10 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 					}
 				}
 				hh += 8 * g
+			}
+			if heads {
+				sparseAttnBlockHeads(ks, blk, valid[:nv], s, pbH, pvH, alphaH, exps, mu, l, acc, kvb, h, d)
+				continue
 			}
 			for hh := range h {
 				sh := s[hh*blkN : hh*blkN+len(blk)]
@@ -203,6 +218,112 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 			}
 		}
 	})
+}
+
+// sparseAttnBlockHeads is the per-head part of sparseAttnUnitsF32's loop
+// over one index block with the P·V terms of every head summed together
+// (ks.axpyHeads, 4 keys for all heads whose 4 probabilities are non-zero,
+// the others key by key): each head gets the same FMAs in the same order as
+// with the per-head loop (its non-zero-probability keys in block order), so
+// the same bits. s holds the block's logits (s[hh*blkN+j]), valid the
+// positions of its non-negative indices.
+func sparseAttnBlockHeads(ks *kernelSet, blk []int32, valid []int, s, pbH, pvH, scratch, exps, mu, l, acc, kvb []float32, h, d int) {
+	const blkN = kernels.SparseAttnBlock
+	negInf := float32(math.Inf(-1))
+	alphaH, p4s := scratch[:h], scratch[h:h+4*h]
+	for hh := range h {
+		sh := s[hh*blkN : hh*blkN+len(blk)]
+		bmax := negInf
+		for _, j := range valid {
+			bmax = max(bmax, sh[j])
+		}
+		newMu := max(mu[hh], bmax)
+		alpha := float32(math.Exp(float64(mu[hh] - newMu)))
+		ex := exps[:len(blk)]
+		for j := range blk {
+			ex[j] = sh[j] - newMu
+		}
+		whole := 0
+		if ks.expF32 != nil && ks.expF32(ex[:len(ex)&^3], ex[:len(ex)&^3]) {
+			whole = len(ex) &^ 3
+		} else {
+			for j := range blk {
+				ex[j] = sh[j] - newMu
+			}
+		}
+		for j := whole; j < len(ex); j++ {
+			ex[j] = float32(math.Exp(float64(ex[j])))
+		}
+		var psum float64
+		pb := pbH[hh*blkN : hh*blkN+len(blk)]
+		for j := range blk {
+			p := ex[j]
+			psum += float64(p)
+			pb[j] = numfmt.BF16Round(p)
+		}
+		l[hh] = float32(l[hh]*alpha) + float32(psum)
+		alphaH[hh] = alpha
+		mu[hh] = newMu
+	}
+	clear(pvH)
+	var hsBuf [64]int32
+	var restBuf [64]int
+	var kr [4][]float32
+	var p1 [4]float32
+	one := func(hh int, j int) {
+		p := pbH[hh*blkN+j]
+		if p == 0 {
+			return
+		}
+		ix := int(blk[j])
+		p1[0], kr[0] = p, kvb[ix*d:(ix+1)*d]
+		ks.axpyF32(pvH[hh*d:(hh+1)*d], &p1, &kr, 1)
+	}
+	x := 0
+	for ; x+4 <= len(valid); x += 4 {
+		for y := range 4 {
+			ix := int(blk[valid[x+y]])
+			kr[y] = kvb[ix*d : (ix+1)*d]
+		}
+		hs := hsBuf[:0]
+		rest := restBuf[:0]
+		for hh := range h {
+			all := true
+			for y := range 4 {
+				p := pbH[hh*blkN+valid[x+y]]
+				p4s[4*hh+y] = p
+				all = all && p != 0
+			}
+			if all && len(hs) < len(hsBuf) {
+				hs = append(hs, int32(hh))
+			} else {
+				rest = append(rest, hh)
+			}
+		}
+		ks.axpyHeads(pvH, d, p4s, hs, &kr)
+		for _, hh := range rest {
+			for y := range 4 {
+				one(hh, valid[x+y])
+			}
+		}
+	}
+	for hh := range h {
+		for _, j := range valid[x:] {
+			one(hh, j)
+		}
+	}
+	for hh := range h {
+		ah, pv := acc[hh*d:(hh+1)*d], pvH[hh*d:(hh+1)*d]
+		alpha := alphaH[hh]
+		d8 := 0
+		if ks.scaleAdd != nil {
+			d8 = d &^ 7
+			ks.scaleAdd(ah[:d8], pv, alpha)
+		}
+		for di := d8; di < d; di++ {
+			ah[di] = float32(ah[di]*alpha) + pv[di]
+		}
+	}
 }
 
 // IndexScore is kernels.IndexScore, bit for bit: the float64 dots of a key

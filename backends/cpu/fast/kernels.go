@@ -69,6 +69,10 @@ type kernelSet struct {
 	// axpyF32, when set, adds p[j]·k[j][i] to pv[i] for the keys j < nk
 	// (1 or 4) in order, one f32 FMA each (len(pv) a multiple of 8).
 	axpyF32 func(pv []float32, p *[4]float32, k *[4][]float32, nk int)
+	// axpyHeads, when set, is axpyF32 with 4 keys for the heads hs at
+	// once: pv[h*d+i] gets p[4h+j]·k[j][i] for j = 0..3 in order (d a
+	// multiple of 64, len(k[j]) ≥ d); the same bits as axpyF32 per head.
+	axpyHeads func(pv []float32, d int, p []float32, hs []int32, k *[4][]float32)
 	// pack8, when set, dequantises 8 weight rows (at w + l*ldw bytes) of
 	// kind over nb 32-blocks (fp8, fp4) or 8-groups (bf16) into
 	// dst[c*ldd+l] (scales folded in exactly; fp8 rows share the scale

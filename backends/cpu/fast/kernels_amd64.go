@@ -167,6 +167,15 @@ func axpyF32AVX2k1(pv *float32, p *float32, k0 *float32, n int)
 // axpyF32AVX2k4 adds p[j]·k_j[i] to pv[i] for the 4 keys in order (f32 FMAs), n a multiple of 8.
 func axpyF32AVX2k4(pv *float32, p *float32, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)
 
+// axpyF32AVX512k1 adds p[j]·k_j[i] to pv[i] for the 1 keys in order (f32 FMAs, 16 lanes), n a multiple of 8.
+func axpyF32AVX512k1(pv *float32, p *float32, k0 *float32, n int)
+
+// axpyF32AVX512k4 adds p[j]·k_j[i] to pv[i] for the 4 keys in order (f32 FMAs, 16 lanes), n a multiple of 8.
+func axpyF32AVX512k4(pv *float32, p *float32, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)
+
+// axpyHeadsF32AVX512k4 adds p[4h+j]·k_j[i] to pv[h*ldpv+i] for the 4 keys in order (f32 FMAs) and the heads h = hs[x], x < nh; n a multiple of 64.
+func axpyHeadsF32AVX512k4(pv *float32, ldpv int, p *float32, hs *int32, nh int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)
+
 // bf16RoundAVX2 rounds x[i] to bfloat16 in place for i < n (a multiple of 8), as numfmt.BF16Round.
 func bf16RoundAVX2(x *float32, n int)
 

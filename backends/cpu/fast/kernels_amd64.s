@@ -7320,6 +7320,230 @@ axpyF32AVX2k4_done:
 	VZEROUPPER
 	RET
 
+// func axpyF32AVX512k1(pv *float32, p *float32, k0 *float32, n int)
+// Requires: AVX, AVX512F, FMA3
+TEXT ·axpyF32AVX512k1(SB), NOSPLIT, $0-32
+	MOVQ         pv+0(FP), AX
+	MOVQ         p+8(FP), CX
+	MOVQ         k0+16(FP), DX
+	MOVQ         n+24(FP), BX
+	VBROADCASTSS (CX), Z0
+	XORQ         SI, SI
+	MOVQ         BX, DI
+	SHRQ         $0x06, DI
+	SHLQ         $0x06, DI
+	MOVQ         BX, R8
+	SHRQ         $0x04, R8
+	SHLQ         $0x04, R8
+	CMPQ         DI, $0x00
+	JE           axpyF32AVX512k1_tail
+
+axpyF32AVX512k1_loop:
+	VMOVUPS     (AX)(SI*4), Z1
+	VMOVUPS     64(AX)(SI*4), Z2
+	VMOVUPS     128(AX)(SI*4), Z3
+	VMOVUPS     192(AX)(SI*4), Z4
+	VFMADD231PS (DX)(SI*4), Z0, Z1
+	VFMADD231PS 64(DX)(SI*4), Z0, Z2
+	VFMADD231PS 128(DX)(SI*4), Z0, Z3
+	VFMADD231PS 192(DX)(SI*4), Z0, Z4
+	VMOVUPS     Z1, (AX)(SI*4)
+	VMOVUPS     Z2, 64(AX)(SI*4)
+	VMOVUPS     Z3, 128(AX)(SI*4)
+	VMOVUPS     Z4, 192(AX)(SI*4)
+	ADDQ        $0x40, SI
+	CMPQ        SI, DI
+	JNE         axpyF32AVX512k1_loop
+
+axpyF32AVX512k1_tail:
+	CMPQ        SI, R8
+	JE          axpyF32AVX512k1_ytail
+	VMOVUPS     (AX)(SI*4), Z1
+	VFMADD231PS (DX)(SI*4), Z0, Z1
+	VMOVUPS     Z1, (AX)(SI*4)
+	ADDQ        $0x10, SI
+	JMP         axpyF32AVX512k1_tail
+
+axpyF32AVX512k1_ytail:
+	CMPQ         SI, BX
+	JE           axpyF32AVX512k1_done
+	VMOVUPS      (AX)(SI*4), Y0
+	VBROADCASTSS (CX), Y1
+	VFMADD231PS  (DX)(SI*4), Y1, Y0
+	VMOVUPS      Y0, (AX)(SI*4)
+
+axpyF32AVX512k1_done:
+	VZEROUPPER
+	RET
+
+// func axpyF32AVX512k4(pv *float32, p *float32, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)
+// Requires: AVX, AVX512F, FMA3
+TEXT ·axpyF32AVX512k4(SB), NOSPLIT, $0-56
+	MOVQ         pv+0(FP), AX
+	MOVQ         p+8(FP), CX
+	MOVQ         k0+16(FP), DX
+	MOVQ         k1+24(FP), BX
+	MOVQ         k2+32(FP), SI
+	MOVQ         k3+40(FP), DI
+	MOVQ         n+48(FP), R8
+	VBROADCASTSS (CX), Z0
+	VBROADCASTSS 4(CX), Z1
+	VBROADCASTSS 8(CX), Z2
+	VBROADCASTSS 12(CX), Z3
+	XORQ         R9, R9
+	MOVQ         R8, R10
+	SHRQ         $0x06, R10
+	SHLQ         $0x06, R10
+	MOVQ         R8, R11
+	SHRQ         $0x04, R11
+	SHLQ         $0x04, R11
+	CMPQ         R10, $0x00
+	JE           axpyF32AVX512k4_tail
+
+axpyF32AVX512k4_loop:
+	VMOVUPS     (AX)(R9*4), Z4
+	VMOVUPS     64(AX)(R9*4), Z5
+	VMOVUPS     128(AX)(R9*4), Z6
+	VMOVUPS     192(AX)(R9*4), Z7
+	VFMADD231PS (DX)(R9*4), Z0, Z4
+	VFMADD231PS 64(DX)(R9*4), Z0, Z5
+	VFMADD231PS 128(DX)(R9*4), Z0, Z6
+	VFMADD231PS 192(DX)(R9*4), Z0, Z7
+	VFMADD231PS (BX)(R9*4), Z1, Z4
+	VFMADD231PS 64(BX)(R9*4), Z1, Z5
+	VFMADD231PS 128(BX)(R9*4), Z1, Z6
+	VFMADD231PS 192(BX)(R9*4), Z1, Z7
+	VFMADD231PS (SI)(R9*4), Z2, Z4
+	VFMADD231PS 64(SI)(R9*4), Z2, Z5
+	VFMADD231PS 128(SI)(R9*4), Z2, Z6
+	VFMADD231PS 192(SI)(R9*4), Z2, Z7
+	VFMADD231PS (DI)(R9*4), Z3, Z4
+	VFMADD231PS 64(DI)(R9*4), Z3, Z5
+	VFMADD231PS 128(DI)(R9*4), Z3, Z6
+	VFMADD231PS 192(DI)(R9*4), Z3, Z7
+	VMOVUPS     Z4, (AX)(R9*4)
+	VMOVUPS     Z5, 64(AX)(R9*4)
+	VMOVUPS     Z6, 128(AX)(R9*4)
+	VMOVUPS     Z7, 192(AX)(R9*4)
+	ADDQ        $0x40, R9
+	CMPQ        R9, R10
+	JNE         axpyF32AVX512k4_loop
+
+axpyF32AVX512k4_tail:
+	CMPQ        R9, R11
+	JE          axpyF32AVX512k4_ytail
+	VMOVUPS     (AX)(R9*4), Z4
+	VFMADD231PS (DX)(R9*4), Z0, Z4
+	VFMADD231PS (BX)(R9*4), Z1, Z4
+	VFMADD231PS (SI)(R9*4), Z2, Z4
+	VFMADD231PS (DI)(R9*4), Z3, Z4
+	VMOVUPS     Z4, (AX)(R9*4)
+	ADDQ        $0x10, R9
+	JMP         axpyF32AVX512k4_tail
+
+axpyF32AVX512k4_ytail:
+	CMPQ         R9, R8
+	JE           axpyF32AVX512k4_done
+	VMOVUPS      (AX)(R9*4), Y0
+	VBROADCASTSS (CX), Y1
+	VFMADD231PS  (DX)(R9*4), Y1, Y0
+	VBROADCASTSS 4(CX), Y1
+	VFMADD231PS  (BX)(R9*4), Y1, Y0
+	VBROADCASTSS 8(CX), Y1
+	VFMADD231PS  (SI)(R9*4), Y1, Y0
+	VBROADCASTSS 12(CX), Y1
+	VFMADD231PS  (DI)(R9*4), Y1, Y0
+	VMOVUPS      Y0, (AX)(R9*4)
+
+axpyF32AVX512k4_done:
+	VZEROUPPER
+	RET
+
+// func axpyHeadsF32AVX512k4(pv *float32, ldpv int, p *float32, hs *int32, nh int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·axpyHeadsF32AVX512k4(SB), NOSPLIT, $0-80
+	MOVQ  pv+0(FP), AX
+	MOVQ  ldpv+8(FP), CX
+	SHLQ  $0x02, CX
+	MOVQ  p+16(FP), DX
+	MOVQ  hs+24(FP), BX
+	MOVQ  nh+32(FP), SI
+	MOVQ  k0+40(FP), DI
+	MOVQ  k1+48(FP), R8
+	MOVQ  k2+56(FP), R9
+	MOVQ  k3+64(FP), R10
+	MOVQ  n+72(FP), R11
+	XORQ  R12, R12
+	TESTQ R11, R11
+	JZ    axpyHeadsF32AVX512k4_done
+	TESTQ SI, SI
+	JZ    axpyHeadsF32AVX512k4_done
+
+axpyHeadsF32AVX512k4_chunk:
+	VMOVUPS (DI)(R12*4), Z0
+	VMOVUPS 64(DI)(R12*4), Z1
+	VMOVUPS 128(DI)(R12*4), Z2
+	VMOVUPS 192(DI)(R12*4), Z3
+	VMOVUPS (R8)(R12*4), Z4
+	VMOVUPS 64(R8)(R12*4), Z5
+	VMOVUPS 128(R8)(R12*4), Z6
+	VMOVUPS 192(R8)(R12*4), Z7
+	VMOVUPS (R9)(R12*4), Z8
+	VMOVUPS 64(R9)(R12*4), Z9
+	VMOVUPS 128(R9)(R12*4), Z10
+	VMOVUPS 192(R9)(R12*4), Z11
+	VMOVUPS (R10)(R12*4), Z12
+	VMOVUPS 64(R10)(R12*4), Z13
+	VMOVUPS 128(R10)(R12*4), Z14
+	VMOVUPS 192(R10)(R12*4), Z15
+	XORQ    R13, R13
+
+axpyHeadsF32AVX512k4_head:
+	MOVLQSX      (BX)(R13*4), R14
+	MOVQ         R14, R15
+	IMULQ        CX, R15
+	ADDQ         AX, R15
+	SHLQ         $0x04, R14
+	ADDQ         DX, R14
+	VBROADCASTSS (R14), Z16
+	VBROADCASTSS 4(R14), Z17
+	VBROADCASTSS 8(R14), Z18
+	VBROADCASTSS 12(R14), Z19
+	VMOVUPS      (R15)(R12*4), Z20
+	VMOVUPS      64(R15)(R12*4), Z21
+	VMOVUPS      128(R15)(R12*4), Z22
+	VMOVUPS      192(R15)(R12*4), Z23
+	VFMADD231PS  Z0, Z16, Z20
+	VFMADD231PS  Z1, Z16, Z21
+	VFMADD231PS  Z2, Z16, Z22
+	VFMADD231PS  Z3, Z16, Z23
+	VFMADD231PS  Z4, Z17, Z20
+	VFMADD231PS  Z5, Z17, Z21
+	VFMADD231PS  Z6, Z17, Z22
+	VFMADD231PS  Z7, Z17, Z23
+	VFMADD231PS  Z8, Z18, Z20
+	VFMADD231PS  Z9, Z18, Z21
+	VFMADD231PS  Z10, Z18, Z22
+	VFMADD231PS  Z11, Z18, Z23
+	VFMADD231PS  Z12, Z19, Z20
+	VFMADD231PS  Z13, Z19, Z21
+	VFMADD231PS  Z14, Z19, Z22
+	VFMADD231PS  Z15, Z19, Z23
+	VMOVUPS      Z20, (R15)(R12*4)
+	VMOVUPS      Z21, 64(R15)(R12*4)
+	VMOVUPS      Z22, 128(R15)(R12*4)
+	VMOVUPS      Z23, 192(R15)(R12*4)
+	INCQ         R13
+	CMPQ         R13, SI
+	JNE          axpyHeadsF32AVX512k4_head
+	ADDQ         $0x40, R12
+	CMPQ         R12, R11
+	JB           axpyHeadsF32AVX512k4_chunk
+
+axpyHeadsF32AVX512k4_done:
+	VZEROUPPER
+	RET
+
 // func bf16RoundAVX2(x *float32, n int)
 // Requires: AVX, AVX2
 TEXT ·bf16RoundAVX2(SB), NOSPLIT, $0-16

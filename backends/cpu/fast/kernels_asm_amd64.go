@@ -542,7 +542,43 @@ func init() {
 	avx512Set.expF32 = avx2Set.expF32
 	avx512Set.qkF32Keys = avx2Set.qkF32Keys
 	avx512Set.indexTerms = avx2Set.indexTerms
-	avx512Set.axpyF32 = avx2Set.axpyF32
+	// the attention's P·V on 16 lanes: each element's FMAs as the AVX2
+	// kernel's, so the same bits
+	avx512Set.axpyF32 = func(pv []float32, p *[4]float32, k *[4][]float32, nk int) {
+		n := len(pv)
+		if n == 0 {
+			return
+		}
+		if n%8 != 0 {
+			panic("fast: axpyF32: length not a multiple of 8")
+		}
+		for j := range nk {
+			_ = k[j][n-1]
+		}
+		switch nk {
+		case 1:
+			axpyF32AVX512k1(&pv[0], &p[0], &k[0][0], n)
+		case 4:
+			axpyF32AVX512k4(&pv[0], &p[0], &k[0][0], &k[1][0], &k[2][0], &k[3][0], n)
+		default:
+			panic("fast: axpyF32: nk must be 1 or 4")
+		}
+	}
+	avx512Set.axpyHeads = func(pv []float32, d int, p []float32, hs []int32, k *[4][]float32) {
+		if len(hs) == 0 || d == 0 {
+			return
+		}
+		if d%64 != 0 {
+			panic("fast: axpyHeads: d not a multiple of 64")
+		}
+		for _, hh := range hs {
+			_, _ = pv[int(hh)*d+d-1], p[4*int(hh)+3]
+		}
+		for j := range 4 {
+			_ = k[j][d-1]
+		}
+		axpyHeadsF32AVX512k4(&pv[0], d, &p[0], &hs[0], len(hs), &k[0][0], &k[1][0], &k[2][0], &k[3][0], d)
+	}
 	avx512Set.scaleAdd = avx2Set.scaleAdd
 	avx512Set.bf16Round = avx2Set.bf16Round
 	avx512Set.swigluGate = avx2Set.swigluGate

@@ -65,6 +65,9 @@ func main() {
 	qkF32KeysAVX2(2, 4)
 	axpyF32AVX2(1)
 	axpyF32AVX2(4)
+	axpyF32AVX512(1)
+	axpyF32AVX512(4)
+	axpyHeadsF32AVX512()
 	bf16RoundAVX2()
 	swigluGateAVX2()
 	swigluElemAVX2()
@@ -1844,6 +1847,163 @@ func axpyF32AVX2(nk int) {
 	VMOVUPS(a, Mem{Base: pv, Index: i, Scale: 4})
 	ADDQ(Imm(8), i)
 	JMP(LabelRef(name + "_tail"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// axpyF32AVX512 emits axpyF32AVX512k<nk>: axpyF32AVX2k<nk> on 16 floats a
+// vector (a ymm tail for n ≡ 8 mod 16). Each element sees the same FMAs in
+// the same order, so the bits are axpyF32AVX2k<nk>'s.
+func axpyF32AVX512(nk int) {
+	name := fmt.Sprintf("axpyF32AVX512k%d", nk)
+	sig := "func(pv *float32, p *float32"
+	for j := range nk {
+		sig += fmt.Sprintf(", k%d", j)
+	}
+	sig += " *float32, n int)"
+	TEXT(name, NOSPLIT, sig)
+	Doc(fmt.Sprintf("%s adds p[j]·k_j[i] to pv[i] for the %d keys in order (f32 FMAs, 16 lanes), n a multiple of 8.", name, nk))
+	pv := Load(Param("pv"), GP64())
+	pp := Load(Param("p"), GP64())
+	ks := []reg.Register{}
+	for j := range nk {
+		ks = append(ks, Load(Param(fmt.Sprintf("k%d", j)), GP64()))
+	}
+	n := Load(Param("n"), GP64())
+	pb := make([]reg.VecVirtual, nk)
+	for j := range pb {
+		pb[j] = ZMM()
+		VBROADCASTSS(Mem{Base: pp, Disp: 4 * j}, pb[j])
+	}
+	i := GP64()
+	XORQ(i, i)
+	const unroll = 4
+	n4 := GP64()
+	MOVQ(n, n4)
+	SHRQ(Imm(6), n4) // 64 = 16·unroll floats per iteration
+	SHLQ(Imm(6), n4)
+	n1 := GP64()
+	MOVQ(n, n1)
+	SHRQ(Imm(4), n1)
+	SHLQ(Imm(4), n1)
+	CMPQ(n4, Imm(0))
+	JE(LabelRef(name + "_tail"))
+	Label(name + "_loop")
+	acc := make([]reg.VecVirtual, unroll)
+	for u := range acc {
+		acc[u] = ZMM()
+		VMOVUPS(Mem{Base: pv, Index: i, Scale: 4, Disp: 64 * u}, acc[u])
+	}
+	for j, kp := range ks {
+		for u := range acc {
+			VFMADD231PS(Mem{Base: kp, Index: i, Scale: 4, Disp: 64 * u}, pb[j], acc[u])
+		}
+	}
+	for u := range acc {
+		VMOVUPS(acc[u], Mem{Base: pv, Index: i, Scale: 4, Disp: 64 * u})
+	}
+	ADDQ(Imm(16*unroll), i)
+	CMPQ(i, n4)
+	JNE(LabelRef(name + "_loop"))
+	Label(name + "_tail")
+	CMPQ(i, n1)
+	JE(LabelRef(name + "_ytail"))
+	a := ZMM()
+	VMOVUPS(Mem{Base: pv, Index: i, Scale: 4}, a)
+	for j, kp := range ks {
+		VFMADD231PS(Mem{Base: kp, Index: i, Scale: 4}, pb[j], a)
+	}
+	VMOVUPS(a, Mem{Base: pv, Index: i, Scale: 4})
+	ADDQ(Imm(16), i)
+	JMP(LabelRef(name + "_tail"))
+	Label(name + "_ytail")
+	CMPQ(i, n)
+	JE(LabelRef(name + "_done"))
+	y := YMM()
+	VMOVUPS(Mem{Base: pv, Index: i, Scale: 4}, y)
+	for j, kp := range ks {
+		pj := YMM()
+		VBROADCASTSS(Mem{Base: pp, Disp: 4 * j}, pj)
+		VFMADD231PS(Mem{Base: kp, Index: i, Scale: 4}, pj, y)
+	}
+	VMOVUPS(y, Mem{Base: pv, Index: i, Scale: 4})
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// axpyHeadsF32AVX512 emits axpyHeadsF32AVX512k4: the P·V terms of 4 keys
+// for several heads at once (pv_h[i] = fma(p[4h+3], k3[i], … fma(p[4h],
+// k0[i], pv_h[i])) for the heads h = hs[0..nh-1], pv_h at pv + h·ldpv, i <
+// n, a multiple of 64). Per 64 columns the keys' 16 vectors stay in
+// registers while each head's row goes through; every element sees the
+// FMAs of axpyF32AVX2k4, so the same bits.
+func axpyHeadsF32AVX512() {
+	name := "axpyHeadsF32AVX512k4"
+	TEXT(name, NOSPLIT, "func(pv *float32, ldpv int, p *float32, hs *int32, nh int, k0, k1, k2, k3 *float32, n int)")
+	Doc(name + " adds p[4h+j]·k_j[i] to pv[h*ldpv+i] for the 4 keys in order (f32 FMAs) and the heads h = hs[x], x < nh; n a multiple of 64.")
+	pv := Load(Param("pv"), GP64())
+	ldpv := Load(Param("ldpv"), GP64())
+	SHLQ(Imm(2), ldpv)
+	pp := Load(Param("p"), GP64())
+	hs := Load(Param("hs"), GP64())
+	nh := Load(Param("nh"), GP64())
+	ks := []reg.Register{}
+	for j := range 4 {
+		ks = append(ks, Load(Param(fmt.Sprintf("k%d", j)), GP64()))
+	}
+	n := Load(Param("n"), GP64())
+	i := GP64()
+	XORQ(i, i)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	TESTQ(nh, nh)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_chunk")
+	kv := make([][]reg.VecVirtual, 4)
+	for j, kp := range ks {
+		for u := range 4 {
+			x := ZMM()
+			VMOVUPS(Mem{Base: kp, Index: i, Scale: 4, Disp: 64 * u}, x)
+			kv[j] = append(kv[j], x)
+		}
+	}
+	x := GP64()
+	XORQ(x, x)
+	Label(name + "_head")
+	hh := GP64()
+	MOVLQSX(Mem{Base: hs, Index: x, Scale: 4}, hh)
+	row := GP64()
+	MOVQ(hh, row)
+	IMULQ(ldpv, row)
+	ADDQ(pv, row)
+	SHLQ(Imm(4), hh) // 4 floats of p per head
+	ADDQ(pp, hh)
+	pb := make([]reg.VecVirtual, 4)
+	for j := range pb {
+		pb[j] = ZMM()
+		VBROADCASTSS(Mem{Base: hh, Disp: 4 * j}, pb[j])
+	}
+	acc := make([]reg.VecVirtual, 4)
+	for u := range acc {
+		acc[u] = ZMM()
+		VMOVUPS(Mem{Base: row, Index: i, Scale: 4, Disp: 64 * u}, acc[u])
+	}
+	for j := range 4 {
+		for u := range acc {
+			VFMADD231PS(kv[j][u], pb[j], acc[u])
+		}
+	}
+	for u := range acc {
+		VMOVUPS(acc[u], Mem{Base: row, Index: i, Scale: 4, Disp: 64 * u})
+	}
+	INCQ(x)
+	CMPQ(x, nh)
+	JNE(LabelRef(name + "_head"))
+	ADDQ(Imm(64), i)
+	CMPQ(i, n)
+	JB(LabelRef(name + "_chunk"))
 	Label(name + "_done")
 	VZEROUPPER()
 	RET()
