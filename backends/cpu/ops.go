@@ -494,7 +494,12 @@ func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	N, K := w.Shape[0], w.Shape[1]
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = N
-	out := r.newF(x.DType, shape...)
+	var out *backends.Tensor
+	if r.fast {
+		out = r.newFFull(x.DType, shape...) // every element written (TestMatmulsOverwrite)
+	} else {
+		out = r.newF(x.DType, shape...)
+	}
 	perRow := r.perRow()
 	if storedBF16(w) && r.fast {
 		// the bf16 view (half the bytes of the F32 copy), bit-identical
@@ -534,7 +539,12 @@ func kMatmulQ(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	N, K := w.Shape[0], w.Shape[1]
 	shape := cloneShape(x.Shape)
 	shape[len(shape)-1] = N
-	out := r.newF(ir.BF16, shape...)
+	var out *backends.Tensor
+	if r.fast {
+		out = r.newFFull(ir.BF16, shape...) // every element written (TestMatmulsOverwrite)
+	} else {
+		out = r.newF(ir.BF16, shape...)
+	}
 	fp4, fp8 := fast.MatmulFP4, fast.MatmulFP8
 	if r.perRow() {
 		fp4, fp8 = fast.MatmulFP4PerRow, fast.MatmulFP8PerRow
