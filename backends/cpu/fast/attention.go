@@ -71,7 +71,7 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 		qs := q[(bi*m+mi)*h*d : (bi*m+mi+1)*h*d]
 		// the unit's float scratch from the pool (a query position per unit:
 		// prefill has thousands), zeroed where it must start at zero
-		fb := getBuf(d*h8 + h*blkN + 2*blkN + h*d + d + 64 + 2*h + extra)
+		fb := getBuf(d*h8 + h*blkN + 2*blkN + h*d + d + 128 + 2*h + extra)
 		defer putBuf(fb)
 		f := *fb
 		take := func(n int) []float32 { v := f[:n:n]; f = f[n:]; return v }
@@ -88,7 +88,7 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 		pb, exps := take(blkN), take(blkN)
 		acc := take(h * d)
 		clear(acc)
-		pv, dots := take(d), take(64)
+		pv, dots := take(d), take(128)
 		mu, l := take(h), take(h)
 		var pbH, pvH, alphaH []float32
 		if heads {
@@ -127,12 +127,20 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 					g = 2
 				}
 				nk := 8 / g
+				k8 := g == 2 && ks.qkF32K8 != nil
+				if k8 {
+					nk = 8
+				}
 				for v0 := 0; v0 < nv; v0 += nk {
 					for x := range nk {
 						ix := int(blk[valid[min(v0+x, nv-1)]])
 						keys[x] = kvb[ix*d : (ix+1)*d]
 					}
-					ks.qkF32Keys(qT[hh:], h8, &keys, d, dots, g)
+					if k8 {
+						ks.qkF32K8(qT[hh:], h8, &keys, d, dots)
+					} else {
+						ks.qkF32Keys(qT[hh:], h8, &keys, d, dots, g)
+					}
 					for x := range min(nk, nv-v0) {
 						j := valid[v0+x]
 						for y := range min(8*g, h-hh) {

@@ -69,6 +69,9 @@ type kernelSet struct {
 	// axpyF32, when set, adds p[j]·k[j][i] to pv[i] for the keys j < nk
 	// (1 or 4) in order, one f32 FMA each (len(pv) a multiple of 8).
 	axpyF32 func(pv []float32, p *[4]float32, k *[4][]float32, nk int)
+	// qkF32K8, when set, is qkF32Keys with g = 2 for 8 keys (out[j*16+x],
+	// j < 8), the same bits per head and key.
+	qkF32K8 func(qT []float32, ldq int, k *[8][]float32, n int, out []float32)
 	// axpyHeads, when set, is axpyF32 with 4 keys for the heads hs at
 	// once: pv[h*d+i] gets p[4h+j]·k[j][i] for j = 0..3 in order (d a
 	// multiple of 64, len(k[j]) ≥ d); the same bits as axpyF32 per head.

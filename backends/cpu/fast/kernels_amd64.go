@@ -176,6 +176,9 @@ func axpyF32AVX512k4(pv *float32, p *float32, k0 *float32, k1 *float32, k2 *floa
 // axpyHeadsF32AVX512k4 adds p[4h+j]·k_j[i] to pv[h*ldpv+i] for the 4 keys in order (f32 FMAs) and the heads h = hs[x], x < nh; n a multiple of 64.
 func axpyHeadsF32AVX512k4(pv *float32, ldpv int, p *float32, hs *int32, nh int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, n int)
 
+// qkF32AVX512h16k8 sets out[j*16+h] = Σ_i qT[i*ldq+h]·k_j[i] (one f32 FMA chain in i) for h < 16 and the 8 keys k_j.
+func qkF32AVX512h16k8(qT *float32, ldq int, k0 *float32, k1 *float32, k2 *float32, k3 *float32, k4 *float32, k5 *float32, k6 *float32, k7 *float32, n int, out *float32)
+
 // bf16RoundAVX2 rounds x[i] to bfloat16 in place for i < n (a multiple of 8), as numfmt.BF16Round.
 func bf16RoundAVX2(x *float32, n int)
 

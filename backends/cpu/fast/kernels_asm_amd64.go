@@ -564,6 +564,17 @@ func init() {
 			panic("fast: axpyF32: nk must be 1 or 4")
 		}
 	}
+	avx512Set.qkF32K8 = func(qT []float32, ldq int, k *[8][]float32, n int, out []float32) {
+		if n == 0 {
+			clear(out[:128])
+			return
+		}
+		_, _ = qT[(n-1)*ldq+16-1], out[128-1]
+		for j := range 8 {
+			_ = k[j][n-1]
+		}
+		qkF32AVX512h16k8(&qT[0], ldq, &k[0][0], &k[1][0], &k[2][0], &k[3][0], &k[4][0], &k[5][0], &k[6][0], &k[7][0], n, &out[0])
+	}
 	avx512Set.axpyHeads = func(pv []float32, d int, p []float32, hs []int32, k *[4][]float32) {
 		if len(hs) == 0 || d == 0 {
 			return

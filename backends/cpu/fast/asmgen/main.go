@@ -68,6 +68,7 @@ func main() {
 	axpyF32AVX512(1)
 	axpyF32AVX512(4)
 	axpyHeadsF32AVX512()
+	qkF32AVX512k8()
 	bf16RoundAVX2()
 	swigluGateAVX2()
 	swigluElemAVX2()
@@ -2005,6 +2006,57 @@ func axpyHeadsF32AVX512() {
 	CMPQ(i, n)
 	JB(LabelRef(name + "_chunk"))
 	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// qkF32AVX512k8 emits qkF32AVX512h16k8: qkF32AVX2g2k4's logits (16 heads
+// in lanes, one f32 FMA chain each over i) for 8 keys, one zmm per key:
+// the same bits per head and key.
+func qkF32AVX512k8() {
+	name := "qkF32AVX512h16k8"
+	const nk = 8
+	sig := "func(qT *float32, ldq int"
+	for j := range nk {
+		sig += fmt.Sprintf(", k%d", j)
+	}
+	sig += " *float32, n int, out *float32)"
+	TEXT(name, NOSPLIT, sig)
+	Doc(name + " sets out[j*16+h] = Σ_i qT[i*ldq+h]·k_j[i] (one f32 FMA chain in i) for h < 16 and the 8 keys k_j.")
+	q := Load(Param("qT"), GP64())
+	ldq := Load(Param("ldq"), GP64())
+	ks := []reg.Register{}
+	for j := range nk {
+		ks = append(ks, Load(Param(fmt.Sprintf("k%d", j)), GP64()))
+	}
+	n := Load(Param("n"), GP64())
+	SHLQ(Imm(2), ldq)
+	acc := make([]reg.VecVirtual, nk)
+	for j := range acc {
+		acc[j] = ZMM()
+		VPXORD(acc[j], acc[j], acc[j])
+	}
+	i := GP64()
+	XORQ(i, i)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	qv := ZMM()
+	VMOVUPS(Mem{Base: q}, qv)
+	for j, kp := range ks {
+		kb := ZMM()
+		VBROADCASTSS(Mem{Base: kp, Index: i, Scale: 4}, kb)
+		VFMADD231PS(qv, kb, acc[j])
+	}
+	ADDQ(ldq, q)
+	INCQ(i)
+	CMPQ(i, n)
+	JNE(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	o := Load(Param("out"), GP64())
+	for j, a := range acc {
+		VMOVUPS(a, Mem{Base: o, Disp: 64 * j})
+	}
 	VZEROUPPER()
 	RET()
 }
