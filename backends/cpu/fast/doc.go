@@ -43,7 +43,11 @@
 //   - SparseAttn computes its two dot products in f32 (heads in lanes, one
 //     FMA chain per logit, one FMA per P·V term in the reference's order);
 //     the rest of its numerics are the reference's, and a head's result does
-//     not depend on how the heads are grouped over the cores.
+//     not depend on how the heads are grouped over the cores. On AVX-512 the
+//     logits take 16 heads × 8 keys a call and a prefill block's P·V runs
+//     4 keys at a time for all heads (the keys' vectors kept in registers
+//     while each head's row goes through), each head's FMAs those of the
+//     AVX2 kernels in their order, so the same bits.
 //   - Elementwise ops with reference numerics run in lanes where that is
 //     exact: ActQuant (e4m3 rounding on the float32 bits), the exp kernel
 //     expF32 (Go's math.Exp FMA path on float64 lanes, used by SwiGLUClamp
