@@ -340,7 +340,7 @@ func TestActQuantFastBits(t *testing.T) {
 		const inv = float32(1.0 / 448)
 		for bi := 0; bi*block < len(x); bi++ {
 			xb := x[bi*block : (bi+1)*block]
-			s := ceilPow2(max(absMax(xb), float32(1e-4)) * inv)
+			s := CeilPow2(max(absMax(xb), float32(1e-4)) * inv)
 			for i, v := range xb {
 				xb[i] = BF16Round(E4M3ToF32(F32ToE4M3(clamp(v/s, -E4M3Max, E4M3Max))) * s)
 			}

@@ -2,9 +2,9 @@ package numfmt
 
 import "math"
 
-// ceilPow2 returns 2^ceil(log2(v)) for a positive finite float32 v, computed
+// CeilPow2 returns 2^ceil(log2(v)) for a positive finite float32 v, computed
 // as the reference does on the float32 bits: exponent field - 127 + (mantissa != 0).
-func ceilPow2(v float32) float32 {
+func CeilPow2(v float32) float32 {
 	b := math.Float32bits(v)
 	e := int((b>>23)&0xff) - 127
 	if b&0x7fffff != 0 {
@@ -73,7 +73,7 @@ func ActQuant(x []float32, block int, codes []byte, scales []float32) {
 // amax: 2^ceil(log2(max(amax, 1e-4)·fp32(1/448))).
 func ActQuantScale(amax float32) float32 {
 	const inv = float32(1.0 / 448)
-	return ceilPow2(max(amax, float32(1e-4)) * inv)
+	return CeilPow2(max(amax, float32(1e-4)) * inv)
 }
 
 // ActQuantFastScale reports whether ActQuant's fast path (and the vector
@@ -119,7 +119,7 @@ func FP4ActQuantE8M0(x []float32, block int, packed []byte, scales []float32) {
 	for bi := 0; bi*block < len(x); bi++ {
 		xb := x[bi*block : (bi+1)*block]
 		a := max(absMax(xb), floor)
-		s := ceilPow2(a * inv)
+		s := CeilPow2(a * inv)
 		if scales != nil {
 			scales[bi] = s
 		}

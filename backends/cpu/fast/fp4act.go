@@ -72,7 +72,7 @@ func fp4ActBlock(xb []float32, e4m3 bool) {
 		s = numfmt.E4M3ToF32(numfmt.F32ToE4M3(a / 6))
 	} else {
 		a = max(a, float32(math.Ldexp(6, -126)))
-		s = ceilPow2(a * float32(1.0/6))
+		s = numfmt.CeilPow2(a * float32(1.0/6))
 		r = 1 / s
 	}
 	t := &e2m1Steps
@@ -88,14 +88,4 @@ func fp4ActBlock(xb []float32, e4m3 bool) {
 		o := e2m1Mags[c&7] * s
 		xb[i] = numfmt.BF16Round(math.Float32frombits(math.Float32bits(o) | bits&0x80000000))
 	}
-}
-
-// ceilPow2 is 2^ceil(log2(v)) for a positive normal v (numfmt's).
-func ceilPow2(v float32) float32 {
-	b := math.Float32bits(v)
-	e := int((b>>23)&0xff) - 127
-	if b&0x7fffff != 0 {
-		e++
-	}
-	return float32(math.Ldexp(1, e))
 }
