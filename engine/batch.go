@@ -178,13 +178,7 @@ func (b *Batch) arenasFor(i int, r *backends.Runner) (map[string]backends.Arena,
 	if a, ok := l.arenas[r]; ok {
 		return a, nil
 	}
-	s := b.s
-	pre, dec := s.opt.callBindings()
-	bind := pre
-	if r == s.m.decode {
-		bind = dec
-	}
-	a, err := s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, bind), "the activation arena")
+	a, err := b.s.newRunnerArenas(r)
 	if err != nil {
 		return nil, err
 	}

@@ -367,17 +367,24 @@ func (s *Session) arenasFor(r *backends.Runner) (map[string]backends.Arena, erro
 	if a, ok := s.arenas[r]; ok {
 		return a, nil
 	}
-	pre, dec := s.opt.callBindings()
-	bind := pre
-	if r == s.m.decode {
-		bind = dec
-	}
-	a, err := s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, bind), "the activation arena")
+	a, err := s.newRunnerArenas(r)
 	if err != nil {
 		return nil, err
 	}
 	s.arenas[r] = a
 	return a, nil
+}
+
+// newRunnerArenas makes fresh activation arenas for r's calls, their slots
+// sized for this session's prefill or decode bindings (arenasFor's, and a
+// batch lane's own).
+func (s *Session) newRunnerArenas(r *backends.Runner) (map[string]backends.Arena, error) {
+	pre, dec := s.opt.callBindings()
+	bind := pre
+	if r == s.m.decode {
+		bind = dec
+	}
+	return s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, bind), "the activation arena")
 }
 
 // newArenas makes one arena of the slot sizes per device of the placement;
