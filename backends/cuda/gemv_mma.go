@@ -165,14 +165,22 @@ func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr
 }
 
 // gemvWarpByRows are gemv_warp's kernel names by log2 of the activation
-// rows and by PlainFormat.
+// rows and by PlainFormat (PlainF32, PlainBF16, PlainFP8: its values).
 var gemvWarpByRows [4][3]string
 
 // gemvWarp launches gemv_warp_mR_* (the plain decode products with a
 // warp's lanes along K) for m <= gemvMaxRows rows; ok is false when it does
 // not apply (Exact, or rows, activations or groups not 16-byte aligned).
 func (k *Kernels) gemvWarp(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w Plain, n, lda, ldo, groups, aZ, oZ, round int) (bool, error) {
-	size := map[PlainFormat]int{PlainF32: 4, PlainBF16: 2, PlainFP8: 1}[w.Format]
+	size := 0 // bytes a weight
+	switch w.Format {
+	case PlainF32:
+		size = 4
+	case PlainBF16:
+		size = 2
+	case PlainFP8:
+		size = 1
+	}
 	if k.Exact || size == 0 || (kdim*size)%16 != 0 || w.W%16 != 0 || a%16 != 0 || lda%4 != 0 || aZ%4 != 0 {
 		return false, nil
 	}
