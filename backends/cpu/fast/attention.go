@@ -165,21 +165,7 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 				var psum float64
 				clear(pv)
 				nu := 0
-				ex := exps[:len(blk)]
-				for j := range blk {
-					ex[j] = sh[j] - newMu
-				}
-				whole := 0
-				if ks.expF32 != nil && ks.expF32(ex[:len(ex)&^3], ex[:len(ex)&^3]) {
-					whole = len(ex) &^ 3
-				} else {
-					for j := range blk {
-						ex[j] = sh[j] - newMu
-					}
-				}
-				for j := whole; j < len(ex); j++ {
-					ex[j] = float32(math.Exp(float64(ex[j])))
-				}
+				ex := ks.blockExps(exps[:len(blk)], sh, newMu)
 				for j, ix := range blk {
 					p := ex[j]
 					psum += float64(p)
@@ -228,6 +214,27 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 	})
 }
 
+// blockExps sets ex[j] = exp(sh[j] - mu) for the block's logits (the
+// whole groups of 4 by ks.expF32 where the level has it, the rest and
+// everything else through float64) and returns ex.
+func (ks *kernelSet) blockExps(ex, sh []float32, mu float32) []float32 {
+	for j := range ex {
+		ex[j] = sh[j] - mu
+	}
+	whole := 0
+	if ks.expF32 != nil && ks.expF32(ex[:len(ex)&^3], ex[:len(ex)&^3]) {
+		whole = len(ex) &^ 3
+	} else {
+		for j := range ex {
+			ex[j] = sh[j] - mu
+		}
+	}
+	for j := whole; j < len(ex); j++ {
+		ex[j] = float32(math.Exp(float64(ex[j])))
+	}
+	return ex
+}
+
 // sparseAttnBlockHeads is the per-head part of sparseAttnUnitsF32's loop
 // over one index block with the P·V terms of every head summed together
 // (ks.axpyHeads, 4 keys for all heads whose 4 probabilities are non-zero,
@@ -247,21 +254,7 @@ func sparseAttnBlockHeads(ks *kernelSet, blk []int32, valid []int, s, pbH, pvH, 
 		}
 		newMu := max(mu[hh], bmax)
 		alpha := float32(math.Exp(float64(mu[hh] - newMu)))
-		ex := exps[:len(blk)]
-		for j := range blk {
-			ex[j] = sh[j] - newMu
-		}
-		whole := 0
-		if ks.expF32 != nil && ks.expF32(ex[:len(ex)&^3], ex[:len(ex)&^3]) {
-			whole = len(ex) &^ 3
-		} else {
-			for j := range blk {
-				ex[j] = sh[j] - newMu
-			}
-		}
-		for j := whole; j < len(ex); j++ {
-			ex[j] = float32(math.Exp(float64(ex[j])))
-		}
+		ex := ks.blockExps(exps[:len(blk)], sh, newMu)
 		var psum float64
 		pb := pbH[hh*blkN : hh*blkN+len(blk)]
 		for j := range blk {
