@@ -12,7 +12,7 @@
 # Run from the repository root: sh backends/cuda/devperf.sh. At most 8 files
 # come back through $OUT: summary.txt, build.log, ds4.fatbin(.sha256),
 # cuda.log (tests, then benchmarks), trace.log, slice.log, slice-graphs.json,
-# slice-nographs.json. SKIP_TESTS=1, SKIP_SLICE=1 and TRACE=0 leave parts out;
+# slice-nographs.json (sass.txt with SASS="kernel ...", ncu.log with NCU="benchmark ..."). SKIP_TESTS=1, SKIP_SLICE=1 and TRACE=0 leave parts out;
 # TESTRUN and BENCH narrow the tests and benchmarks (-test.run, -test.bench).
 set -u
 OUT=${OUT:-/tmp/devperf}
@@ -26,6 +26,12 @@ t0=$(date +%s)
 (sh $K/build.sh) >"$OUT/build.log" 2>&1
 row "fatbin build ($(($(date +%s)-t0))s)" "rc $?; $(grep -c 'spill' "$OUT/build.log") ptxas lines naming spills ($(grep -E '[1-9][0-9]* bytes spill' "$OUT/build.log" | wc -l) nonzero)"
 cp $K/ds4.fatbin $K/ds4.fatbin.sha256 "$OUT/"
+if [ -n "${SASS:-}" ]; then
+  # the named kernels' SASS and every kernel's registers / shared memory
+  cuobjdump -res-usage $K/ds4.fatbin >"$OUT/sass.txt" 2>&1
+  for f in $SASS; do cuobjdump -sass -fun "$f" $K/ds4.fatbin >>"$OUT/sass.txt" 2>&1; done
+  row "sass" "$(wc -l <"$OUT/sass.txt") lines"
+fi
 export DS4_CUDA_FATBIN=$(pwd)/$K/ds4.fatbin  # absolute: the tests run in backends/cuda, exec in the root
 L=$OUT/cuda.log
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
@@ -40,6 +46,18 @@ echo "== benchmarks" >>"$L"
 (cd backends/cuda && timeout ${BENCH_S:-150} "$BIN/cuda.test" -test.run '^$' -test.bench "${BENCH:-Copy|Decode|TC}" -test.benchtime 50x) >>"$L" 2>&1
 row "benchmarks ($(($(date +%s)-t0))s)" "rc $?"
 grep -E '^Benchmark.*(GB/s|TFLOP)' "$L" | sed 's/  */ /g' | cut -c1-150 >>"$S"
+if [ -n "${NCU:-}" ]; then
+  # Nsight Compute on one launch of the decode kernels of each named
+  # benchmark (NCU="DecodeFP8/wo_b_8192x5120_m1/mma ..."): speed of light,
+  # warp stalls, occupancy, memory; the clocks left alone
+  for b in $NCU; do
+    echo "== ncu $b" >>"$OUT/ncu.log"
+    (cd backends/cuda && timeout 120 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy \
+      --section SchedulerStats --section MemoryWorkloadAnalysis -k "regex:${NCU_KERNELS:-gemv_mma}" --launch-skip 5 --launch-count 1 \
+      "$BIN/cuda.test" -test.run '^$' -test.bench "^Benchmark$b\$" -test.benchtime 10x) >>"$OUT/ncu.log" 2>&1
+    row "ncu $b" "rc $?"
+  done
+fi
 if [ "${TRACE:-1}" = 1 ] && [ -x "$BIN/tracecmp" ]; then
   # the golden teacher-forced trace of tiny on cuda (its decode steps take
   # the tensor-core products), compared as acceptance compares it

@@ -382,8 +382,29 @@ func runRoutedSwiGLU(c *call, f *fusion, st *runState) error {
 		rw = as[2].Ptr
 	}
 	sw := c.p.seg.Nodes[f.role["swiglu"]]
+	limit := float32(sw.Attrs.Float("limit", 0))
+	if p := f.role["swiglu"]; c.k.routedTC(fakeQuantised(c.p.seg.Nodes[f.role["w1"]].Args[0]), N*k, adiv, K, O) {
+		// prefill: the two grouped products (one grouping) into scratch, then
+		// the epilogue
+		rg, codes, scales, err := c.routeInputs(p, x, idx, N*k, adiv, K, w1.W.Routed.Experts)
+		if err != nil {
+			return err
+		}
+		gu, err := c.scratch(p, 2, int64(2*4*N*k*O))
+		if err != nil {
+			return err
+		}
+		gp, up := gu, gu+driver.Ptr(4*N*k*O)
+		if err := c.k.MatmulRoutedTC(c.st, what(sw), gp, codes, scales, adiv, K, *w1.W.Routed, O, rg, N*k); err != nil {
+			return err
+		}
+		if err := c.k.MatmulRoutedTC(c.st, what(sw), up, codes, scales, adiv, K, *w3.W.Routed, O, rg, N*k); err != nil {
+			return err
+		}
+		return c.k.RoutedSwiGLURows(c.st, what(sw), st.vals[p].Ptr, gp, up, N*k, O, limit, rw)
+	}
 	return c.k.MatmulRoutedSwiGLU(c.st, what(sw), st.vals[f.role["swiglu"]].Ptr, x.Ptr, adiv, K, *w1.W.Routed, *w3.W.Routed, O, idx.Ptr, N*k,
-		float32(sw.Attrs.Float("limit", 0)), rw)
+		limit, rw)
 }
 
 // hc_mix_split_wide's sizes (fused.cuh: HCW_STRIDE, HCW_MAX_MIX) and the

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 
 	"github.com/ds4go/ds4/backends/cuda/driver"
@@ -33,34 +34,58 @@ func init() {
 	}
 }
 
-// gmmaRowTiles picks the 8-row tiles a CTA's row block holds (as its
-// log2: 1, 2, 4 or 8 tiles, the rest of the 8 warps splitting K) for rows
-// of rowBytes: the warps of a tile split K so that each still streams about
-// 8 spans of 128 bytes (fewer, and each row block's ring refill is a larger
-// share of its time).
-func gmmaRowTiles(rowBytes int) int {
-	kg := 8
-	for kg > 1 && rowBytes/128/kg < 8 {
-		kg /= 2
-	}
-	return bits.Len(uint(8/kg)) - 1
-}
-
-// gmmaGrid is the x extent of a tensor-core launch of blocks row blocks (ys
-// along y), shared bytes a CTA: one wave (the CTAs loop over the row
-// blocks), as many CTAs as the H200's 132 SMs hold at once, up to 4 each
-// (the registers' limit).
-func gmmaGrid(blocks, ys, shared int) uint32 {
-	perSM := max(1, min(4, (227<<10)/(shared+1024)))
-	return uint32(max(1, min(blocks, 132*perSM/max(ys, 1))))
-}
-
-// gmma_rows' weight ring (GMMA_STAGES (5) stages of 8 rows × GMMA_RS bytes per
-// warp and weight) and the opt-in shared memory its kernels ask for.
+// gmma_run's geometry (gemv_mma.cuh): GMMA_STAGES (4) ring stages per warp
+// and weight of 16 rows × 160 (fp8) or 144 (fp4) bytes, 8 warps a CTA,
+// spans of 128 bytes of a row; the opt-in shared memory its kernels ask
+// for (the H200's most a block), and the scratch of the chunk sums: floats
+// and tile counters, allocated once (setupGMMA).
 const (
-	gmmaRingBytes = 8 * 5 * 8 * 160
-	gmmaSharedMax = 160 << 10
+	gmmaStages    = 4
+	gmmaSpan      = 128
+	gmmaSharedMax = 227 << 10
+	gmmaPartMax   = 4 << 20
+	gmmaCntMax    = 64 << 10
 )
+
+func gmmaRingBytes(fp4 bool) int {
+	rs := 160
+	if fp4 {
+		rs = 144
+	}
+	return gmmaThreads / 32 * gmmaStages * 16 * rs
+}
+
+// gmmaGrid is the CTAs of a tensor-core launch of shared bytes a CTA: one
+// wave, as many as the H200's 132 SMs hold at once, up to 4 each (the
+// registers' limit); the kernel splits its items over the warps.
+func gmmaGrid(shared int) int {
+	return 132 * max(1, min(4, (227<<10)/(shared+1024)))
+}
+
+// gmmaChunk picks the spans an item (a 16-row tile's chunk of K) for units
+// (routed rows × tiles) of nspan spans over warps: the smallest time, in
+// spans a warp, with half a span for each item's end (its sums, counter,
+// and the reduction of the last); the chunk sums must fit the scratch
+// (cols · 16 floats an item and weight) and the counters the tiles. A
+// chunk of nspan needs neither.
+func gmmaChunk(nspan, units, warps, cols, nw int) int {
+	best, bestCost := nspan, math.Inf(1)
+	for c := nspan; c >= 1; c-- {
+		nc := (nspan + c - 1) / c
+		if nc > 1 && (units > gmmaCntMax || units*nc*cols*16*nw > gmmaPartMax) {
+			continue
+		}
+		per := (units*nc + warps - 1) / warps
+		cost := float64(per) * (float64(c) + 0.5)
+		if nc == 1 {
+			cost = float64(per) * float64(nspan)
+		}
+		if cost < bestCost-1e-9 {
+			best, bestCost = c, cost
+		}
+	}
+	return best
+}
 
 // gmmaShared is the dynamic shared memory of the tensor-core kernels for mr
 // activation rows of kdim (codes, scales, the rings; nw weights read
@@ -73,20 +98,52 @@ func (k *Kernels) gmmaShared(fp4 bool, mr, kdim, nw int, a, w driver.Ptr) (int, 
 	if fp4 {
 		rowBytes = kdim / 2
 	}
-	sh := mr*kdim + 4*mr*(kdim/32) + nw*gmmaRingBytes
-	return sh, kdim > 0 && kdim%32 == 0 && rowBytes%128 == 0 && a%16 == 0 && w%16 == 0 && sh <= k.gmmaLimit
+	sh := mr*kdim + 4*mr*(kdim/32) + nw*gmmaRingBytes(fp4)
+	return sh, kdim > 0 && kdim%32 == 0 && rowBytes%gmmaSpan == 0 && a%16 == 0 && w%16 == 0 && sh <= k.gmmaLimit
 }
 
 // setupGMMA raises the shared memory limit of the tensor-core kernels to
-// gmmaSharedMax (LoadKernels); where the driver refuses, they keep the
-// default 48 KiB and the shapes that need more take gemv.cuh's kernels.
-func (k *Kernels) setupGMMA() {
-	k.gmmaLimit = gmmaSharedMax
+// gmmaSharedMax and allocates their scratch, the counters zeroed (the
+// kernels leave them so); where the driver refuses either, the decode
+// products take gemv.cuh's kernels (gmmaLimit 0).
+func (k *Kernels) setupGMMA(c *driver.Context) error {
 	for _, name := range gmmaNames() {
 		if err := k.mod.SetMaxDynamicShared(k.fn[name], gmmaSharedMax); err != nil {
-			k.gmmaLimit = gemvSharedMax
-			return
+			return nil
 		}
+	}
+	part, err := c.Alloc(4*gmmaPartMax, "the tensor-core decode products' chunk sums")
+	if err != nil {
+		return nil
+	}
+	cnt, err := c.Alloc(4*gmmaCntMax, "the tensor-core decode products' tile counters")
+	if err != nil {
+		c.Free(part, "the chunk sums")
+		return nil
+	}
+	st, err := c.NewStream()
+	if err == nil {
+		err = st.Memset(cnt, 0, 4*gmmaCntMax, "the tile counters")
+		if err == nil {
+			err = st.Sync("zeroing the tile counters")
+		}
+		st.Destroy()
+	}
+	if err != nil {
+		c.Free(part, "the chunk sums")
+		c.Free(cnt, "the tile counters")
+		return err
+	}
+	k.ctx, k.gmmaPart, k.gmmaCnt, k.gmmaLimit = c, part, cnt, gmmaSharedMax
+	return nil
+}
+
+// closeGMMA frees setupGMMA's scratch.
+func (k *Kernels) closeGMMA() {
+	if k.gmmaPart != 0 {
+		k.ctx.Free(k.gmmaPart, "the chunk sums")
+		k.ctx.Free(k.gmmaCnt, "the tile counters")
+		k.gmmaPart, k.gmmaCnt = 0, 0
 	}
 }
 
@@ -99,6 +156,14 @@ func gmmaNames() []string {
 	return append(names, "gemv_mma_routed_fp4", "gemv_mma_routed_fp8", "gemv_mma_routed_swiglu_fp4", "gemv_mma_routed_swiglu_fp8")
 }
 
+// gmmaPlan is a launch's grid and chunk: units (routed rows × 16-row
+// tiles) of rows of rowBytes, cols MMA columns, nw weights.
+func gmmaPlan(shared, units, rowBytes, cols, nw int) (driver.Dim3, int) {
+	ctas := gmmaGrid(shared)
+	chunk := gmmaChunk(rowBytes/gmmaSpan, units, ctas*gmmaThreads/32, cols, nw)
+	return driver.Dim3{X: uint32(ctas), Y: 1, Z: 1}, chunk
+}
+
 // gemvMMA launches gemv_mma_fp8/fp4_mR for m <= gemvMaxRows rows; ok is
 // false when it does not apply (Exact, the shape; the caller goes on).
 func (k *Kernels) gemvMMA(s *driver.Stream, fp4 bool, what string, out, a driver.Ptr, m, kdim int, w, wScale driver.Ptr, n int) (bool, error) {
@@ -106,7 +171,7 @@ func (k *Kernels) gemvMMA(s *driver.Stream, fp4 bool, what string, out, a driver
 		return false, nil
 	}
 	mr := gemvMR(m)
-	sh, ok := k.gmmaShared(fp4, mr, kdim, 1, a, w)
+	sh, ok := k.gmmaShared(fp4, m, kdim, 1, a, w)
 	if !ok || wScale%8 != 0 {
 		return false, nil
 	}
@@ -119,10 +184,10 @@ func (k *Kernels) gemvMMA(s *driver.Stream, fp4 bool, what string, out, a driver
 	if fp4 {
 		rowBytes /= 2
 	}
-	rt := gmmaRowTiles(rowBytes)
-	g := driver.Dim3{X: gmmaGrid(ceilDiv(n, 8<<rt), 1, sh), Y: 1, Z: 1}
+	g, chunk := gmmaPlan(sh, ceilDiv(n, 16), rowBytes, mr, 1)
 	return true, k.launch(s, name, what, g, driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}, sh,
-		driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n), driver.I(rt))
+		driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w), driver.P(wScale), driver.I(n), driver.I(chunk),
+		driver.P(k.gmmaPart), driver.P(k.gmmaCnt))
 }
 
 // gemvMMARouted launches gemv_mma_routed_* (w3.W == 0) or
@@ -130,14 +195,14 @@ func (k *Kernels) gemvMMA(s *driver.Stream, fp4 bool, what string, out, a driver
 // false when it does not apply.
 func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr, adiv, kdim int, w1, w3 Routed, n int, ids driver.Ptr, rows int,
 	limit float32, routeWeight driver.Ptr) (bool, error) {
-	if k.Exact {
+	if k.Exact || rows <= 0 || adiv <= 0 {
 		return false, nil
 	}
 	nw := 1
 	if w3.W != 0 {
 		nw = 2
 	}
-	sh, ok := k.gmmaShared(w1.FP4, 1, kdim, nw, a, w1.W)
+	sh, ok := k.gmmaShared(w1.FP4, ceilDiv(rows, adiv), kdim, nw, a, w1.W)
 	if !ok || w1.WStride%16 != 0 || w3.W%16 != 0 || w1.Scale%8 != 0 || w3.Scale%8 != 0 || w1.ScaleStride%8 != 0 {
 		return false, nil
 	}
@@ -145,15 +210,16 @@ func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr
 	if w1.FP4 {
 		rowBytes /= 2
 	}
-	rt := gmmaRowTiles(rowBytes)
-	g, b := driver.Dim3{X: gmmaGrid(ceilDiv(n, 8<<rt), rows, sh), Y: uint32(rows), Z: 1}, driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}
+	g, chunk := gmmaPlan(sh, rows*ceilDiv(n, 16), rowBytes, 1, nw)
+	b := driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}
 	if w3.W == 0 {
 		name := "gemv_mma_routed_fp8"
 		if w1.FP4 {
 			name = "gemv_mma_routed_fp4"
 		}
 		return true, k.launch(s, name, what, g, b, sh, driver.P(out), driver.P(a), driver.I(adiv), driver.I(kdim),
-			driver.P(w1.W), driver.L(w1.WStride), driver.P(w1.Scale), driver.L(w1.ScaleStride), driver.I(n), driver.P(ids), driver.I(w1.Experts), driver.I(rt))
+			driver.P(w1.W), driver.L(w1.WStride), driver.P(w1.Scale), driver.L(w1.ScaleStride), driver.I(n), driver.P(ids), driver.I(w1.Experts),
+			driver.I(rows), driver.I(chunk), driver.P(k.gmmaPart), driver.P(k.gmmaCnt))
 	}
 	name := "gemv_mma_routed_swiglu_fp8"
 	if w1.FP4 {
@@ -161,7 +227,8 @@ func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr
 	}
 	return true, k.launch(s, name, what, g, b, sh, driver.P(out), driver.P(a), driver.I(adiv), driver.I(kdim),
 		driver.P(w1.W), driver.P(w1.Scale), driver.P(w3.W), driver.P(w3.Scale), driver.L(w1.WStride), driver.L(w1.ScaleStride), driver.I(n),
-		driver.P(ids), driver.I(w1.Experts), driver.F(limit), driver.P(routeWeight), driver.I(rt))
+		driver.P(ids), driver.I(w1.Experts), driver.F(limit), driver.P(routeWeight), driver.I(rows), driver.I(chunk),
+		driver.P(k.gmmaPart), driver.P(k.gmmaCnt))
 }
 
 // gemvWarpByRows are gemv_warp's kernel names by log2 of the activation

@@ -245,10 +245,55 @@ func TestGemvRoutedSwiGLUGPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			// swiglu's exp is float64 on both sides, rounded to fp32 (see
-			// TestSwiGLUClampGPU): expected bit-identical.
-			check(t, fmt.Sprintf("routed swiglu fp4 %v k %d n %d weighted %v", c.fp4, c.k, c.n, c.weighted), down[float32](t, e, out, len(want)), want)
+			// TestSwiGLUClampGPU): bit-identical for the exact kernels; the
+			// fast ones' products may each be a bf16 ulp off (reordered sums),
+			// which SwiGLU carries on
+			name := fmt.Sprintf("routed swiglu fp4 %v k %d n %d weighted %v", c.fp4, c.k, c.n, c.weighted)
+			got := down[float32](t, e, out, len(want))
+			if e.k.Exact {
+				check(t, name, got, want)
+			} else {
+				swigluReordered(t, name, got, want, g, u, rw, c.n, 10)
+			}
 		}
 	})
+}
+
+// swigluReordered is the tolerance of a SwiGLU on products summed in
+// another order: an element is right when it is swiglu_clamp of products
+// each within a bf16 ulp of the reference's g and u, and at most 0.1 % of
+// the elements may need the ulp (NaN where the reference has NaN).
+func swigluReordered(t *testing.T, name string, got, want, g, u, rw []float32, n int, limit float32) {
+	t.Helper()
+	near := 0
+	for i := range want {
+		if math.Float32bits(got[i]) == math.Float32bits(want[i]) || (math.IsNaN(float64(got[i])) && math.IsNaN(float64(want[i]))) {
+			continue
+		}
+		var w []float32
+		if rw != nil {
+			w = rw[i/n : i/n+1]
+		}
+		ok := false
+		for _, dg := range []int32{-1, 0, 1} {
+			for _, du := range []int32{-1, 0, 1} {
+				gv := math.Float32frombits(uint32(int32(math.Float32bits(g[i])) + dg<<16))
+				uv := math.Float32frombits(uint32(int32(math.Float32bits(u[i])) + du<<16))
+				var h [1]float32
+				kernels.SwiGLUClamp(h[:], []float32{gv}, []float32{uv}, 1, 1, limit, w)
+				ok = ok || math.Float32bits(h[0]) == math.Float32bits(got[i])
+			}
+		}
+		if !ok {
+			t.Errorf("%s: element %d is %g, the reference %g (g %g, u %g), not the SwiGLU of products a bf16 ulp off", name, i, got[i], want[i], g[i], u[i])
+			return
+		}
+		near++
+	}
+	t.Logf("%s: %d elements, %d from products a bf16 ulp off", name, len(want), near)
+	if float64(near) > 0.001*float64(len(want)) {
+		t.Errorf("%s: %d of %d elements from products a bf16 ulp off", name, near, len(want))
+	}
 }
 
 // TestGemvGroupedFP8GPU: the released fp8 wo_a (8 groups of 4096 -> 1024)

@@ -33,8 +33,11 @@ type Kernels struct {
 	// products, hc_mixes_fast and HCMixSplit's two-launch form).
 	Exact bool
 	// gmmaLimit is the dynamic shared memory the tensor-core decode kernels
-	// may take (setupGMMA).
-	gmmaLimit int
+	// may take, 0 where they are off; gmmaPart and gmmaCnt are their chunk
+	// sums and tile counters (setupGMMA), on ctx.
+	gmmaLimit         int
+	gmmaPart, gmmaCnt driver.Ptr
+	ctx               *driver.Context
 }
 
 // LoadKernels loads image (nil: the embedded fatbin) into c.
@@ -58,12 +61,18 @@ func LoadKernels(c *driver.Context, image []byte) (*Kernels, error) {
 		}
 		k.fn[name] = f
 	}
-	k.setupGMMA()
+	if err := k.setupGMMA(c); err != nil {
+		mod.Unload()
+		return nil, err
+	}
 	return k, nil
 }
 
 // Close unloads the module.
-func (k *Kernels) Close() error { return k.mod.Unload() }
+func (k *Kernels) Close() error {
+	k.closeGMMA()
+	return k.mod.Unload()
+}
 
 // maxGridYZ is CUDA's limit on a grid's y and z extents.
 const maxGridYZ = 65535

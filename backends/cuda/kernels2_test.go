@@ -95,7 +95,13 @@ func TestGroupedLoRAGPU(t *testing.T) {
 	if err := e.k.GroupedLoRA(e.s, "wo_a fp8", out8, do, m, groups, dg, Plain{W: up(t, e, codes), Scale: up(t, e, scales), Format: PlainFP8}, rank); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "grouped lora, fp8 weights", down[float32](t, e, out8, len(want)), want)
+	// the fast kernels (gemv_warp) sum along K in another order: the
+	// reordered tolerance
+	judge := golden
+	if !e.k.Exact {
+		judge = reordered
+	}
+	judge(t, "grouped lora, fp8 weights", down[float32](t, e, out8, len(want)), want)
 }
 
 func TestIndexerGPU(t *testing.T) {

@@ -551,7 +551,34 @@ func opExpertMatmul(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.k.routedTC(fakeQuantised(n.Args[0]), N*k, adiv, K, O) {
+		rg, codes, scales, err := c.routeInputs(i, x, idx, N*k, adiv, K, w.W.Routed.Experts)
+		if err != nil {
+			return nil, err
+		}
+		return out, c.k.MatmulRoutedTC(c.st, what(n), out.Ptr, codes, scales, adiv, K, *w.W.Routed, O, rg, N*k)
+	}
 	return out, c.k.MatmulRouted(c.st, what(n), out.Ptr, x.Ptr, adiv, K, *w.W.Routed, O, idx.Ptr, N*k)
+}
+
+// routeInputs prepares node i's grouped prefill products: the routing rows
+// grouped by expert (RouteGroups, in the node's scratch 0) and the codes
+// and scales of the input x (rows/adiv rows of kdim; TCQuantA, scratch 1).
+func (c *call) routeInputs(i int, x, idx *Value, rows, adiv, kdim, experts int) (rg routeGroups, codes, scales driver.Ptr, err error) {
+	rs, err := c.scratch(i, 0, int64(routeScratchBytes(rows, experts)))
+	if err != nil {
+		return rg, 0, 0, err
+	}
+	qs, err := c.scratch(i, 1, int64(TCScratchBytes(rows/adiv, kdim)))
+	if err != nil {
+		return rg, 0, 0, err
+	}
+	w := what(c.p.seg.Nodes[i])
+	if rg, err = c.k.RouteGroups(c.st, w, idx.Ptr, rows, experts, rs); err != nil {
+		return rg, 0, 0, err
+	}
+	codes, scales = qs, qs+driver.Ptr(rows/adiv*kdim)
+	return rg, codes, scales, c.k.TCQuantA(c.st, w, codes, scales, x.Ptr, rows/adiv, kdim)
 }
 
 func opMoECombine(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {

@@ -189,8 +189,11 @@ func (k *Kernels) MatmulFP4TC(s *driver.Stream, what string, out, a driver.Ptr, 
 // (int32 [groups+1]) and ids (int64 [groups]) stay on the GPU, so the
 // counts the gate chose need not come back to the host. rows bounds
 // offs[groups]. Each group's rows equal MatmulFP4TCCodes/MatmulFP8TCCodes
-// with that expert's weights.
-func (k *Kernels) MatmulTCGrouped(s *driver.Stream, what string, out, codes, scales driver.Ptr, rows, kdim int, r Routed, n int, offs, ids driver.Ptr, groups int) error {
+// with that expert's weights. With rmap (int32 [rows], 0: none), product
+// row i reads row rmap[i]/adiv of codes and scales and writes row rmap[i]
+// of out (RouteGroups' perm: the rows stay where the gate put them).
+func (k *Kernels) MatmulTCGrouped(s *driver.Stream, what string, out, codes, scales driver.Ptr, rows, kdim int, r Routed, n int, offs, ids driver.Ptr, groups int,
+	rmap driver.Ptr, adiv int) error {
 	name := "matmul_fp8_tc_grouped"
 	if r.FP4 {
 		name = "matmul_fp4_tc_grouped"
@@ -204,5 +207,6 @@ func (k *Kernels) MatmulTCGrouped(s *driver.Stream, what string, out, codes, sca
 	grid := driver.Dim3{X: uint32(ceilDiv(n, tcBN)), Y: uint32(ceilDiv(rows, tcBM) + groups), Z: 1}
 	return k.tcLaunch(s, name, what, grid, driver.Dim3{X: tcThreads, Y: 1, Z: 1}, tcShared(r.FP4),
 		driver.P(out), driver.P(codes), driver.P(scales), driver.I(kdim), driver.P(r.W), driver.L(r.WStride),
-		driver.P(r.Scale), driver.L(r.ScaleStride), driver.I(n), driver.P(offs), driver.P(ids), driver.I(groups), driver.I(r.Experts))
+		driver.P(r.Scale), driver.L(r.ScaleStride), driver.I(n), driver.P(offs), driver.P(ids), driver.I(groups), driver.I(r.Experts),
+		driver.P(rmap), driver.I(max(adiv, 1)))
 }

@@ -100,10 +100,11 @@ __device__ __forceinline__ int tc_off64(int r, int c) { return r * 64 + ((c ^ ((
 
 // tc_load_stage issues the cp.async copies of K tile kt into stage st.
 // a: e4m3 codes [m,k]; asc: fp32 scales [m,k/32]; w: e4m3 [n,k] or packed
-// e2m1 [n,k/2]; wsc: e8m0 [ceil(n/32),k/32] (fp8) or [n,k/32] (fp4).
+// e2m1 [n,k/2]; wsc: e8m0 [ceil(n/32),k/32] (fp8) or [n,k/32] (fp4). With
+// rmap, row r of the product reads row rmap[r] / adiv of a and asc.
 template <bool FP4>
 __device__ __forceinline__ void tc_load_stage(unsigned char* st, int kt, const unsigned char* a, const float* asc, int m, int k,
-                                              const unsigned char* w, const unsigned char* wsc, int n, int m0, int n0) {
+                                              const unsigned char* w, const unsigned char* wsc, int n, int m0, int n0, const int* rmap, int adiv) {
     typedef TCStage<FP4> S;
     const int tid = threadIdx.x, kb = k / 32, k0 = kt * TC_BK;
     const unsigned sa = tc_smem_addr(st), sb = sa + S::a, sas = sb + S::b, sws = sas + S::as;
@@ -111,7 +112,8 @@ __device__ __forceinline__ void tc_load_stage(unsigned char* st, int kt, const u
     for (int i = 0; i < TC_BM * 8 / TC_THREADS; i++) { // A: 128 rows × 8 chunks
         const int e = tid + i * TC_THREADS, r = e >> 3, c = e & 7, gr = m0 + r;
         const bool ok = gr < m;
-        tc_cp16(sa + tc_off128(r, c), a + (ok ? (size_t)gr * k + k0 + c * 16 : 0), ok ? 16 : 0);
+        const int sr = ok && rmap ? rmap[gr] / adiv : gr;
+        tc_cp16(sa + tc_off128(r, c), a + (ok ? (size_t)sr * k + k0 + c * 16 : 0), ok ? 16 : 0);
     }
     if (FP4) {
 #pragma unroll
@@ -131,7 +133,8 @@ __device__ __forceinline__ void tc_load_stage(unsigned char* st, int kt, const u
     if (tid < TC_BM) { // A scales: 4 floats a row
         const int gr = m0 + tid;
         const bool ok = gr < m;
-        tc_cp16(sas + tid * 16, asc + (ok ? (size_t)gr * kb + kt * 4 : 0), ok ? 16 : 0);
+        const int sr = ok && rmap ? rmap[gr] / adiv : gr;
+        tc_cp16(sas + tid * 16, asc + (ok ? (size_t)sr * kb + kt * 4 : 0), ok ? 16 : 0);
     }
     if (FP4) {
         if (tid < TC_BN) { // 4 scale bytes per column
@@ -146,10 +149,12 @@ __device__ __forceinline__ void tc_load_stage(unsigned char* st, int kt, const u
     }
 }
 
-// gemm_tc computes the 128×128 output tile at (m0, n0).
+// gemm_tc computes the 128×128 output tile at (m0, n0). With rmap (null:
+// rows as they are), product row r reads row rmap[r] / adiv of a and
+// writes row rmap[r] of out.
 template <bool FP4>
 __device__ void gemm_tc(float* out, const unsigned char* a, const float* asc, int m, int k, const unsigned char* w, const unsigned char* wsc, int n,
-                        int m0, int n0) {
+                        int m0, int n0, const int* rmap = nullptr, int adiv = 1) {
     typedef TCStage<FP4> S;
     extern __shared__ __align__(128) unsigned char tc_smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -167,7 +172,7 @@ __device__ void gemm_tc(float* out, const unsigned char* a, const float* asc, in
 
 #pragma unroll
     for (int s = 0; s < TC_STAGES - 1; s++) {
-        if (s < ktiles) tc_load_stage<FP4>(tc_smem + s * S::bytes, s, a, asc, m, k, w, wsc, n, m0, n0);
+        if (s < ktiles) tc_load_stage<FP4>(tc_smem + s * S::bytes, s, a, asc, m, k, w, wsc, n, m0, n0, rmap, adiv);
         tc_cp_commit();
     }
     for (int kt = 0; kt < ktiles; kt++) {
@@ -175,7 +180,7 @@ __device__ void gemm_tc(float* out, const unsigned char* a, const float* asc, in
         __syncthreads(); // tile kt has landed; every warp is done with tile kt-1's stage
         {
             const int nk = kt + TC_STAGES - 1;
-            if (nk < ktiles) tc_load_stage<FP4>(tc_smem + (nk % TC_STAGES) * S::bytes, nk, a, asc, m, k, w, wsc, n, m0, n0);
+            if (nk < ktiles) tc_load_stage<FP4>(tc_smem + (nk % TC_STAGES) * S::bytes, nk, a, asc, m, k, w, wsc, n, m0, n0, rmap, adiv);
             tc_cp_commit();
         }
         const unsigned char* st = tc_smem + (kt % TC_STAGES) * S::bytes;
@@ -260,7 +265,7 @@ __device__ void gemm_tc(float* out, const unsigned char* a, const float* asc, in
         for (int h = 0; h < 2; h++) {
             const int row = m0 + wm * 64 + i * 16 + g + h * 8;
             if (row >= m) continue;
-            float* orow = out + (size_t)row * n;
+            float* orow = out + (size_t)(rmap ? rmap[row] : row) * n;
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const int col = n0 + wn * 32 + j * 8 + 2 * t;
@@ -295,17 +300,21 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
 }
 
 // matmul_fp4_tc_grouped / matmul_fp8_tc_grouped: the routed experts'
-// products at prefill, rows grouped by expert. Group q holds rows
-// offs[q]..offs[q+1] of a (codes [R,k]), asc ([R,k/32]) and out ([R,n]),
-// all multiplied by expert ids[q]'s weights at w + e·wstride bytes, scales
-// at wsc + e·sstride (int32 offs [groups+1] and int64 ids [groups] stay on
-// the GPU). Row-block y of the grid is the y-th 128-row tile in group
-// order; the grid has ceil(R/128) + groups rows of blocks (enough for any
-// counts), the extra ones return. An id outside [0, nexperts) poisons its
-// group's rows (NaN). grid (ceil(n/128), ceil(R/128) + groups), block 256.
+// products at prefill, rows grouped by expert. Group q holds product rows
+// offs[q]..offs[q+1], all multiplied by expert ids[q]'s weights at w +
+// e·wstride bytes, scales at wsc + e·sstride (int32 offs [groups+1] and
+// int64 ids [groups] stay on the GPU). Without rmap the product rows are
+// the rows of a (codes [R,k]), asc ([R,k/32]) and out ([R,n]); with rmap
+// (int32 [R], route_perm's), product row i reads row rmap[i] / adiv of a
+// and asc and writes row rmap[i] of out, so no rows are moved. Row-block y
+// of the grid is the y-th 128-row tile in group order; the grid has
+// ceil(R/128) + groups rows of blocks (enough for any counts), the extra
+// ones return. An id outside [0, nexperts) poisons its group's rows (NaN).
+// grid (ceil(n/128), ceil(R/128) + groups), block 256.
 template <bool FP4>
 __device__ void gemm_tc_grouped(float* out, const unsigned char* a, const float* asc, int k, const unsigned char* w, long long wstride,
-                                const unsigned char* wsc, long long sstride, int n, const int* offs, const long long* ids, int groups, int nexperts) {
+                                const unsigned char* wsc, long long sstride, int n, const int* offs, const long long* ids, int groups, int nexperts,
+                                const int* rmap, int adiv) {
     int tile = blockIdx.y, q = 0;
     for (; q < groups; q++) { // uniform across the block
         const int nt = (offs[q + 1] - offs[q] + TC_BM - 1) / TC_BM;
@@ -317,23 +326,101 @@ __device__ void gemm_tc_grouped(float* out, const unsigned char* a, const float*
     const long long e = ids[q];
     if (e < 0 || e >= nexperts) {
         for (int i = threadIdx.x; i < rows * TC_BN; i += TC_THREADS) {
-            const int c = n0 + i % TC_BN;
-            if (c < n) out[(size_t)(r0 + i / TC_BN) * n + c] = __uint_as_float(0x7fc00000u);
+            const int c = n0 + i % TC_BN, r = r0 + i / TC_BN;
+            if (c < n) out[(size_t)(rmap ? rmap[r] : r) * n + c] = __uint_as_float(0x7fc00000u);
         }
         return;
     }
-    gemm_tc<FP4>(out + (size_t)r0 * n, a + (size_t)r0 * k, asc + (size_t)r0 * (k / 32), rows, k, w + e * wstride, wsc + e * sstride, n, 0, n0);
+    if (rmap) gemm_tc<FP4>(out, a, asc, rows, k, w + e * wstride, wsc + e * sstride, n, 0, n0, rmap + r0, adiv);
+    else gemm_tc<FP4>(out + (size_t)r0 * n, a + (size_t)r0 * k, asc + (size_t)r0 * (k / 32), rows, k, w + e * wstride, wsc + e * sstride, n, 0, n0);
 }
 
 extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
     matmul_fp4_tc_grouped(float* out, const unsigned char* a, const float* asc, int k, const unsigned char* w, long long wstride, const unsigned char* wsc,
-                          long long sstride, int n, const int* offs, const long long* ids, int groups, int nexperts) {
-    gemm_tc_grouped<true>(out, a, asc, k, w, wstride, wsc, sstride, n, offs, ids, groups, nexperts);
+                          long long sstride, int n, const int* offs, const long long* ids, int groups, int nexperts, const int* rmap, int adiv) {
+    gemm_tc_grouped<true>(out, a, asc, k, w, wstride, wsc, sstride, n, offs, ids, groups, nexperts, rmap, adiv);
 }
 extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
     matmul_fp8_tc_grouped(float* out, const unsigned char* a, const float* asc, int k, const unsigned char* w, long long wstride, const unsigned char* wsc,
-                          long long sstride, int n, const int* offs, const long long* ids, int groups, int nexperts) {
-    gemm_tc_grouped<false>(out, a, asc, k, w, wstride, wsc, sstride, n, offs, ids, groups, nexperts);
+                          long long sstride, int n, const int* offs, const long long* ids, int groups, int nexperts, const int* rmap, int adiv) {
+    gemm_tc_grouped<false>(out, a, asc, k, w, wstride, wsc, sstride, n, offs, ids, groups, nexperts, rmap, adiv);
+}
+
+// route_count / route_perm group the rows of a routing (ids int64 [R], the
+// gate's expert of each (token, slot) row) by expert for the grouped
+// products: CTA e (of nexp + 1; the last takes the ids outside [0, nexp))
+// counts its rows (cnt[e]); route_perm writes offs[e] = Σ cnt[< e]
+// (offs[nexp + 1] = R), gid[e] = e (the last: -1, a poisoned group) and
+// perm[offs[e] + j] = the j-th row of expert e in ascending row order: a
+// stable counting sort, the same for the same ids. grid nexp + 1, block
+// ROUTE_THREADS.
+#define ROUTE_THREADS 256
+__device__ __forceinline__ bool route_in(long long id, int e, int nexp) { return e < nexp ? id == e : (id < 0 || id >= nexp); }
+
+extern "C" __global__ void __launch_bounds__(ROUTE_THREADS) route_count(const long long* ids, int R, int nexp, int* cnt) {
+    __shared__ int part[ROUTE_THREADS / 32];
+    const int e = blockIdx.x;
+    int c = 0;
+    for (int r = threadIdx.x; r < R; r += ROUTE_THREADS) c += route_in(ids[r], e, nexp);
+    for (int o = 16; o > 0; o >>= 1) c += __shfl_down_sync(0xffffffffu, c, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = c;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int s = 0;
+        for (int w = 0; w < ROUTE_THREADS / 32; w++) s += part[w];
+        cnt[e] = s;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(ROUTE_THREADS)
+    route_perm(const long long* ids, int R, int nexp, const int* cnt, int* offs, long long* gid, int* perm) {
+    __shared__ int warpCount[ROUTE_THREADS / 32];
+    __shared__ int base;
+    const int e = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (threadIdx.x == 0) {
+        int o = 0;
+        for (int q = 0; q < e; q++) o += cnt[q];
+        base = o;
+        offs[e] = o;
+        gid[e] = e < nexp ? e : -1;
+        if (e == nexp) offs[nexp + 1] = R;
+    }
+    __syncthreads();
+    // rounds of ROUTE_THREADS rows: a row's rank in its round from the
+    // warps' ballots; the round's total moves the base
+    for (int r0 = 0; r0 < R; r0 += ROUTE_THREADS) {
+        const int r = r0 + threadIdx.x;
+        const bool in = r < R && route_in(ids[r], e, nexp);
+        const unsigned b = __ballot_sync(0xffffffffu, in);
+        if (lane == 0) warpCount[warp] = __popc(b);
+        __syncthreads();
+        int before = 0, total = 0;
+        for (int w = 0; w < ROUTE_THREADS / 32; w++) {
+            const int c = warpCount[w];
+            if (w < warp) before += c;
+            total += c;
+        }
+        if (in) perm[base + before + __popc(b & ((1u << lane) - 1u))] = r;
+        __syncthreads(); // every thread has read base and warpCount
+        if (threadIdx.x == 0) base += total;
+        __syncthreads();
+    }
+}
+
+// routed_swiglu_rows: out[r, j] = swiglu_clamp's arithmetic (gmma_swiglu's)
+// on the bf16 products g[r, j], u[r, j] and the route weight rw[r] (rw may
+// be null): the fused routed SwiGLU's epilogue after the grouped prefill
+// products. grid1(R·n), block 256.
+extern "C" __global__ void routed_swiglu_rows(float* out, const float* g, const float* u, long long R, int n, float limit, const float* rw) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= R * n) return;
+    const float gv = limit > 0.0f ? gomin(g[i], limit) : g[i];
+    const float ex = expf32(-gv);
+    float uv = u[i];
+    if (limit > 0.0f) uv = gomin(gomax(uv, -limit), limit);
+    float h = gv / (1.0f + ex) * uv;
+    if (rw) h = rw[i / n] * h;
+    out[i] = bf16r(h);
 }
 
 // tc_quant_a: the e4m3 codes [rows·k] and fp32 scales [rows·k/32] of

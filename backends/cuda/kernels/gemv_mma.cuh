@@ -10,10 +10,10 @@
 // P_kb = Σ_{k∈kb} qa·qw over e4m3 activation codes qa (act_quant's, scale
 // sa) and weight codes qw. One mma.sync m16n8k32 e4m3 with a zero
 // accumulator gives one block's P, as in gemm_tc.cuh, whose mma.sync
-// partials stay within the golden tolerance. The roles are swapped for
-// decode: the activation rows are the MMA's M side (rows 0..m-1 of 16, the
-// rest zero) and 8 weight rows its N side, so a warp streams 8 rows × 32
-// bytes (fp8) a block: one 8-byte load a lane, full 32-byte sectors.
+// partials stay within the golden tolerance. For decode 16 weight rows are
+// the MMA's M side and the activation rows its N side (columns 0..m-1 of
+// 8, the rest zero), so one MMA covers 512 weight bytes (fp8) and each lane
+// reads 8 contiguous bytes of two rows: full 32-byte sectors.
 //
 // fp4 codes are widened to e4m3 by placing the 3 magnitude bits at bits
 // 2..4 (and the sign at 7): that e4m3 code is exactly the e2m1 value ·
@@ -21,12 +21,12 @@
 // low nibbles of a word give K elements 0,2,4,6 of the lane's 8 and the
 // high nibbles 1,3,5,7, so the activation codes are stored in that order.
 //
-// Order: each warp adds its blocks' scaled partials in ascending K over a
-// contiguous K range, and the warps' sums are added in ascending K range
-// after: a fixed order (the results do not depend on the launch), not the
-// reference's single chain, so outputs may differ from cpu-ref by the
-// rounding of a reassociated fp32 sum (≤ 1 bf16 ulp, rarely). kernels.go
-// keeps gemv.cuh's exact kernels for the cuda-exact option.
+// Order: the blocks of a chunk of K (an item) are added in ascending K,
+// then the chunks of a row in ascending order (below): a fixed order given
+// the shape (the results do not depend on the grid), not the reference's
+// single chain, so outputs may differ from cpu-ref by the rounding of a
+// reassociated fp32 sum (≤ 1 bf16 ulp, rarely). kernels.go keeps
+// gemv.cuh's exact kernels for the cuda-exact option.
 //
 // The activation codes are derived in the kernel from the fake-quantised
 // fp32 activations (act_quant's bf16 values q·s): per 32-block, s' =
@@ -35,11 +35,11 @@
 // (not act_quant's output: NaN, Inf, values off the e4m3 grid) computes its
 // rows with the reference's scalar sums instead, bit for bit.
 //
-// CTA: 8 warps; 8·RT rows (RT row tiles of 8), each tile's K split over
-// 8/RT warps. Requires rows of a multiple of 128 bytes (k % 128 == 0 fp8,
-// k % 256 == 0 fp4), 16-byte aligned weights and activations with lda % 4
-// == 0, and gmma_ring_offset(m, k) + 8·GMMA_STAGES·GMMA_STAGE (twice that
-// for the SwiGLU pair) bytes of dynamic shared memory (the launcher checks).
+// CTA: 8 warps. Requires rows of a multiple of 128 bytes (k % 128 == 0
+// fp8, k % 256 == 0 fp4), 16-byte aligned weights and activations with
+// lda % 4 == 0, 8-byte aligned scale rows, and gmma_ring_offset(rows, k) +
+// 8·GMMA_STAGES·STAGE (twice that for the SwiGLU pair) bytes of dynamic
+// shared memory (the launcher checks).
 #pragma once
 #include "common.cuh"
 #include "gemv.cuh"
@@ -47,15 +47,16 @@
 #define GMMA_THREADS 256
 #define GMMA_WARPS 8
 
-// gmma_mma: d = A·B for one 32-wide K block, zero accumulator (gemm_tc's
-// tc_mma, redeclared so this file stands alone).
-__device__ __forceinline__ void gmma_mma(float d[4], unsigned a0, unsigned a2, unsigned b0, unsigned b1) {
+// gmma_mma: d = A·B for one 32-wide K block, zero accumulator: A 16 rows
+// (a0, a2 row g; a1, a3 row g+8), B 8 columns (b0, b1 column g); lane (g,
+// t) gets D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1].
+__device__ __forceinline__ void gmma_mma(float d[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
 #ifdef GMMA_EMULATE
-    gmma_emulate(d, a0, a2, b0, b1);
+    gmma_emulate(d, a0, a1, a2, a3, b0, b1);
 #else
     asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1), "f"(0.0f));
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
 #endif
 }
 
@@ -88,24 +89,28 @@ __device__ __forceinline__ void gmma_e4m3x2_back(unsigned c, float& lo, float& h
 
 // gmma_codes fills codes [m][k] (fp4: each 8-group as elements 0,2,4,6,
 // 1,3,5,7) and scales [m][k/32] from a [m, lda]; true (for the whole CTA)
-// when every block's codes give back its values exactly. A thread takes 8
-// elements of a block (it reads the whole block for the block's scale).
-// Every thread calls it.
+// when every block's codes give back its values exactly. Four consecutive
+// lanes take a block, 8 elements each, and share its largest magnitude by
+// shuffles. Every thread calls it (blockDim.x a multiple of 32).
 template <bool FP4>
 __device__ bool gmma_codes(unsigned char* codes, float* scales, const float* a, int lda, int m, int k) {
-    const int kb = k / 32;
+    const int kb = k / 32, total = m * kb * 4;
     int ok = 1;
-    for (int i = threadIdx.x; i < m * kb * 4; i += blockDim.x) {
-        const int q = i & 3, mi = (i >> 2) / kb, b = (i >> 2) % kb;
-        const float4* src = (const float4*)(a + (size_t)mi * lda + 32 * b);
-        float am = 0.0f, v[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float4 f = __ldg(src + j);
-            am = fmaxf(am, fmaxf(fmaxf(fabsf(f.x), fabsf(f.y)), fmaxf(fabsf(f.z), fabsf(f.w))));
-            if (j == 2 * q) v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-            if (j == 2 * q + 1) v[4] = f.x, v[5] = f.y, v[6] = f.z, v[7] = f.w;
+    for (int i0 = 0; i0 < total; i0 += blockDim.x) { // every lane of a warp takes the same turns
+        const int i = i0 + threadIdx.x, q = i & 3, mi = (i >> 2) / kb, b = (i >> 2) % kb;
+        const bool on = i < total;
+        float4 f0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), f1 = f0;
+        if (on) {
+            const float4* src = (const float4*)(a + (size_t)mi * lda + 32 * b + 8 * q);
+            f0 = __ldg(src), f1 = __ldg(src + 1);
         }
+        const float v[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
+        float am = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++) am = fmaxf(am, fabsf(v[j]));
+        am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 1));
+        am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 2));
+        if (!on) continue;
         const float s = ceil_pow2(gomax(am, 1e-4f) * (1.0f / 448.0f));
         unsigned c[4];
 #pragma unroll
@@ -159,16 +164,36 @@ __device__ __forceinline__ float gmma_swiglu(float g, float u, float limit, cons
     return bf16r(h);
 }
 
-// The weights stream through a ring of GMMA_STAGES stages per warp in
-// shared memory, filled with cp.async: a stage is the warp's 8 rows × 128
-// bytes (4 fp8 blocks, 8 fp4 blocks), each copy instruction 4 rows × 128
-// contiguous bytes (whole lines: a request per line), and the fragments
-// are read from the stage (rows GMMA_RS bytes apart: conflict-free 8-byte
-// reads).
+// Work and streaming. The weight rows are cut into tiles of 16 (the MMA's
+// M side) and each row into chunks of `chunk` spans of 128 bytes; an item
+// is one (routed row q, tile, chunk). The items, q-major, are split into
+// contiguous ranges, one per warp of the grid (a wave of CTAs that stay
+// resident), so every warp streams the same number of spans within one
+// item however the shape falls. A warp's spans go through its own ring of
+// GMMA_STAGES stages in shared memory, filled with cp.async ahead of use
+// across item boundaries (no drain between items); a stage is 16 rows ×
+// 128 bytes, each copy instruction 4 rows × 128 contiguous bytes (whole
+// lines), and the fragments are read from rows GMMA_RS bytes apart
+// (conflict-free: 8-byte reads need RS ≡ 32 mod 128, 4-byte reads RS ≡
+// 16 mod 64). The span's weight scales ride in the rows' padding (fp4: 8
+// bytes of row r at 128 of row r; fp8: the tile's 4 bytes at 128 of row
+// 0), so no load waits in the loop.
+//
+// A chunk's sums (per output, the blocks of the chunk in ascending K) go to
+// part when a row has more than one chunk; the warp that completes a
+// tile's last chunk (a counter per tile, cnt, read back to 0 after) adds
+// the tile's chunk sums in ascending chunk order and writes the outputs.
+// The order depends on the shape and chunk only, not on the grid or which
+// warp finishes first.
 #define GMMA_SPAN 128
-#define GMMA_RS 160
-#define GMMA_STAGE (8 * GMMA_RS)
-#define GMMA_STAGES 5
+#define GMMA_STAGES 4
+
+template <bool FP4>
+struct GmmaGeom {
+    static constexpr int RS = FP4 ? 144 : 160;       // bytes between a stage's rows
+    static constexpr int STAGE = 16 * RS;           // bytes of one stage
+    static constexpr int BPS = FP4 ? 8 : 4;          // K blocks a span
+};
 
 __device__ __forceinline__ void gmma_cp16(void* dst, const void* src) {
 #ifdef GMMA_EMULATE
@@ -177,6 +202,17 @@ __device__ __forceinline__ void gmma_cp16(void* dst, const void* src) {
     unsigned d;
     asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+#endif
+}
+// gmma_cp8 / gmma_cp4: cp.async of 8 / 4 bytes (the weight scales).
+template <int N>
+__device__ __forceinline__ void gmma_cpn(void* dst, const void* src) {
+#ifdef GMMA_EMULATE
+    memcpy(dst, src, N);
+#else
+    unsigned d;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(d) : "l"(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(src), "n"(N));
 #endif
 }
 __device__ __forceinline__ void gmma_cp_commit() {
@@ -191,191 +227,271 @@ __device__ __forceinline__ void gmma_cp_wait() {
 #endif
 }
 
-// gmma_shared is the dynamic shared memory of gmma_rows (the launcher's
+// gmma_shared is the dynamic shared memory of gmma_run (the launcher's
 // gmmaShared): codes, scales, then the warps' rings.
 __host__ __device__ constexpr int gmma_ring_offset(int mr, int k) { return mr * k + 4 * mr * (k / 32); }
 
-// gmma_rows computes out [m, ldo] = bf16(a [m, lda] · W) for a
-// block-scaled weight (fp4: w packed [n, k/2], ws [n, k/32]; fp8: w [n, k],
-// ws [n/32 rounded up, k/32]); m <= MR. The CTA takes the blocks of 8·RT
-// rows blockIdx.x, blockIdx.x + gridDim.x, ... (a grid of one wave that
-// converts the activations once a CTA). DUAL (m = 1): w2/ws2 is a second
-// weight of the same shape and out gets swiglu(bf16(a·W), bf16(a·W2)) with
-// limit and rw. k·(1 or 1/2) must be a multiple of 128 bytes.
-template <bool FP4, int MR, bool DUAL>
-__device__ void gmma_rows(float* out, int ldo, const float* a, int lda, int m, int k, const unsigned char* __restrict__ w,
-                          const unsigned char* __restrict__ ws, const unsigned char* __restrict__ w2, const unsigned char* __restrict__ ws2, int n,
-                          int rt_log2, float limit, const float* rw) {
-    GEMV_DYN_SHARED(float, dyn);
-    __shared__ float red[DUAL ? 2 : 1][GMMA_WARPS][MR][8];
-    constexpr int NW = DUAL ? 2 : 1;
-    unsigned char* codes = (unsigned char*)dyn;
-    float* scales = (float*)(codes + (size_t)MR * k);
-    const int kb = k / 32, RT = 1 << rt_log2, KG = GMMA_WARPS >> rt_log2;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int rt = warp & (RT - 1), kg = warp >> rt_log2;
-    const int R = 8 * RT;
-    int row0 = blockIdx.x * R, tile0 = row0 + 8 * rt; // the row block's first row, the warp's tile's
-    const size_t rowBytes = FP4 ? (size_t)k / 2 : (size_t)k;
-    const int nspan = (int)(rowBytes / GMMA_SPAN), bps = FP4 ? 8 : 4; // K blocks a span
-    const int sBeg = kg * nspan / KG, sEnd = (kg + 1) * nspan / KG;
-    unsigned char* ring = codes + gmma_ring_offset(MR, k) + (size_t)warp * GMMA_STAGES * NW * GMMA_STAGE;
+// GmmaJob is one product: out row r (plain: activation row r; routed: row
+// q) at out + r·ldo. Plain: m activation rows of a (lda apart) times one
+// weight. Routed (ids set): Q rows, row q is a[q / adiv] times expert
+// ids[q] (weights wstride, scales sstride bytes apart); a bad id gives a
+// NaN row. DUAL: w2/ws2 is a second weight and out gets swiglu(bf16(a·W),
+// bf16(a·W2)) with limit and rw (rw[q] for routed row q; may be null).
+struct GmmaJob {
+    float* out;
+    int ldo;
+    const float* a;
+    int lda, m, k, n;
+    const unsigned char *w, *ws, *w2, *ws2;
+    long long wstride, sstride;
+    const long long* ids;
+    int nexp, Q, adiv, chunk;
+    float* part;
+    unsigned* cnt;
+    float limit;
+    const float* rw;
+};
 
-    // lane (q, c) copies 16 bytes at 16c of rows q and q+4 (clamped: rows
-    // past n are loaded from row n-1 and not stored)
+template <bool FP4, int MR, bool DUAL, bool ROUTED>
+__device__ void gmma_run(const GmmaJob J) {
+    GEMV_DYN_SHARED(float, dyn);
+    using G = GmmaGeom<FP4>;
+    constexpr int NW = DUAL ? 2 : 1, RS = G::RS, STAGE = G::STAGE, BPS = G::BPS;
+    const int k = J.k, n = J.n, kb = k / 32;
+    const int arows = ROUTED ? (J.Q + J.adiv - 1) / J.adiv : J.m; // activation rows converted
+    const int mcols = ROUTED ? 1 : J.m;                                // MMA columns in use
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    unsigned char* codes = (unsigned char*)dyn;
+    float* scales = (float*)(codes + (size_t)arows * k);
+    unsigned char* ring = codes + gmma_ring_offset(arows, k) + (size_t)warp * GMMA_STAGES * NW * STAGE;
+    const size_t rowBytes = FP4 ? (size_t)k / 2 : (size_t)k;
+    const int nspan = (int)(rowBytes / GMMA_SPAN), C = J.chunk, NC = (nspan + C - 1) / C;
+    const int tiles = (n + 15) / 16;
+    const long long perQ = (long long)tiles * NC, items = (ROUTED ? J.Q : 1) * perQ;
+    const long long GW = (long long)gridDim.x * GMMA_WARPS, gw = (long long)blockIdx.x * GMMA_WARPS + warp;
+    const long long i0 = gw * items / GW, i1 = (gw + 1) * items / GW;
+    auto expert = [&](int q) -> long long { // the weights' index of routed row q (clamped: a bad id reads expert 0)
+        if (!ROUTED) return 0;
+        const long long e = J.ids[q];
+        return e < 0 || e >= J.nexp ? 0 : e;
+    };
+
+    // The issue cursor: item ii, span sp of [.., spEnd); lane (cq, cc) copies
+    // 16 bytes at 16cc of rows cq, cq+4, cq+8, cq+12 of the tile (rows past n
+    // read row n-1 and are not stored).
     const int cq = lane >> 3, cc = lane & 7;
-    auto issue = [&](int sp) {
-        if (sp < sEnd) {
-            unsigned char* st = ring + (size_t)((sp - sBeg) % GMMA_STAGES) * NW * GMMA_STAGE;
+    long long ii = i0;
+    int sp = 0, spEnd = 0, slotI = 0;
+    const unsigned char *wb = J.w, *wb2 = J.w2, *sb = J.ws, *sb2 = J.ws2;
+    size_t roff[4];
+    auto itemStart = [&]() {
+        const int q = (int)(ii / perQ), rem = (int)(ii % perQ), tile = rem / NC, c = rem % NC;
+        const long long e = expert(q);
+        wb = J.w + e * J.wstride;
+        if (DUAL) wb2 = J.w2 + e * J.wstride;
+        // the scale bytes this lane copies: fp4 row lane of the tile (lanes
+        // 0..15), fp8 the tile's row of 32-row blocks (lane 0)
+        const size_t srow = FP4 ? (size_t)min(16 * tile + (lane & 15), n - 1) * kb : (size_t)(16 * tile / 32) * kb;
+        sb = J.ws + e * J.sstride + srow;
+        if (DUAL) sb2 = J.ws2 + e * J.sstride + srow;
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
+        for (int h = 0; h < 4; h++) roff[h] = (size_t)min(16 * tile + cq + 4 * h, n - 1) * rowBytes + 16 * cc;
+        sp = c * C;
+        spEnd = min(sp + C, nspan);
+    };
+    auto issue = [&]() {
+        if (ii < i1) {
+            unsigned char* st = ring + (size_t)slotI * NW * STAGE;
+#pragma unroll
+            for (int h = 0; h < 4; h++) {
                 const int r = cq + 4 * h;
-                const size_t off = (size_t)min(tile0 + r, n - 1) * rowBytes + (size_t)sp * GMMA_SPAN + 16 * cc;
-                gmma_cp16(st + r * GMMA_RS + 16 * cc, w + off);
-                if (DUAL) gmma_cp16(st + GMMA_STAGE + r * GMMA_RS + 16 * cc, w2 + off);
+                gmma_cp16(st + r * RS + 16 * cc, wb + roff[h] + (size_t)sp * GMMA_SPAN);
+                if (DUAL) gmma_cp16(st + STAGE + r * RS + 16 * cc, wb2 + roff[h] + (size_t)sp * GMMA_SPAN);
             }
+            if (FP4 && lane < 16) {
+                gmma_cpn<8>(st + lane * RS + GMMA_SPAN, sb + (size_t)sp * BPS);
+                if (DUAL) gmma_cpn<8>(st + STAGE + lane * RS + GMMA_SPAN, sb2 + (size_t)sp * BPS);
+            } else if (!FP4 && lane == 0) {
+                gmma_cpn<4>(st + GMMA_SPAN, sb + (size_t)sp * BPS);
+                if (DUAL) gmma_cpn<4>(st + STAGE + GMMA_SPAN, sb2 + (size_t)sp * BPS);
+            }
+            if (++sp == spEnd && ++ii < i1) itemStart();
         }
+        slotI = slotI + 1 == GMMA_STAGES ? 0 : slotI + 1;
         gmma_cp_commit(); // one group a span, empty past the end, so the waits count alike
     };
     // the first spans are requested before the activations are converted,
     // so the two latencies overlap
+    if (ii < i1) itemStart();
 #pragma unroll
-    for (int i = 0; i < GMMA_STAGES - 1; i++) issue(sBeg + i);
+    for (int i = 0; i < GMMA_STAGES - 1; i++) issue();
 
-    if (!gmma_codes<FP4>(codes, scales, a, lda, m, k)) {
+    if (!gmma_codes<FP4>(codes, scales, J.a, J.lda, arows, k)) {
         gmma_cp_wait<0>();
         // not act_quant's output: the reference's sums, one thread an output
-        for (int o = threadIdx.x; o < (n + R - 1) / R * R * m; o += blockDim.x) {
-            const int rb = o / (R * m), r = o % R, mi = (o / R) % m, j = rb * R + r;
-            if (rb % gridDim.x != blockIdx.x || j >= n) continue;
-            const float v = bf16r(gmma_exact<FP4>(a + (size_t)mi * lda, k, w, ws, j));
-            if (DUAL) out[j] = gmma_swiglu(v, bf16r(gmma_exact<FP4>(a, k, w2, ws2, j)), limit, rw);
-            else out[(size_t)mi * ldo + j] = v;
+        const long long outs = (long long)(ROUTED ? J.Q : J.m) * n;
+        for (long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x; o < outs; o += (long long)gridDim.x * blockDim.x) {
+            const int r = (int)(o / n), j = (int)(o % n);
+            float* dst = J.out + (size_t)r * J.ldo + j;
+            if (ROUTED && (J.ids[r] < 0 || J.ids[r] >= J.nexp)) {
+                *dst = __uint_as_float(0x7fc00000u);
+                continue;
+            }
+            const long long e = expert(r);
+            const float* ar = J.a + (size_t)(ROUTED ? r / J.adiv : r) * J.lda;
+            const float v = bf16r(gmma_exact<FP4>(ar, k, J.w + e * J.wstride, J.ws + e * J.sstride, j));
+            if (DUAL)
+                *dst = gmma_swiglu(v, bf16r(gmma_exact<FP4>(ar, k, J.w2 + e * J.wstride, J.ws2 + e * J.sstride, j)), J.limit,
+                                   J.rw ? J.rw + (ROUTED ? r : 0) : nullptr);
+            else *dst = v;
         }
         return;
     }
 
-    for (;;) {
-        float acc[2] = {0.0f, 0.0f}, acc2[2] = {0.0f, 0.0f};
-        const bool tokenOK = g < m;
-        const unsigned char* crow = codes + (size_t)(tokenOK ? g : 0) * k + 8 * t;
-        const float* srow = scales + (size_t)(tokenOK ? g : 0) * kb;
-        // weight scales: fp8 one row of the 32-row scale blocks for the tile;
-        // fp4 the rows of the lane's two outputs (2t, 2t+1 of the tile). A span
-        // takes 4 (fp8) or 8 (fp4) consecutive scale bytes of each, read as one
-        // word (kb is a multiple of 4 or 8: rows of 128-byte multiples).
-        const int jo0 = min(tile0 + 2 * t, n - 1), jo1 = min(tile0 + 2 * t + 1, n - 1);
-        const unsigned char* sw0 = FP4 ? ws + (size_t)jo0 * kb : ws + (size_t)(tile0 / 32) * kb;
-        const unsigned char* sw1 = FP4 ? ws + (size_t)jo1 * kb : sw0;
-        const unsigned char* sv0 = DUAL ? (FP4 ? ws2 + (size_t)jo0 * kb : ws2 + (size_t)(tile0 / 32) * kb) : sw0;
-        const unsigned char* sv1 = DUAL ? (FP4 ? ws2 + (size_t)jo1 * kb : sv0) : sw1;
-
-        for (int sp = sBeg; sp < sEnd; sp++) {
-            gmma_cp_wait<GMMA_STAGES - 2>(); // span sp has landed (this lane's copies)
-            __syncwarp();                    // ... and every lane's; the stage of sp-1 is free
-            issue(sp + GMMA_STAGES - 1);
-            const unsigned char* st = ring + (size_t)((sp - sBeg) % GMMA_STAGES) * NW * GMMA_STAGE + g * GMMA_RS;
-            const int b0 = sp * bps;
-            // the span's activation scales (times 2^6 for the widened fp4 codes)
-            float sa[8];
-            {
-                const float4 x = *(const float4*)(srow + b0);
-                sa[0] = x.x, sa[1] = x.y, sa[2] = x.z, sa[3] = x.w;
-                if (FP4) {
-                    const float4 y = *(const float4*)(srow + b0 + 4);
-                    sa[4] = y.x, sa[5] = y.y, sa[6] = y.z, sa[7] = y.w;
-    #pragma unroll
-                    for (int j = 0; j < 8; j++) sa[j] *= 64.0f;
-                }
-            }
-            // the span's weight scale bytes: fp8 4 of the tile's row, fp4 8 of each output row
-            unsigned long long q0, q1, r0 = 0, r1 = 0;
-            if (FP4) {
-                q0 = __ldg((const unsigned long long*)(sw0 + b0)), q1 = __ldg((const unsigned long long*)(sw1 + b0));
-                if (DUAL) r0 = __ldg((const unsigned long long*)(sv0 + b0)), r1 = __ldg((const unsigned long long*)(sv1 + b0));
-            } else {
-                q0 = q1 = __ldg((const unsigned*)(sw0 + b0));
-                if (DUAL) r0 = r1 = __ldg((const unsigned*)(sv0 + b0));
-            }
-    #pragma unroll
-            for (int j = 0; j < (FP4 ? 8 : 4); j++) {
-                unsigned a0 = 0u, a2 = 0u;
-                if (tokenOK) {
-                    const uint2 ac = *(const uint2*)(crow + 32 * (size_t)(b0 + j));
-                    a0 = ac.x, a2 = ac.y;
-                }
-                float d[4];
-                if (FP4) {
-                    const unsigned q = *(const unsigned*)(st + 16 * j + 4 * t);
-                    gmma_mma(d, a0, a2, gmma_widen_lo(q), gmma_widen_hi(q));
-                } else {
-                    const uint2 v = *(const uint2*)(st + 32 * j + 8 * t);
-                    gmma_mma(d, a0, a2, v.x, v.y);
-                }
-                // P·(sa·sw): sa and sw are powers of two, so this is the
-                // reference's (P·sa)·sw while their product is a normal float
-                const float s0 = sa[j] * gemv_e8m0((unsigned)(q0 >> (8 * j)) & 0xffu);
-                const float s1 = FP4 ? sa[j] * gemv_e8m0((unsigned)(q1 >> (8 * j)) & 0xffu) : s0;
-                acc[0] += d[0] * s0;
-                acc[1] += d[1] * s1;
-                if (DUAL) {
-                    if (FP4) {
-                        const unsigned q = *(const unsigned*)(st + GMMA_STAGE + 16 * j + 4 * t);
-                        gmma_mma(d, a0, a2, gmma_widen_lo(q), gmma_widen_hi(q));
-                    } else {
-                        const uint2 v = *(const uint2*)(st + GMMA_STAGE + 32 * j + 8 * t);
-                        gmma_mma(d, a0, a2, v.x, v.y);
-                    }
-                    const float t0 = sa[j] * gemv_e8m0((unsigned)(r0 >> (8 * j)) & 0xffu);
-                    const float t1 = FP4 ? sa[j] * gemv_e8m0((unsigned)(r1 >> (8 * j)) & 0xffu) : t0;
-                    acc2[0] += d[0] * t0;
-                    acc2[1] += d[1] * t1;
-                }
-            }
-        }
-        // the next row block's first spans go into the ring now (every lane
-        // is past the last stage), so they land during this block's sums
-        gmma_cp_wait<0>();
-        __syncwarp();
-        const int next0 = row0 + gridDim.x * R;
-        if (next0 < n) {
-            tile0 = next0 + 8 * rt;
+    int slotC = 0;
+    for (long long it = i0; it < i1; it++) {
+        const int q = (int)(it / perQ), rem = (int)(it % perQ), tile = rem / NC, c = rem % NC;
+        // B: MMA column col is activation row col (plain) or a[q / adiv] in
+        // column 0 (routed); the D columns 2t, 2t+1 take those rows' scales
+        const bool bOK = ROUTED ? g == 0 : g < J.m;
+        const int brow = ROUTED ? q / J.adiv : (bOK ? g : 0);
+        const unsigned char* crow = codes + (size_t)brow * k + 8 * t;
+        const float* sr0 = scales + (size_t)(ROUTED ? q / J.adiv : min(2 * t, J.m - 1)) * kb;
+        const float* sr1 = scales + (size_t)(ROUTED ? q / J.adiv : min(2 * t + 1, J.m - 1)) * kb;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const int s0 = c * C, s1 = min(s0 + C, nspan);
+        for (int s = s0; s < s1; s++) {
+            gmma_cp_wait<GMMA_STAGES - 2>(); // span s has landed (this lane's copies)
+            __syncwarp();                    // ... and every lane's; the stage of the span before is free
+            issue();
+            const unsigned char* st = ring + (size_t)slotC * NW * STAGE;
+            slotC = slotC + 1 == GMMA_STAGES ? 0 : slotC + 1;
+            const int b0 = s * BPS;
+            // the span's activation scales of columns 2t and 2t+1 (times 2^6
+            // for the widened fp4 codes)
+            float sa0[BPS], sa1[BPS];
 #pragma unroll
-            for (int i = 0; i < GMMA_STAGES - 1; i++) issue(sBeg + i);
-        }
-        if (tokenOK) {
-            red[0][warp][g][2 * t] = acc[0], red[0][warp][g][2 * t + 1] = acc[1];
-            if (DUAL) red[DUAL ? 1 : 0][warp][g][2 * t] = acc2[0], red[DUAL ? 1 : 0][warp][g][2 * t + 1] = acc2[1];
-        }
-        __syncthreads();
-        // one thread an output: the K groups' sums in ascending K
-        for (int o = threadIdx.x; o < R * m; o += blockDim.x) {
-            const int r = o % R, mi = o / R, j = row0 + r;
-            if (j >= n) continue;
-            const int tr = r >> 3, rr = r & 7;
-            float s = 0.0f, s2 = 0.0f;
-            for (int q = 0; q < KG; q++) {
-                s += red[0][q * RT + tr][mi][rr];
-                if (DUAL) s2 += red[DUAL ? 1 : 0][q * RT + tr][mi][rr];
+            for (int v = 0; v < BPS / 4; v++) {
+                const float4 x = *(const float4*)(sr0 + b0 + 4 * v);
+                sa0[4 * v] = x.x, sa0[4 * v + 1] = x.y, sa0[4 * v + 2] = x.z, sa0[4 * v + 3] = x.w;
+                if (MR > 1) {
+                    const float4 y = *(const float4*)(sr1 + b0 + 4 * v);
+                    sa1[4 * v] = y.x, sa1[4 * v + 1] = y.y, sa1[4 * v + 2] = y.z, sa1[4 * v + 3] = y.w;
+                }
             }
-            if (DUAL) out[j] = gmma_swiglu(bf16r(s), bf16r(s2), limit, rw);
-            else out[(size_t)mi * ldo + j] = bf16r(s);
+            if (FP4) {
+#pragma unroll
+                for (int j = 0; j < BPS; j++) sa0[j] *= 64.0f, sa1[j] = MR > 1 ? sa1[j] * 64.0f : 0.0f;
+            }
+            // the span's weight scale bytes (from the stage): fp4 rows g and
+            // g+8, fp8 the tile's
+            unsigned long long qA, qB, rA = 0, rB = 0;
+            if (FP4) {
+                qA = *(const unsigned long long*)(st + g * RS + GMMA_SPAN), qB = *(const unsigned long long*)(st + (g + 8) * RS + GMMA_SPAN);
+                if (DUAL) rA = *(const unsigned long long*)(st + STAGE + g * RS + GMMA_SPAN), rB = *(const unsigned long long*)(st + STAGE + (g + 8) * RS + GMMA_SPAN);
+            } else {
+                qA = qB = *(const unsigned*)(st + GMMA_SPAN);
+                if (DUAL) rA = rB = *(const unsigned*)(st + STAGE + GMMA_SPAN);
+            }
+#pragma unroll
+            for (int j = 0; j < BPS; j++) {
+                unsigned bx = 0u, by = 0u;
+                if (bOK) {
+                    const uint2 ac = *(const uint2*)(crow + 32 * (size_t)(b0 + j));
+                    bx = ac.x, by = ac.y;
+                }
+#pragma unroll
+                for (int wi = 0; wi < NW; wi++) {
+                    const unsigned char* sw = st + wi * STAGE;
+                    float d[4];
+                    if (FP4) {
+                        const unsigned x = *(const unsigned*)(sw + g * RS + 16 * j + 4 * t);
+                        const unsigned y = *(const unsigned*)(sw + (g + 8) * RS + 16 * j + 4 * t);
+                        gmma_mma(d, gmma_widen_lo(x), gmma_widen_lo(y), gmma_widen_hi(x), gmma_widen_hi(y), bx, by);
+                    } else {
+                        const uint2 x = *(const uint2*)(sw + g * RS + 32 * j + 8 * t);
+                        const uint2 y = *(const uint2*)(sw + (g + 8) * RS + 32 * j + 8 * t);
+                        gmma_mma(d, x.x, y.x, x.y, y.y, bx, by);
+                    }
+                    // P·(sa·sw): sa and sw are powers of two, so this is the
+                    // reference's (P·sa)·sw while their product is a normal float
+                    const unsigned long long wa = wi ? rA : qA, wbq = wi ? rB : qB;
+                    const float swa = gemv_e8m0((unsigned)(wa >> (8 * j)) & 0xffu);
+                    const float swb = FP4 ? gemv_e8m0((unsigned)(wbq >> (8 * j)) & 0xffu) : swa;
+                    float* ac = wi ? acc2 : acc;
+                    ac[0] += d[0] * (sa0[j] * swa);
+                    ac[2] += d[2] * (sa0[j] * swb);
+                    if (MR > 1) {
+                        ac[1] += d[1] * (sa1[j] * swa);
+                        ac[3] += d[3] * (sa1[j] * swb);
+                    }
+                }
+            }
         }
-        __syncthreads(); // red is read before the next block's sums are written
-        row0 = next0;
-        if (row0 >= n) break;
+        // the item's sums: lane (g, t) holds rows g, g+8 of the tile for
+        // columns 2t, 2t+1
+        const bool bad = ROUTED && (J.ids[q] < 0 || J.ids[q] >= J.nexp);
+        auto emit = [&](int col, int r, float v, float v2) { // output col (or q), tile row r
+            const int j = 16 * tile + r;
+            if (j >= n) return;
+            float* dst = J.out + (size_t)(ROUTED ? q : col) * J.ldo + j;
+            if (bad) *dst = __uint_as_float(0x7fc00000u);
+            else if (DUAL) *dst = gmma_swiglu(bf16r(v), bf16r(v2), J.limit, J.rw ? J.rw + (ROUTED ? q : 0) : nullptr);
+            else *dst = bf16r(v);
+        };
+        if (NC == 1) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int col = 2 * t + h;
+                if (col < mcols) emit(col, g, acc[h], acc2[h]), emit(col, g + 8, acc[2 + h], acc2[2 + h]);
+            }
+            continue;
+        }
+        const long long qt = (long long)q * tiles + tile;
+        float* P = J.part + ((size_t)qt * NC + c) * (MR * 16);
+        float* P2 = J.part + ((size_t)items + (size_t)qt * NC + c) * (MR * 16);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int col = 2 * t + h;
+            if (col < mcols) {
+                P[col * 16 + g] = acc[h], P[col * 16 + g + 8] = acc[2 + h];
+                if (DUAL) P2[col * 16 + g] = acc2[h], P2[col * 16 + g + 8] = acc2[2 + h];
+            }
+        }
+        __threadfence(); // the sums are visible before the count says so
+        __syncwarp();
+        unsigned done = 0;
+        if (lane == 0) done = atomicAdd(J.cnt + qt, 1u);
+        done = __shfl_sync(0xffffffffu, done, 0);
+        if (done != (unsigned)NC - 1) continue;
+        __threadfence();
+        // the last chunk of the tile: add the chunks in order
+        for (int o = lane; o < 16 * mcols; o += 32) {
+            const int col = o / 16, r = o % 16;
+            float v = 0.0f, v2 = 0.0f;
+            for (int ci = 0; ci < NC; ci++) {
+                const size_t at = ((size_t)qt * NC + ci) * (MR * 16) + col * 16 + r;
+                v += __ldcg(J.part + at);
+                if (DUAL) v2 += __ldcg(J.part + (size_t)items * (MR * 16) + at);
+            }
+            emit(col, r, v, v2);
+        }
+        if (lane == 0) J.cnt[qt] = 0u; // for the next launch
     }
     gmma_cp_wait<0>();
 }
 
+// gemv_mma_fp8_mR / gemv_mma_fp4_mR: matmul_fp8/fp4 for m <= R rows (out
+// [m, n], a [m, k]); grid a wave (any size), block 256, shared
+// gmma_ring_offset(m, k) + 8·GMMA_STAGES·STAGE bytes; chunk spans an item,
+// part (when a row has more than one chunk) m·16 floats an item, cnt a
+// zero counter a 16-row tile.
 #define GMMA_BS(NAME, FP4, MR)                                                                                                               \
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS) NAME(float* out, const float* a, int m, int k, const unsigned char* w,       \
-                                                                    const unsigned char* ws, int n, int rt_log2) {                         \
-        gmma_rows<FP4, MR, false>(out, n, a, k, m, k, w, ws, nullptr, nullptr, n, rt_log2, 0.0f, nullptr);                                 \
+                                                                    const unsigned char* ws, int n, int chunk, float* part, unsigned* cnt) { \
+        gmma_run<FP4, MR, false, false>(                                                                                                   \
+            GmmaJob{out, n, a, k, m, k, n, w, ws, nullptr, nullptr, 0, 0, nullptr, 0, 1, 1, chunk, part, cnt, 0.0f, nullptr});             \
     }
-// gemv_mma_fp8_mR / gemv_mma_fp4_mR: matmul_fp8/fp4 for m <= R rows. grid
-// at most ceil(n / (8·2^rt_log2)) (the CTAs loop over the row blocks),
-// block 256, shared gmma_ring_offset(R, k) + 8·GMMA_STAGES·GMMA_STAGE bytes.
 GMMA_BS(gemv_mma_fp8_m1, false, 1)
 GMMA_BS(gemv_mma_fp8_m2, false, 2)
 GMMA_BS(gemv_mma_fp8_m4, false, 4)
@@ -386,68 +502,35 @@ GMMA_BS(gemv_mma_fp4_m4, true, 4)
 GMMA_BS(gemv_mma_fp4_m8, true, 8)
 #undef GMMA_BS
 
-// gmma_poison writes NaN to the rows of out (a routed row) that this CTA's
-// row blocks of R rows cover (a bad expert id).
-__device__ __forceinline__ void gmma_poison(float* out, int n, int R) {
-    for (int j = threadIdx.x; j < n; j += blockDim.x)
-        if ((j / R) % gridDim.x == blockIdx.x) out[j] = __uint_as_float(0x7fc00000u);
-}
-
 // gemv_mma_routed_fp4 / _fp8: gemv_routed's contract (row q of out [Q, n]
-// is a[q / adiv] · W_{ids[q]}; a bad id poisons its row) on tensor cores.
-// grid (at most ceil(n / (8·2^rt_log2)), Q), block 256, shared as gemv_mma's.
-template <bool FP4>
-__device__ void gmma_routed(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride, const unsigned char* ws,
-                            long long sstride, int n, const long long* ids, int nexperts, int rt_log2) {
-    const int q = blockIdx.y;
-    const long long e = ids[q];
-    if (e < 0 || e >= nexperts) {
-        gmma_poison(out + (size_t)q * n, n, 8 << rt_log2);
-        return;
+// is a[q / adiv] · W_{ids[q]}; a bad id poisons its row) on tensor cores;
+// grid a wave, block 256, shared gmma_ring_offset(ceil(Q / adiv), k) +
+// 8·GMMA_STAGES·STAGE bytes, part 16 floats an item.
+#define GMMA_ROUTED(NAME, FP4)                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(GMMA_THREADS)                                                                             \
+        NAME(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride, const unsigned char* ws,                \
+             long long sstride, int n, const long long* ids, int nexperts, int Q, int chunk, float* part, unsigned* cnt) {                 \
+        gmma_run<FP4, 1, false, true>(                                                                                                     \
+            GmmaJob{out, n, a, k, 1, k, n, w, ws, nullptr, nullptr, wstride, sstride, ids, nexperts, Q, adiv, chunk, part, cnt, 0.0f, nullptr}); \
     }
-    gmma_rows<FP4, 1, false>(out + (size_t)q * n, n, a + (size_t)(q / adiv) * k, k, 1, k, w + (size_t)e * wstride, ws + (size_t)e * sstride, nullptr,
-                             nullptr, n, rt_log2, 0.0f, nullptr);
-}
-extern "C" __global__ void __launch_bounds__(GMMA_THREADS) gemv_mma_routed_fp4(float* out, const float* a, int adiv, int k, const unsigned char* w,
-                                                                              long long wstride, const unsigned char* ws, long long sstride, int n,
-                                                                              const long long* ids, int nexperts, int rt_log2) {
-    gmma_routed<true>(out, a, adiv, k, w, wstride, ws, sstride, n, ids, nexperts, rt_log2);
-}
-extern "C" __global__ void __launch_bounds__(GMMA_THREADS) gemv_mma_routed_fp8(float* out, const float* a, int adiv, int k, const unsigned char* w,
-                                                                              long long wstride, const unsigned char* ws, long long sstride, int n,
-                                                                              const long long* ids, int nexperts, int rt_log2) {
-    gmma_routed<false>(out, a, adiv, k, w, wstride, ws, sstride, n, ids, nexperts, rt_log2);
-}
+GMMA_ROUTED(gemv_mma_routed_fp4, true)
+GMMA_ROUTED(gemv_mma_routed_fp8, false)
+#undef GMMA_ROUTED
 
 // gemv_mma_routed_swiglu_fp4 / _fp8: gemv_routed_swiglu's contract on
-// tensor cores (w1 and w3 rows of the chosen expert read together).
-// grid (at most ceil(n / (8·2^rt_log2)), Q), block 256, shared as gemv_mma's.
-template <bool FP4>
-__device__ void gmma_routed_swiglu(float* out, const float* a, int adiv, int k, const unsigned char* w1, const unsigned char* ws1,
-                                   const unsigned char* w3, const unsigned char* ws3, long long wstride, long long sstride, int n,
-                                   const long long* ids, int nexperts, float limit, const float* rw, int rt_log2) {
-    const int q = blockIdx.y;
-    const long long e = ids[q];
-    if (e < 0 || e >= nexperts) {
-        gmma_poison(out + (size_t)q * n, n, 8 << rt_log2);
-        return;
+// tensor cores (w1 and w3 rows of the chosen expert read together); shared
+// with two rings, part 2·16 floats an item.
+#define GMMA_SWIGLU(NAME, FP4)                                                                                                               \
+    extern "C" __global__ void __launch_bounds__(GMMA_THREADS)                                                                             \
+        NAME(float* out, const float* a, int adiv, int k, const unsigned char* w1, const unsigned char* ws1, const unsigned char* w3,        \
+             const unsigned char* ws3, long long wstride, long long sstride, int n, const long long* ids, int nexperts, float limit,         \
+             const float* rw, int Q, int chunk, float* part, unsigned* cnt) {                                                              \
+        gmma_run<FP4, 1, true, true>(                                                                                                      \
+            GmmaJob{out, n, a, k, 1, k, n, w1, ws1, w3, ws3, wstride, sstride, ids, nexperts, Q, adiv, chunk, part, cnt, limit, rw});     \
     }
-    const size_t wo = (size_t)e * wstride, so = (size_t)e * sstride;
-    gmma_rows<FP4, 1, true>(out + (size_t)q * n, n, a + (size_t)(q / adiv) * k, k, 1, k, w1 + wo, ws1 + so, w3 + wo, ws3 + so, n, rt_log2,
-                            limit, rw ? rw + q : nullptr);
-}
-extern "C" __global__ void __launch_bounds__(GMMA_THREADS)
-    gemv_mma_routed_swiglu_fp4(float* out, const float* a, int adiv, int k, const unsigned char* w1, const unsigned char* ws1, const unsigned char* w3,
-                               const unsigned char* ws3, long long wstride, long long sstride, int n, const long long* ids, int nexperts, float limit,
-                               const float* rw, int rt_log2) {
-    gmma_routed_swiglu<true>(out, a, adiv, k, w1, ws1, w3, ws3, wstride, sstride, n, ids, nexperts, limit, rw, rt_log2);
-}
-extern "C" __global__ void __launch_bounds__(GMMA_THREADS)
-    gemv_mma_routed_swiglu_fp8(float* out, const float* a, int adiv, int k, const unsigned char* w1, const unsigned char* ws1, const unsigned char* w3,
-                               const unsigned char* ws3, long long wstride, long long sstride, int n, const long long* ids, int nexperts, float limit,
-                               const float* rw, int rt_log2) {
-    gmma_routed_swiglu<false>(out, a, adiv, k, w1, ws1, w3, ws3, wstride, sstride, n, ids, nexperts, limit, rw, rt_log2);
-}
+GMMA_SWIGLU(gemv_mma_routed_swiglu_fp4, true)
+GMMA_SWIGLU(gemv_mma_routed_swiglu_fp8, false)
+#undef GMMA_SWIGLU
 
 // ---------------------------------------------------------------------------
 // Plain decode products with the lanes of a warp along K (gemv_plain's

@@ -107,6 +107,7 @@ DS4_SHIM_LDG(int4)
 DS4_SHIM_LDG(float2)
 DS4_SHIM_LDG(float4)
 #undef DS4_SHIM_LDG
+__device__ float __ldcg(const float*); // L2 loads (cache global)
 
 // Bit reinterpretation, integer intrinsics and rounded arithmetic.
 __device__ float __uint_as_float(unsigned);

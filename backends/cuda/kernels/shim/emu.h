@@ -29,6 +29,7 @@ struct alignas(8) uint2 { unsigned x, y; };
 inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
 struct dim3 { unsigned x, y, z; };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 inline thread_local uint3 threadIdx;
 inline uint3 blockIdx;
 inline dim3 blockDim, gridDim;
@@ -50,6 +51,10 @@ inline int __syncthreads_and(int p) {
 }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+inline float __ldcg(const float* p) { float v; __atomic_load(p, &v, __ATOMIC_SEQ_CST); return v; }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline float __fsqrt_rn(float x) { return std::sqrt(x); }
