@@ -13,7 +13,7 @@
 # come back through $OUT: summary.txt, build.log, ds4.fatbin(.sha256),
 # cuda.log (tests, then benchmarks), trace.log, slice.log, slice-graphs.json,
 # slice-nographs.json (sass.txt with SASS="kernel ...", ncu.log with NCU="benchmark ..."). SKIP_TESTS=1, SKIP_SLICE=1 and TRACE=0 leave parts out;
-# TESTRUN and BENCH narrow the tests and benchmarks (-test.run, -test.bench).
+# TESTRUN, TESTSKIP and BENCH narrow the tests and benchmarks (-test.run, -test.skip, -test.bench).
 set -u
 OUT=${OUT:-/tmp/devperf}
 mkdir -p "$OUT"
@@ -36,7 +36,7 @@ export DS4_CUDA_FATBIN=$(pwd)/$K/ds4.fatbin  # absolute: the tests run in backen
 L=$OUT/cuda.log
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   t0=$(date +%s)
-  (cd backends/cuda && timeout ${TESTS_S:-240} "$BIN/cuda.test" -test.v -test.count=1 -test.timeout ${TESTS_S:-240}s -test.run "${TESTRUN:-.}") >"$L" 2>&1
+  (cd backends/cuda && timeout ${TESTS_S:-240} "$BIN/cuda.test" -test.v -test.count=1 -test.timeout ${TESTS_S:-240}s -test.run "${TESTRUN:-.}" -test.skip "${TESTSKIP:-^$}") >"$L" 2>&1
   rc=$?
   row "cuda tests ($(($(date +%s)-t0))s)" "rc $rc; $(grep -c '^--- PASS' "$L") pass, $(grep -c -- '--- FAIL' "$L") fail, $(grep -c -- '--- SKIP' "$L") skip"
   grep -E -- '--- FAIL' "$L" | head -20 >>"$S"

@@ -260,40 +260,47 @@ func TestGemvRoutedSwiGLUGPU(t *testing.T) {
 }
 
 // swigluReordered is the tolerance of a SwiGLU on products summed in
-// another order: an element is right when it is swiglu_clamp of products
-// each within a bf16 ulp of the reference's g and u, and at most 0.1 % of
-// the elements may need the ulp (NaN where the reference has NaN).
+// another order: each product may move by the reordered bound (a bf16 ulp
+// of its largest magnitude, reordered), so an output may move by what
+// those moves make of swiglu_clamp (silu's slope is below 1.1; u's clamp
+// and the route weight scale it) plus a bf16 ulp of its own; NaN where the
+// reference has NaN.
 func swigluReordered(t *testing.T, name string, got, want, g, u, rw []float32, n int, limit float32) {
 	t.Helper()
-	near := 0
+	var gmax, umax float64
+	for i := range g {
+		if !math.IsNaN(float64(g[i])) {
+			gmax, umax = math.Max(gmax, math.Abs(float64(g[i]))), math.Max(umax, math.Abs(float64(u[i])))
+		}
+	}
+	dg, du := math.Ldexp(gmax, -8), math.Ldexp(umax, -8)
+	moved := 0
 	for i := range want {
-		if math.Float32bits(got[i]) == math.Float32bits(want[i]) || (math.IsNaN(float64(got[i])) && math.IsNaN(float64(want[i]))) {
+		w, v := float64(want[i]), float64(got[i])
+		if math.IsNaN(w) || math.IsNaN(v) {
+			if math.IsNaN(w) != math.IsNaN(v) {
+				t.Errorf("%s: element %d is %g, the reference %g", name, i, v, w)
+				return
+			}
 			continue
 		}
-		var w []float32
+		if v == w {
+			continue
+		}
+		gv, uv := math.Min(float64(g[i]), float64(limit)), math.Max(math.Min(float64(u[i]), float64(limit)), -float64(limit))
+		silu := gv / (1 + math.Exp(-gv))
+		scale := 1.0
 		if rw != nil {
-			w = rw[i/n : i/n+1]
+			scale = math.Abs(float64(rw[i/n]))
 		}
-		ok := false
-		for _, dg := range []int32{-1, 0, 1} {
-			for _, du := range []int32{-1, 0, 1} {
-				gv := math.Float32frombits(uint32(int32(math.Float32bits(g[i])) + dg<<16))
-				uv := math.Float32frombits(uint32(int32(math.Float32bits(u[i])) + du<<16))
-				var h [1]float32
-				kernels.SwiGLUClamp(h[:], []float32{gv}, []float32{uv}, 1, 1, limit, w)
-				ok = ok || math.Float32bits(h[0]) == math.Float32bits(got[i])
-			}
-		}
-		if !ok {
-			t.Errorf("%s: element %d is %g, the reference %g (g %g, u %g), not the SwiGLU of products a bf16 ulp off", name, i, got[i], want[i], g[i], u[i])
+		bound := scale*(1.1*dg*math.Abs(uv)+math.Abs(silu)*du+dg*du) + math.Ldexp(math.Abs(w), -7)
+		if math.Abs(v-w) > bound {
+			t.Errorf("%s: element %d is %g, the reference %g (g %g, u %g): beyond what reordered products make of it (%.3g)", name, i, v, w, g[i], u[i], bound)
 			return
 		}
-		near++
+		moved++
 	}
-	t.Logf("%s: %d elements, %d from products a bf16 ulp off", name, len(want), near)
-	if float64(near) > 0.001*float64(len(want)) {
-		t.Errorf("%s: %d of %d elements from products a bf16 ulp off", name, near, len(want))
-	}
+	t.Logf("%s: %d elements, %d moved by the reordered products", name, len(want), moved)
 }
 
 // TestGemvGroupedFP8GPU: the released fp8 wo_a (8 groups of 4096 -> 1024)
