@@ -259,7 +259,7 @@ type Options struct {
 	// the chunk graph, with the bits of one prefill call (Session.Prefill);
 	// the activation memory is then that of a chunk, not of the prompt.
 	// 0: one call. Models without a chunk graph (older plans, device
-	// backends) ignore it.
+	// backends) ignore it. DefaultPrefillChunk is what exec and serve use.
 	PrefillChunk int
 	// MaxMemory caps the bytes the session may need (engine/memory.go):
 	// 0 = MemAvailable of /proc/meminfo, < 0 = no check.
@@ -772,27 +772,40 @@ func (s *Session) chunked(tokens [][]int64, n int) (*Logits, error) {
 	if S > s.opt.MaxLen {
 		return nil, fmt.Errorf("%d tokens at position 0 exceed the maximum length %d", S, s.opt.MaxLen)
 	}
-	// as many calls as chunks of n need, of sizes as equal as may be (no
-	// short last call)
-	calls := (S + n - 1) / n
 	var lg *Logits
-	for i, p := 0, 0; i < calls; i++ {
-		size := S / calls
-		if i < S%calls {
-			size++
-		}
+	p := 0
+	for i, size := range chunkSizes(S, n) {
 		rows := make([][]int64, len(tokens))
 		for b := range tokens {
 			rows[b] = tokens[b][p : p+size]
 		}
-		p += size
 		var err error
 		if lg, err = s.call(s.m.chunk, rows, "chunk."); err != nil {
 			if i > 0 {
-				return nil, fmt.Errorf("prefill chunk at position %d: %w", p-size, err)
+				return nil, fmt.Errorf("prefill chunk at position %d: %w", p, err)
 			}
 			return nil, err
 		}
+		p += size
 	}
 	return lg, nil
+}
+
+// DefaultPrefillChunk is the chunk size of exec and serve (-prefill-chunk):
+// the activations of a chunk of 2,048 tokens are a few hundred MiB at the
+// released widths, and a longer chunk gains little speed.
+const DefaultPrefillChunk = 2048
+
+// chunkSizes splits a prompt of S tokens into as many calls as chunks of
+// at most n tokens need, of sizes as equal as may be (no short last call).
+func chunkSizes(S, n int) []int {
+	calls := (S + n - 1) / n
+	out := make([]int, calls)
+	for i := range out {
+		out[i] = S / calls
+		if i < S%calls {
+			out[i]++
+		}
+	}
+	return out
 }

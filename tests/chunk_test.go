@@ -191,3 +191,35 @@ func TestChunkedPrefillIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestChunkedPrefillBatch checks the serve path: a slot of a batch
+// (continuous batching on row views, and one session per slot) prefilled
+// in chunks has the last logits of the unchunked prefill, and so has the
+// decode step after it.
+func TestChunkedPrefillBatch(t *testing.T) {
+	model, cfg := chunkModels(t)["tiny"]("cpu")
+	sts := unseenStates(model, cfg)
+	ids := unseenTokens(1, 41, cfg.VocabSize, 41)
+	want := chunkPrefill(t, model, sts, ids, 0, 1)
+	for _, perSlot := range []bool{false, true} {
+		b, err := model.NewBatch(engine.BatchOptions{Slots: 2, MaxLen: 64, PrefillChunk: 5, PerSlot: perSlot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lg, err := b.Prefill(1, ids[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i, ok := sameBits(lg, want.last[0]); !ok {
+			t.Errorf("per slot %v: prefill logits differ at %d", perSlot, i)
+		}
+		step, err := b.Step([]int{1}, []int64{int64(argmaxF(lg))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i, ok := sameBits(step[0], want.decode[0][0]); !ok {
+			t.Errorf("per slot %v: decode logits differ at %d", perSlot, i)
+		}
+		b.Close()
+	}
+}

@@ -38,6 +38,7 @@ func (o *options) check(set map[string]bool) error {
 		cli.Excludes(set, "placement", "it prints the placement and runs nothing", "bench", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "temperature", "seed", "top-k", "top-p", "max-memory", "model", "cpuprofile"),
 		cli.IntRange("max-new-tokens", int64(o.maxNew), 0, maxTokens, maxTokensWhy),
 		cli.IntRange("max-len", int64(o.maxLen), 0, maxTokens, maxTokensWhy),
+		cli.IntRange("prefill-chunk", int64(o.prefillChunk), 0, maxTokens, maxTokensWhy),
 		checkTemperature(o.temperature),
 		o.bench.check(),
 	} {
