@@ -467,6 +467,16 @@ func (m *Model) newArenas(pl *backends.Placement, sizes []backends.SlotSize, wha
 	return a, nil
 }
 
+// StateBytes is the memory the session's state holds (caches, compressor
+// states, Engram history), as its devices report it.
+func (s *Session) StateBytes() int64 {
+	var n int64
+	for _, b := range s.state {
+		n += b.Bytes()
+	}
+	return n
+}
+
 // ArenaBytes is the activation memory the session's arenas hold.
 func (s *Session) ArenaBytes() int64 {
 	var n int64
@@ -774,6 +784,7 @@ func (s *Session) chunked(tokens [][]int64, n int) (*Logits, error) {
 	}
 	var lg *Logits
 	p := 0
+	prog := newPrefillProgress(S) // stderr progress on a terminal (engine/progress.go)
 	for i, size := range chunkSizes(S, n) {
 		rows := make([][]int64, len(tokens))
 		for b := range tokens {
@@ -787,6 +798,7 @@ func (s *Session) chunked(tokens [][]int64, n int) (*Logits, error) {
 			return nil, err
 		}
 		p += size
+		prog.done(p)
 	}
 	return lg, nil
 }

@@ -28,7 +28,7 @@ func (o *options) check(set map[string]bool) error {
 		return fmt.Errorf("-plan is required (make one with: compile -model DIR -o FILE)")
 	}
 	for _, err := range []error{
-		cli.Needs(set, "bench", "json", "bench-prefill", "bench-context", "bench-decode", "bench-repeats", "probe-mb", "op-times", "layer-times"),
+		cli.Needs(set, "bench", "json", "bench-prefill", "bench-long", "bench-context", "bench-decode", "bench-repeats", "probe-mb", "op-times", "layer-times"),
 		cli.Excludes(set, "bench", "it times random prompts", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "max-len", "temperature", "top-k", "top-p"),
 		// with -synthetic, -seed picks the weights
 		cli.Excludes(map[string]bool{"bench": set["bench"] && !set["synthetic"], "seed": set["seed"]}, "bench", "it times random prompts", "seed"),
