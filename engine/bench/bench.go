@@ -116,9 +116,10 @@ type LongFigure struct {
 	// state, Engram history) and ArenaBytes its activation arenas.
 	CacheBytes int64 `json:"cache_bytes"`
 	ArenaBytes int64 `json:"arena_bytes"`
-	// PeakRSS is VmHWM over the row (reset before it where the kernel
-	// allows: /proc/self/clear_refs), RSSFile the mapped checkpoint pages
-	// after it.
+	// BaseRSS is VmRSS before the row (the model: weights as held), PeakRSS
+	// VmHWM over the row (reset before it where the kernel allows:
+	// /proc/self/clear_refs), RSSFile the mapped checkpoint pages after it.
+	BaseRSS int64 `json:"base_rss_bytes"`
 	PeakRSS int64 `json:"peak_rss_bytes"`
 	RSSFile int64 `json:"rss_file_bytes"`
 }
@@ -298,8 +299,8 @@ func Run(m *engine.Model, opt Options) (*Report, error) {
 			return nil, err
 		}
 		rep.Long = append(rep.Long, f)
-		opt.Log("long context %6d tokens: prefill %8.2f s  %8.1f tokens/s; decode after it %7.2f tokens/s; peak RSS %s (caches %s, arenas %s)",
-			S, f.PrefillSeconds, f.PrefillTokensPerS, f.DecodeTokensPerS, engine.FormatBytes(f.PeakRSS), engine.FormatBytes(f.CacheBytes), engine.FormatBytes(f.ArenaBytes))
+		opt.Log("long context %6d tokens: prefill %8.2f s  %8.1f tokens/s; decode after it %7.2f tokens/s; RSS %s before, peak %s (caches %s, arenas %s)",
+			S, f.PrefillSeconds, f.PrefillTokensPerS, f.DecodeTokensPerS, engine.FormatBytes(f.BaseRSS), engine.FormatBytes(f.PeakRSS), engine.FormatBytes(f.CacheBytes), engine.FormatBytes(f.ArenaBytes))
 		runtime.GC()
 	}
 
@@ -682,8 +683,8 @@ func (r *Report) Text() string {
 		if f.Chunk > 0 {
 			chunk = fmt.Sprintf("chunks of %d", f.Chunk)
 		}
-		fmt.Fprintf(&b, "long context %6d tokens × %d (%s): prefill %9.2f s  %8.1f tokens/s; decode after it %.3f tokens/s; peak RSS %s (file %s), caches %s, arenas %s\n",
-			f.Tokens, f.Batch, chunk, f.PrefillSeconds, f.PrefillTokensPerS, f.DecodeTokensPerS, engine.FormatBytes(f.PeakRSS), engine.FormatBytes(f.RSSFile),
+		fmt.Fprintf(&b, "long context %6d tokens × %d (%s): prefill %9.2f s  %8.1f tokens/s; decode after it %.3f tokens/s; RSS %s before, peak %s (file %s), caches %s, arenas %s\n",
+			f.Tokens, f.Batch, chunk, f.PrefillSeconds, f.PrefillTokensPerS, f.DecodeTokensPerS, engine.FormatBytes(f.BaseRSS), engine.FormatBytes(f.PeakRSS), engine.FormatBytes(f.RSSFile),
 			engine.FormatBytes(f.CacheBytes), engine.FormatBytes(f.ArenaBytes))
 	}
 	fmt.Fprintf(&b, "decode (after %d tokens, %d steps): %.3f tokens/s\n", r.DecodeContext, r.DecodeSteps, r.DecodeTokensPerS)
@@ -756,6 +757,7 @@ func longOptions(opt Options, S int) engine.Options {
 func longRow(m *engine.Model, opt Options, S int, p [][]int64) (LongFigure, error) {
 	f := LongFigure{Tokens: S, Batch: opt.Batch, Chunk: opt.PrefillChunk, DecodeSteps: opt.DecodeSteps}
 	resetPeakRSS()
+	f.BaseRSS, _, _, _ = ReadRSS()
 	s, err := m.NewSession(longOptions(opt, S))
 	if err != nil {
 		return f, err
