@@ -210,7 +210,11 @@ func run(args []string) error {
 	if err := checkOutputs(o); err != nil {
 		return err
 	}
-	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen, PrefillLen: S, PrefillChunk: o.prefillChunk, MaxMemory: o.maxMemory})
+	chunk := o.prefillChunk
+	if o.dump != "" {
+		chunk = 0 // the dump holds every prompt position's logits (prefill.logits_full): one call
+	}
+	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen, PrefillLen: S, PrefillChunk: chunk, MaxMemory: o.maxMemory})
 	if err != nil {
 		return err
 	}
