@@ -93,6 +93,11 @@ type Env struct {
 	// breakdown by layer; a kernel that runs several nodes is charged to
 	// the node that launches it: the last of a cuda fused run).
 	NodeTimes map[*ir.Node]*OpTime
+	// Chunk marks a call that is one chunk of a longer prompt: a kernel
+	// that picks its code by the row count computes every row as a call of
+	// many rows would (the cpu backend's packed GEMMs), so that the prompt
+	// prefilled in chunks keeps the bits of one call.
+	Chunk bool
 }
 
 // Buffer is a value held by a device. Host devices use *Tensor; a GPU

@@ -74,6 +74,8 @@ type Call struct {
 	OpTimes map[string]*OpTime
 	// NodeTimes, when not nil, is Env.NodeTimes of every launch.
 	NodeTimes map[*ir.Node]*OpTime
+	// Chunk is Env.Chunk: the call is a chunk of a longer prompt.
+	Chunk bool
 	// RowPos and RowState make a ragged call (RunRows): each row's start
 	// position and its state (views of its rows of the state buffers).
 	RowPos   []int
@@ -139,7 +141,7 @@ func (r *Runner) env(c *Call, seg *Segment, inputs []string, envs map[string]*En
 	env, ok := envs[be]
 	if !ok {
 		env = &Env{B: c.B, S: c.S, M: c.M, StartPos: c.StartPos, State: c.State, Arena: c.Arenas[be],
-			Inputs: map[string]Buffer{}, Values: make(map[*ir.Node]Buffer, r.values[be]), OpTimes: c.OpTimes, NodeTimes: c.NodeTimes}
+			Inputs: map[string]Buffer{}, Values: make(map[*ir.Node]Buffer, r.values[be]), OpTimes: c.OpTimes, NodeTimes: c.NodeTimes, Chunk: c.Chunk}
 		if c.Weight != nil {
 			env.Weight = func(n *ir.Node) (Buffer, error) { return c.Weight(be, n) }
 		}

@@ -16,6 +16,8 @@ import (
 type BatchOptions struct {
 	Slots, MaxLen int
 	MaxMemory     int64
+	// PrefillChunk is Options.PrefillChunk of the slots' prefills.
+	PrefillChunk int
 	// PerSlot makes one session per slot even where the backends run rows
 	// at different positions: what backends without row views get, asked
 	// for to compare the two.
@@ -74,12 +76,12 @@ func (m *Model) newBatch(o BatchOptions, ragged bool) (*Batch, error) {
 	if !ragged {
 		// One session per slot, made on its first Prefill: the memory of
 		// all of them is checked now.
-		if err := m.checkMemory(Options{Batch: o.Slots, MaxLen: o.MaxLen, MaxMemory: o.MaxMemory}); err != nil {
+		if err := m.checkMemory(Options{Batch: o.Slots, MaxLen: o.MaxLen, MaxMemory: o.MaxMemory, PrefillChunk: o.PrefillChunk}); err != nil {
 			return nil, err
 		}
-		return &Batch{pos: make([]int, o.Slots), opt: o, lone: make([]*Session, o.Slots), s: &Session{m: m, opt: Options{Batch: o.Slots, MaxLen: o.MaxLen}}}, nil
+		return &Batch{pos: make([]int, o.Slots), opt: o, lone: make([]*Session, o.Slots), s: &Session{m: m, opt: Options{Batch: o.Slots, MaxLen: o.MaxLen, PrefillChunk: o.PrefillChunk}}}, nil
 	}
-	s, err := m.NewSession(Options{Batch: o.Slots, MaxLen: o.MaxLen, MaxMemory: o.MaxMemory, PrefillBatch: 1})
+	s, err := m.NewSession(Options{Batch: o.Slots, MaxLen: o.MaxLen, MaxMemory: o.MaxMemory, PrefillBatch: 1, PrefillChunk: o.PrefillChunk})
 	if err != nil {
 		return nil, err
 	}
@@ -278,8 +280,17 @@ func (b *Batch) prefillOn(lane, slot int, tokens []int64) ([]float32, error) {
 	if err := b.reset(slot); err != nil {
 		return nil, err
 	}
-	lg, err := b.run(lane, b.s.m.prefill, "prefill", [][]int64{tokens}, []int{0}, []int{slot}, false)
-	if err != nil {
+	var lg *Logits
+	var err error
+	if n := b.s.chunkLen([][]int64{tokens}); n > 0 { // in chunks (Session.chunked)
+		p := 0
+		for _, size := range chunkSizes(len(tokens), n) {
+			if lg, err = b.run(lane, b.s.m.chunk, "chunk", [][]int64{tokens[p : p+size]}, []int{p}, []int{slot}, false); err != nil {
+				return nil, err
+			}
+			p += size
+		}
+	} else if lg, err = b.run(lane, b.s.m.prefill, "prefill", [][]int64{tokens}, []int{0}, []int{slot}, false); err != nil {
 		return nil, err
 	}
 	b.pos[slot] = len(tokens)
@@ -476,7 +487,7 @@ func (b *Batch) run(lane int, r *backends.Runner, call string, tokens [][]int64,
 	}
 	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: pos[0],
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(pos[0])}}},
-		Weight: s.m.weight, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes}
+		Weight: s.m.weight, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes, Chunk: r == s.m.chunk}
 	var outs map[string]backends.Buffer
 	switch {
 	case uniform:
@@ -517,7 +528,7 @@ func (b *Batch) prefillLone(slot int, tokens []int64) ([]float32, error) {
 		old.Close()
 		b.lone[slot] = nil
 	}
-	s, err := b.s.m.NewSession(Options{Batch: 1, MaxLen: b.opt.MaxLen, MaxMemory: -1})
+	s, err := b.s.m.NewSession(Options{Batch: 1, MaxLen: b.opt.MaxLen, MaxMemory: -1, PrefillChunk: b.opt.PrefillChunk})
 	if err != nil {
 		return nil, err
 	}

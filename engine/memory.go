@@ -34,7 +34,7 @@ func typeBytes(t ir.Type, b ir.Bindings) int64 { return backends.TypeBytes(t, b)
 // of one prefill of opt.PrefillLen tokens (MaxLen if 0) plus those of one
 // decode step (the session keeps an arena per graph).
 func (m *Model) SessionMemory(opt Options) MemoryNeed {
-	pre, dec := opt.callBindings()
+	pre, dec := m.callBindings(opt)
 	var need MemoryNeed
 	ropes := map[string]bool{}
 	for _, n := range m.pg.Nodes {
@@ -49,7 +49,41 @@ func (m *Model) SessionMemory(opt Options) MemoryNeed {
 		}
 	}
 	need.Activations = ir.SatAdd(activationBytes(m.pg, pre), activationBytes(m.dg, dec))
+	if m.chunks(opt) {
+		need.Activations = ir.SatAdd(need.Activations, activationBytes(m.cg, m.chunkBindings(opt)))
+	}
 	return need
+}
+
+// chunks reports whether a session of opt may prefill in chunks: the model
+// can, chunking is on and the prompt (MaxLen when unknown) is longer than a
+// chunk.
+func (m *Model) chunks(opt Options) bool {
+	S := opt.PrefillLen
+	if S <= 0 || S > opt.MaxLen {
+		S = opt.MaxLen
+	}
+	return m.chunk != nil && opt.PrefillChunk > 0 && S > opt.PrefillChunk
+}
+
+// callBindings are opt.callBindings, the prefill call at most a chunk long
+// when the session may prefill in chunks (a longer prompt takes the chunk
+// graph).
+func (m *Model) callBindings(opt Options) (prefill, decode ir.Bindings) {
+	pre, dec := opt.callBindings()
+	if m.chunks(opt) {
+		pre.S = min(pre.S, int64(opt.PrefillChunk))
+	}
+	return pre, dec
+}
+
+// chunkBindings are the sizes of the largest chunk call of a session of
+// opt: PrefillChunk tokens ending at the end of the prompt (PrefillLen,
+// else MaxLen: the compressed rows a chunk reads grow with its position).
+func (m *Model) chunkBindings(opt Options) ir.Bindings {
+	pre, _ := opt.callBindings()
+	c := min(int64(max(opt.PrefillChunk, 1)), pre.S)
+	return ir.Bindings{B: pre.B, S: c, M: pre.M, P: pre.S - c}
 }
 
 // callBindings are the sizes of the largest prefill call of a session of

@@ -179,3 +179,33 @@ func TestActivationEstimateBoundsArena(t *testing.T) {
 		t.Errorf("arenas hold %d bytes, estimate %d must bound them", got, need.Activations)
 	}
 }
+
+// TestSessionMemoryChunked checks that prefilling in chunks bounds the
+// activations by the chunk: a 4,096-token prompt in chunks of 256 needs
+// less than an eighth of the one-call prefill's activations, and what its
+// arenas hold after the chunked prefill stays within the estimate.
+func TestSessionMemoryChunked(t *testing.T) {
+	md := openTinyPasses(t, "default")
+	one := md.SessionMemory(Options{Batch: 1, MaxLen: 4096, PrefillLen: 4096})
+	opt := Options{Batch: 1, MaxLen: 4096, PrefillLen: 4096, PrefillChunk: 256}
+	ch := md.SessionMemory(opt)
+	if ch.Activations <= 0 || ch.Activations*8 > one.Activations || ch.Caches != one.Caches {
+		t.Fatalf("activations: %d in chunks of 256, %d in one call (caches %d, %d): want under an eighth", ch.Activations, one.Activations, ch.Caches, one.Caches)
+	}
+	s, err := md.NewSession(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ids := make([]int64, 4096)
+	for i := range ids {
+		ids[i] = int64(i*7919) % int64(md.Vocab)
+	}
+	if _, err := s.Prefill([][]int64{ids}); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.ArenaBytes(); got <= 0 || got > ch.Activations {
+		t.Errorf("arenas hold %d bytes after the chunked prefill, the estimate is %d", got, ch.Activations)
+	}
+	t.Logf("activations: one call %s, chunks of 256 %s (arenas %s)", FormatBytes(one.Activations), FormatBytes(ch.Activations), FormatBytes(s.ArenaBytes()))
+}

@@ -107,3 +107,43 @@ func (p *loadProgress) done() {
 	p.show(true)
 	p.out = nil
 }
+
+// prefillProgress shows a chunked prefill's progress on a terminal, as
+// loadProgress does the binding: "prefill: 8192/65536 tokens, 412.3
+// tokens/s, 2m09s left". It is inert where there is nowhere to show it.
+type prefillProgress struct {
+	out         io.Writer
+	total       int
+	start, last time.Time
+	shown       bool
+}
+
+func newPrefillProgress(total int) *prefillProgress {
+	return &prefillProgress{out: progressWriter(), total: total, start: time.Now()}
+}
+
+// done records that the prompt's first n tokens are in.
+func (p *prefillProgress) done(n int) {
+	if p.out == nil {
+		return
+	}
+	now := time.Now()
+	if n < p.total && (now.Sub(p.start) < progressDelay || now.Sub(p.last) < progressEvery) {
+		return
+	}
+	if n >= p.total && !p.shown {
+		return
+	}
+	p.last = now
+	el := now.Sub(p.start).Seconds()
+	rate := float64(n) / max(el, 1e-9)
+	left := time.Duration(float64(p.total-n) / max(rate, 1e-9) * float64(time.Second)).Round(time.Second)
+	var end string
+	if n >= p.total {
+		end = fmt.Sprintf(" in %.1fs\x1b[K\n", el)
+	} else {
+		end = fmt.Sprintf(", %s left\x1b[K", left)
+	}
+	fmt.Fprintf(p.out, "\rprefill: %d/%d tokens, %.1f tokens/s%s", n, p.total, rate, end)
+	p.shown = true
+}

@@ -22,16 +22,20 @@ type Model struct {
 	Backend string // the primary backend
 	prefill *backends.Runner
 	decode  *backends.Runner
+	chunk   *backends.Runner // nil: the plan has no chunk graph, or the backend does not run it
 	// Placement is where the decode graph's nodes run (what fell back).
 	Placement *backends.Placement
 	// PrefillPlacement is the prefill graph's.
 	PrefillPlacement *backends.Placement
-	pg, dg           *ir.Graph
-	w                *binder
-	devs             map[string]backends.Device // by backend name
-	host             map[string]bool            // the backends whose buffers are host memory
-	primaryHost      bool                       // the primary's buffers are host memory
-	Vocab            int
+	// ChunkPlacement is the chunk graph's (nil without chunked prefill).
+	ChunkPlacement *backends.Placement
+	pg, dg, cg     *ir.Graph
+	window         int // the attention window (the chunk graph's window_idx), 0 without a chunk graph
+	w              *binder
+	devs           map[string]backends.Device // by backend name
+	host           map[string]bool            // the backends whose buffers are host memory
+	primaryHost    bool                       // the primary's buffers are host memory
+	Vocab          int
 }
 
 // Open binds the module's graphs to the checkpoint in dir and prepares them
@@ -80,6 +84,13 @@ func open(m *ir.Module, dir string, src WeightSource, backend string) (md *Model
 	if md.PrefillPlacement, err = backends.Schedule(pg, backend); err == nil {
 		md.Placement, err = backends.Schedule(dg, backend)
 	}
+	if cg := m.Graph("chunk"); err == nil && cg != nil && md.primaryHost {
+		// Chunked prefill runs on the host backends, whose kernels do the
+		// chunk semantics of the stateful ops (a device backend prefills
+		// in one call until its kernels do).
+		md.cg, md.window = cg, chunkWindow(cg)
+		md.ChunkPlacement, err = backends.Schedule(cg, backend)
+	}
 	if err == nil {
 		err = md.checkStates()
 	}
@@ -104,7 +115,7 @@ func open(m *ir.Module, dir string, src WeightSource, backend string) (md *Model
 	}
 	prog := newLoadProgress(md.w, pg, dg) // stderr progress (engine/progress.go)
 	defer prog.done()
-	for _, pl := range []*backends.Placement{md.PrefillPlacement, md.Placement} {
+	for _, pl := range md.placements() {
 		for _, n := range pl.Graph.Nodes {
 			if n.Op != "weight" {
 				continue
@@ -124,6 +135,9 @@ func open(m *ir.Module, dir string, src WeightSource, backend string) (md *Model
 	if md.prefill, err = backends.NewRunner(md.PrefillPlacement, md.devs); err == nil {
 		md.decode, err = backends.NewRunner(md.Placement, md.devs)
 	}
+	if err == nil && md.ChunkPlacement != nil {
+		md.chunk, err = backends.NewRunner(md.ChunkPlacement, md.devs)
+	}
 	if err != nil {
 		md.Close()
 		return nil, err
@@ -131,8 +145,29 @@ func open(m *ir.Module, dir string, src WeightSource, backend string) (md *Model
 	return md, nil
 }
 
+// placements are the graphs' placements: prefill, decode and, when the
+// model prefills in chunks, chunk.
+func (m *Model) placements() []*backends.Placement {
+	pls := []*backends.Placement{m.PrefillPlacement, m.Placement}
+	if m.ChunkPlacement != nil {
+		pls = append(pls, m.ChunkPlacement)
+	}
+	return pls
+}
+
+// chunkWindow is the attention window of a chunk graph (its window_idx
+// nodes' attribute).
+func chunkWindow(g *ir.Graph) int {
+	for _, n := range g.Nodes {
+		if n.Op == "window_idx" {
+			return int(n.Attrs.Int("window", 0))
+		}
+	}
+	return 0
+}
+
 // checkStates refuses placements that keep a state on different backends
-// in the two graphs (a session holds each state once).
+// in the graphs (a session holds each state once).
 func (m *Model) checkStates() error {
 	where := map[string]string{}
 	for _, n := range m.pg.Nodes {
@@ -140,10 +175,12 @@ func (m *Model) checkStates() error {
 			where[n.Attrs.Str("name", "")] = m.PrefillPlacement.Backend[n]
 		}
 	}
-	for _, n := range m.dg.Nodes {
-		name := n.Attrs.Str("name", "")
-		if be, ok := where[name]; n.Op == "state" && ok && be != m.Placement.Backend[n] {
-			return fmt.Errorf("backend %s: state %q lives on %s in the prefill graph and on %s in the decode graph", m.Backend, name, be, m.Placement.Backend[n])
+	for _, pl := range m.placements()[1:] {
+		for _, n := range pl.Graph.Nodes {
+			name := n.Attrs.Str("name", "")
+			if be, ok := where[name]; n.Op == "state" && ok && be != pl.Backend[n] {
+				return fmt.Errorf("backend %s: state %q lives on %s in the prefill graph and on %s in the %s graph", m.Backend, name, be, pl.Backend[n], pl.Graph.Name)
+			}
 		}
 	}
 	return nil
@@ -151,7 +188,7 @@ func (m *Model) checkStates() error {
 
 // openDevices opens the device of every backend the placements use.
 func (m *Model) openDevices() error {
-	for _, pl := range []*backends.Placement{m.PrefillPlacement, m.Placement} {
+	for _, pl := range m.placements() {
 		for _, seg := range pl.Segments {
 			if _, ok := m.devs[seg.Backend]; ok {
 				continue
@@ -217,6 +254,13 @@ type Options struct {
 	// PrefillBatch is the rows of a prefill call when fewer than Batch (a
 	// Batch prefills one slot at a time), for the estimate and the arena.
 	PrefillBatch int
+	// PrefillChunk, when > 0, runs a prompt longer than it (and than the
+	// attention window) as calls of at most PrefillChunk tokens through
+	// the chunk graph, with the bits of one prefill call (Session.Prefill);
+	// the activation memory is then that of a chunk, not of the prompt.
+	// 0: one call. Models without a chunk graph (older plans, device
+	// backends) ignore it. DefaultPrefillChunk is what exec and serve use.
+	PrefillChunk int
 	// MaxMemory caps the bytes the session may need (engine/memory.go):
 	// 0 = MemAvailable of /proc/meminfo, < 0 = no check.
 	MaxMemory int64
@@ -379,10 +423,13 @@ func (s *Session) arenasFor(r *backends.Runner) (map[string]backends.Arena, erro
 // sized for this session's prefill or decode bindings (arenasFor's, and a
 // batch lane's own).
 func (s *Session) newRunnerArenas(r *backends.Runner) (map[string]backends.Arena, error) {
-	pre, dec := s.opt.callBindings()
+	pre, dec := s.m.callBindings(s.opt)
 	bind := pre
-	if r == s.m.decode {
+	switch r {
+	case s.m.decode:
 		bind = dec
+	case s.m.chunk:
+		bind = s.m.chunkBindings(s.opt)
 	}
 	return s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, bind), "the activation arena")
 }
@@ -418,6 +465,16 @@ func (m *Model) newArenas(pl *backends.Placement, sizes []backends.SlotSize, wha
 		}
 	}
 	return a, nil
+}
+
+// StateBytes is the memory the session's state holds (caches, compressor
+// states, Engram history), as its devices report it.
+func (s *Session) StateBytes() int64 {
+	var n int64
+	for _, b := range s.state {
+		n += b.Bytes()
+	}
+	return n
 }
 
 // ArenaBytes is the activation memory the session's arenas hold.
@@ -503,6 +560,8 @@ func (l *Logits) Last() [][]float32 {
 }
 
 func (s *Session) call(r *backends.Runner, tokens [][]int64, prefix string) (lg *Logits, err error) {
+	// (a chunk call computes its rows as one prefill call of the prompt
+	// would: backends.Call.Chunk)
 	call := strings.TrimSuffix(prefix, ".")
 	defer func() {
 		if rec := recover(); rec != nil {
@@ -538,7 +597,7 @@ func (s *Session) call(r *backends.Runner, tokens [][]int64, prefix string) (lg 
 	}
 	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
-		Weight: s.m.weight, State: s.state, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes}
+		Weight: s.m.weight, State: s.state, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes, Chunk: r == s.m.chunk}
 	var forced []forcedValue
 	c.Probe = s.probe(prefix, B, S, &forced)
 	outs, err := r.Run(c)
@@ -648,10 +707,16 @@ func checkLogits(out *backends.Tensor, B, S, pos int, call string) (*Logits, err
 	return lg, nil
 }
 
-// Prefill runs the prompt (all rows the same length) from position 0.
+// Prefill runs the prompt (all rows the same length) from position 0: one
+// call of the prefill graph, or, when the session prefills in chunks
+// (Options.PrefillChunk) and the prompt is longer than a chunk, calls of
+// the chunk graph (Session.chunked); their logits are the last chunk's.
 func (s *Session) Prefill(tokens [][]int64) (*Logits, error) {
 	if s.Pos != 0 {
 		return nil, fmt.Errorf("prefill must start at position 0 (session at %d)", s.Pos)
+	}
+	if n := s.chunkLen(tokens); n > 0 {
+		return s.chunked(tokens, n)
 	}
 	lg, err := s.call(s.m.prefill, tokens, "prefill.")
 	if err == nil && s.Tracer != nil {
@@ -680,4 +745,79 @@ func (s *Session) Decode(tokens []int64) (*Logits, error) {
 		}
 	}
 	return lg, err
+}
+
+// chunkLen is the chunk size a prompt of tokens is prefilled with, 0 for
+// one call: chunking is on (Options.PrefillChunk, a chunk graph), the
+// prompt is longer than a chunk and at least a window long (a prefill of
+// fewer tokens lists min(S, window) window entries per query, a chunk
+// window: the attention's blocks would differ), and no tracer records
+// the prefill's positions.
+func (s *Session) chunkLen(tokens [][]int64) int {
+	c := s.opt.PrefillChunk
+	if s.m.chunk == nil || c <= 0 || s.Tracer != nil || len(tokens) == 0 {
+		return 0
+	}
+	if S := len(tokens[0]); S <= c || S < s.m.window {
+		return 0
+	}
+	return c
+}
+
+// chunked prefills tokens from position 0 in calls of at most n tokens of
+// the chunk graph. Each call reads what the earlier ones left in the window
+// ring, the compressor states and the caches, and lays out the attention's
+// index lists as one prefill call does, so that the last position's logits
+// and every cache a later call reads have the bits of the unchunked
+// prefill (the cpu backend's matmuls compute a chunk's rows as a long call
+// does, backends.Call.Chunk; its fp8 experts, which pick their kernels by
+// each expert's rows, are the exception).
+func (s *Session) chunked(tokens [][]int64, n int) (*Logits, error) {
+	S := len(tokens[0])
+	for b := range tokens {
+		if len(tokens[b]) != S {
+			return nil, fmt.Errorf("row %d has %d tokens, row 0 has %d", b, len(tokens[b]), S)
+		}
+	}
+	if S > s.opt.MaxLen {
+		return nil, fmt.Errorf("%d tokens at position 0 exceed the maximum length %d", S, s.opt.MaxLen)
+	}
+	var lg *Logits
+	p := 0
+	prog := newPrefillProgress(S) // stderr progress on a terminal (engine/progress.go)
+	for i, size := range chunkSizes(S, n) {
+		rows := make([][]int64, len(tokens))
+		for b := range tokens {
+			rows[b] = tokens[b][p : p+size]
+		}
+		var err error
+		if lg, err = s.call(s.m.chunk, rows, "chunk."); err != nil {
+			if i > 0 {
+				return nil, fmt.Errorf("prefill chunk at position %d: %w", p, err)
+			}
+			return nil, err
+		}
+		p += size
+		prog.done(p)
+	}
+	return lg, nil
+}
+
+// DefaultPrefillChunk is the chunk size of exec and serve (-prefill-chunk):
+// the activations of a chunk of 2,048 tokens are a few hundred MiB at the
+// released widths, and a longer chunk gains little speed.
+const DefaultPrefillChunk = 2048
+
+// chunkSizes splits a prompt of S tokens into as many calls as chunks of
+// at most n tokens need, of sizes as equal as may be (no short last call).
+func chunkSizes(S, n int) []int {
+	calls := (S + n - 1) / n
+	out := make([]int, calls)
+	for i := range out {
+		out[i] = S / calls
+		if i < S%calls {
+			out[i]++
+		}
+	}
+	return out
 }

@@ -267,17 +267,17 @@ func init() {
 	def("rope", 3, 3, 0, []AttrSpec{req("dim", AInt), opt("inverse", ABool)}, ropeRule, "Rotate the last `dim` channels (interleaved pairs) of x [B,T,...,W] by table[pos[t]] (conjugate when inverse), fp32 complex product, result in x's dtype. In a ragged call (backends.Runner.RunRows) the host kernels also take pos as i64[B,T], row b rotated by pos[b,t].")
 
 	// Attention.
-	def("window_idx", 2, 2, 0, []AttrSpec{req("window", AInt), req("phase", AString)}, windowIdxRule, "Window part of the attention index list, i32[B,S,T]: prefill (T = min(S,window)) query t sees chunk rows max(0,t-window+1)..t; decode (T = window) the ring slots oldest first, slots not yet written -1. In a ragged call the cpu kernels also take start_pos as i64[B], row b at start_pos[b].")
-	def("window_update", 3, 3, StateUpdate, nil, windowUpdateRule, "Write kv rows into the ring at slot = position mod window (prefill: the last min(S,window) rows). In a ragged call the cpu kernels also take start_pos as i64[B], row b at start_pos[b].")
+	def("window_idx", 2, 2, 0, []AttrSpec{req("window", AInt), req("phase", AString)}, windowIdxRule, "Window part of the attention index list, i32[B,S,T]: prefill (T = min(S,window)) query t sees chunk rows max(0,t-window+1)..t; decode (T = window) the ring slots oldest first, slots not yet written -1; chunk (T = window, any start_pos) positions max(0,p-window+1)..p of query p ascending over [ring as before the call ; the chunk's rows], -1 at the end (prefill's layout). In a ragged call the cpu kernels also take start_pos as i64[B], row b at start_pos[b].")
+	def("window_update", 3, 3, StateUpdate, nil, windowUpdateRule, "Write kv rows into the ring at slot = position mod window (the last min(S,window) rows of the call). In a ragged call the cpu kernels also take start_pos as i64[B], row b at start_pos[b].")
 	def("sparse_attn", 4, 4, 0, []AttrSpec{req("scale", AFloat)}, sparseAttnRule, "sparse_attn(q [B,S,H,D], kv [B,N,D], sink f32[H], idx i32[B,S,T]): softmax over the listed rows with the sink in the denominator; online over blocks of 64, p rounded to bf16 before P·V; -1 entries skipped; bf16 result.")
-	def("group_state_update", 3, 3, StateUpdate, []AttrSpec{req("ratio", AInt)}, groupStateRule, "Compressor state [B,r,D]: prefill keeps the incomplete tail group (slot t mod r), decode writes slot start_pos mod r.")
-	def("compressor_pool", 5, 5, 0, []AttrSpec{req("ratio", AInt)}, compressorPoolRule, "Gated pooling of complete groups: pooled_g[c] = Σ_j c_j[c]·softmax_j(z[c]) over the r tokens of the group (prefill from the chunk, decode from the updated state), f32 [B,G,D].")
+	def("group_state_update", 3, 3, StateUpdate, []AttrSpec{req("ratio", AInt)}, groupStateRule, "Compressor state [B,r,D]: prefill keeps the incomplete tail group (slot t mod r), decode writes slot start_pos mod r, a chunk (S > 1 at start_pos > 0) keeps its incomplete tail group (slot p mod r).")
+	def("compressor_pool", 5, 5, 0, []AttrSpec{req("ratio", AInt)}, compressorPoolRule, "Gated pooling of complete groups: pooled_g[c] = Σ_j c_j[c]·softmax_j(z[c]) over the r tokens of the group (prefill from the chunk; at start_pos > 0 a token before start_pos from its state slot, the others from c, z: decode passes the updated state, a chunk the state as the previous call left it), f32 [B,G,D].")
 	def("cache_write", 3, 3, StateUpdate, []AttrSpec{req("ratio", AInt)}, cacheWriteRule, "Write rows [B,G,D] into a cache [B,M/r,D] at row start_pos div r.")
 	def("cache_read", 3, 3, 0, []AttrSpec{req("ratio", AInt)}, cacheReadRule, "The first (start_pos+S) div r rows of a cache.")
 	def("index_score", 3, 3, 0, nil, indexScoreRule, "score[b,t,s] = Σ_h bf16(relu(bf16(q[b,t,h]·k[b,s])) · w[b,t,h]), head sum in fp32 rounded to bf16 (the reference's bf16 einsum).")
-	def("index_mask", 2, 2, 0, []AttrSpec{req("ratio", AInt)}, indexMaskRule, "Causal mask of index scores: prefill -inf where s ≥ ⌊(t+1)/r⌋; decode unchanged.")
+	def("index_mask", 2, 2, 0, []AttrSpec{req("ratio", AInt)}, indexMaskRule, "Causal mask of index scores: -inf where s ≥ ⌊(start_pos+t+1)/r⌋ (decode: unchanged).")
 	def("candidate_blocks", 2, 2, 0, []AttrSpec{req("ratio", AInt), req("topk_blocks", AInt), req("block", AInt)}, candidateRule, "select_candidate_blocks: block max over `block` positions, newest reachable block pinned to +inf, top blocks kept (−inf dropped), expanded to a u8 mask [B,S,NC].")
-	def("index_topk", 3, 3, 0, []AttrSpec{req("ratio", AInt), req("k", AInt)}, indexTopkRule, "Top min(k,NC) compressed positions per query, ascending; entries not visible (≥ ⌊(t+1)/r⌋ in prefill) become -1; others are offset by the window row count of arg 2 (the window kv's row axis).")
+	def("index_topk", 3, 3, 0, []AttrSpec{req("ratio", AInt), req("k", AInt)}, indexTopkRule, "Top min(k,NC) compressed positions per query, ascending; entries not visible (≥ ⌊(start_pos+t+1)/r⌋) become -1; others are offset by the window row count of arg 2 (the window kv's row axis).")
 
 	// Engram.
 	def("engram_hist_update", 3, 3, StateUpdate, nil, engramHistRule, "Write the mapped ids of this call into the history i64[B,M] at start_pos. In a ragged call the cpu kernels also take start_pos as i64[B], row b at start_pos[b].")
@@ -759,8 +759,10 @@ func windowIdxRule(n *Node) (Type, error) {
 			return Type{}, errf("decode takes one token, got %s", tok)
 		}
 		return T(I32, tok.Shape[0], 1, w), nil
+	case "chunk":
+		return T(I32, tok.Shape[0], tok.Shape[1], w), nil
 	}
-	return Type{}, errf("phase must be prefill or decode")
+	return Type{}, errf("phase must be prefill, decode or chunk")
 }
 
 func windowUpdateRule(n *Node) (Type, error) {

@@ -25,10 +25,10 @@ func TestPipelineTiny(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(dumped, " "); got != "fuse-sinkhorn/prefill fuse-sinkhorn/decode" {
+	if got := strings.Join(dumped, " "); got != "fuse-sinkhorn/prefill fuse-sinkhorn/decode fuse-sinkhorn/chunk" {
 		t.Errorf("dumps: %s", got)
 	}
-	if len(rep.Passes) != 2*len(passes.Pipeline) || !strings.Contains(rep.Timings(), "fuse-swiglu") {
+	if len(rep.Passes) != 3*len(passes.Pipeline) || !strings.Contains(rep.Timings(), "fuse-swiglu") {
 		t.Errorf("report: %d entries\n%s", len(rep.Passes), rep.Timings())
 	}
 	for _, g := range m.Graphs {

@@ -24,7 +24,8 @@ import (
 //   - the inputs are tokens i64[B,S] (decode: [B,1]) and start_pos i64[];
 //     the one output is logits f32[B,S,V] (decode: [B,1,V]), V the rows of
 //     embed.weight;
-//   - both graphs declare the same states (name, kind, type), the same
+//   - the graphs (prefill, decode and, in a plan that has it, chunk)
+//     declare the same states (name, kind, type), the same
 //     weights (a name bound twice is declared alike; a weight named
 //     layers.N.… has layer=N) and the same probes (names unique), and every
 //     state is updated exactly once per call.
@@ -34,8 +35,8 @@ func Check(p *Plan) error {
 	for i, g := range m.Graphs {
 		names[i] = g.Name
 	}
-	if !slices.Equal(names, []string{"prefill", "decode"}) {
-		return fmt.Errorf("graphs %q, want [prefill decode]", names)
+	if !slices.Equal(names, []string{"prefill", "decode"}) && !slices.Equal(names, []string{"prefill", "decode", "chunk"}) {
+		return fmt.Errorf("graphs %q, want [prefill decode] or [prefill decode chunk]", names)
 	}
 	if !slices.Equal(p.Graphs, names) {
 		return fmt.Errorf("the header lists graphs %q, the file holds %q", p.Graphs, names)
@@ -45,7 +46,7 @@ func Check(p *Plan) error {
 			return fmt.Errorf("module meta %q is %q, the header says %q", kv[0], mv, kv[1])
 		}
 	}
-	var facts [2]graphFacts
+	facts := make([]graphFacts, len(m.Graphs))
 	for i, g := range m.Graphs {
 		f, err := checkGraph(g, g.Name == "decode")
 		if err != nil {
@@ -53,23 +54,36 @@ func Check(p *Plan) error {
 		}
 		facts[i] = f
 	}
-	pre, dec := facts[0], facts[1]
-	if pre.vocab != dec.vocab {
-		return fmt.Errorf("prefill logits have %d columns, decode logits %d", pre.vocab, dec.vocab)
+	if len(facts) == 3 { // the chunk graph shares everything with the prefill graph
+		if err := sameFacts(facts[0], facts[2], "chunk"); err != nil {
+			return err
+		}
 	}
-	for _, f := range facts {
+	return sameFacts(facts[0], facts[1], "decode")
+}
+
+// sameFacts refuses a graph (named other) whose logits, weights, probes or
+// states differ from the prefill graph's.
+func sameFacts(pre, dec graphFacts, other string) error {
+	diff := func(a, b map[string]string) string {
+		return strings.ReplaceAll(firstDiff(a, b), "decode", other)
+	}
+	if pre.vocab != dec.vocab {
+		return fmt.Errorf("prefill logits have %d columns, %s logits %d", pre.vocab, other, dec.vocab)
+	}
+	for _, f := range []graphFacts{pre, dec} {
 		if f.embedRows >= 0 && f.embedRows != f.vocab {
 			return fmt.Errorf("logits have %d columns, embed.weight %d rows (the vocabulary)", f.vocab, f.embedRows)
 		}
 	}
 	if !maps.Equal(pre.weights, dec.weights) {
-		return fmt.Errorf("prefill and decode bind different weights (%s): both bind every weight of the model alike", firstDiff(pre.weights, dec.weights))
+		return fmt.Errorf("prefill and %s bind different weights (%s): both bind every weight of the model alike", other, diff(pre.weights, dec.weights))
 	}
 	if !maps.Equal(pre.probes, dec.probes) {
-		return fmt.Errorf("prefill and decode have different probes (%s): traces name the same values in both", firstDiff(pre.probes, dec.probes))
+		return fmt.Errorf("prefill and %s have different probes (%s): traces name the same values in both", other, diff(pre.probes, dec.probes))
 	}
 	if !maps.Equal(pre.states, dec.states) {
-		return fmt.Errorf("prefill and decode declare different states (%s): both calls share the session's state", firstDiff(pre.states, dec.states))
+		return fmt.Errorf("prefill and %s declare different states (%s): both calls share the session's state", other, diff(pre.states, dec.states))
 	}
 	return nil
 }

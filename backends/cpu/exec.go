@@ -127,7 +127,12 @@ type kernel func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 // (a decode call, S = 1): the fast matmuls then compute every row as a
 // one-row call would (fast.MatmulFP8PerRow, ...), so that a sequence's
 // result does not depend on the batch it runs in.
-func (r *run) perRow() bool { return r.env != nil && r.env.S == 1 }
+func (r *run) perRow() bool { return r.env != nil && r.env.S == 1 && !r.env.Chunk }
+
+// packed reports whether the call is a chunk of a longer prompt
+// (Env.Chunk): the fast matmuls then compute every row as a call of many
+// rows would (fast.MatmulFP8Packed, ...), whatever the chunk's rows.
+func (r *run) packed() bool { return r.env != nil && r.env.Chunk }
 
 // ---- helpers ---------------------------------------------------------------
 

@@ -506,6 +506,8 @@ func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 		f32, bf16 := fast.MatmulF32W16, fast.MatmulBF16W16
 		if perRow {
 			f32, bf16 = fast.MatmulF32W16PerRow, fast.MatmulBF16W16PerRow
+		} else if r.packed() {
+			f32, bf16 = fast.MatmulF32W16Packed, fast.MatmulBF16W16Packed
 		}
 		if x.DType == ir.F32 {
 			f32(out.F32, x.F32, w.U8, rows(x), K, N)
@@ -519,6 +521,8 @@ func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	f32, bf16 := fast.MatmulF32, fast.MatmulBF16
 	if perRow {
 		f32, bf16 = fast.MatmulF32PerRow, fast.MatmulBF16PerRow
+	} else if r.packed() {
+		f32, bf16 = fast.MatmulF32Packed, fast.MatmulBF16Packed
 	}
 	if x.DType == ir.F32 && r.fast {
 		f32(out.F32, x.F32, w.F32, rows(x), K, N)
@@ -548,6 +552,8 @@ func kMatmulQ(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	fp4, fp8 := fast.MatmulFP4, fast.MatmulFP8
 	if r.perRow() {
 		fp4, fp8 = fast.MatmulFP4PerRow, fast.MatmulFP8PerRow
+	} else if r.packed() {
+		fp4, fp8 = fast.MatmulFP4Packed, fast.MatmulFP8Packed
 	}
 	if r.fast && w.DType == ir.FP4E2M1 {
 		fp4(out.F32, x.F32, rows(x), K, w.U8, w.Scale, N)
@@ -570,6 +576,8 @@ func kGrouped(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	grouped := fast.GroupedLoRA
 	if r.perRow() {
 		grouped = fast.GroupedLoRAPerRow
+	} else if r.packed() {
+		grouped = fast.GroupedLoRAPacked
 	}
 	if r.fast && storedFP8(w) {
 		// wo_a as stored, dequantised on the fly; bit-identical to the
@@ -805,9 +813,15 @@ func kWindowIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, err
 	var one []int32
 	var T int
 	decode := n.Attrs.Str("phase", "") == "decode"
-	if decode {
+	switch {
+	case decode:
 		one, T = kernels.WindowIdxDecode(ps[0], W), W
-	} else {
+	case n.Attrs.Str("phase", "") == "chunk":
+		if len(a[1].Shape) != 0 {
+			return nil, fmt.Errorf("window_idx of a chunk: start_pos of shape %v (one position per call)", a[1].Shape)
+		}
+		one, T = kernels.WindowIdxChunk(ps[0], S, W), W
+	default:
 		one, T = kernels.WindowIdxPrefill(S, W), min(S, W)
 	}
 	out := r.newI32(B, S, T)
@@ -843,7 +857,7 @@ func kWindowUpdate(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, 
 	if P == 0 {
 		kernels.WindowWritePrefill(ring.F32, B, W, D, kv.F32, kv.Shape[1])
 	} else {
-		kernels.WindowWriteDecode(ring.F32, B, W, D, kv.F32, P)
+		kernels.WindowWriteChunk(ring.F32, B, W, D, kv.F32, kv.Shape[1], P) // decode: one row
 	}
 	return ring, nil
 }
@@ -872,6 +886,10 @@ func kGroupState(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 	st, x := a[0], a[1]
 	B, R, D := st.Shape[0], st.Shape[1], st.Shape[2]
 	S, P := x.Shape[1], int(a[2].I64[0])
+	if P > 0 && S > 1 { // a chunk call: its tail group
+		kernels.GroupStateChunk(st.F32, x.F32, B, S, D, R, P)
+		return st, nil
+	}
 	for b := 0; b < B; b++ {
 		if P == 0 {
 			if S%R == 0 {
@@ -896,7 +914,13 @@ func kCompressorPool(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor
 	B, S, D := c.Shape[0], c.Shape[1], c.Shape[2]
 	G := (P+S)/R - P/R
 	out := r.newF(ir.F32, B, G, D)
-	kernels.CompressorPool(out.F32, c.F32, z.F32, B, S, D, R, kvst.F32, scst.F32, P)
+	if P == 0 {
+		kernels.CompressorPool(out.F32, c.F32, z.F32, B, S, D, R, kvst.F32, scst.F32, P)
+	} else {
+		// decode or a chunk: the group's earlier tokens from the state (a
+		// chunk passes it as the previous call left it), its others from c, z
+		kernels.CompressorPoolChunk(out.F32, c.F32, z.F32, B, S, D, R, kvst.F32, scst.F32, P)
+	}
 	return out, nil
 }
 

@@ -19,8 +19,9 @@ import (
 type benchOptions struct {
 	on, json, opTimes    bool
 	layerTimes           bool
-	prefill              string
-	lens                 []int // prefill parsed by check
+	prefill, long        string
+	lens, longLens       []int // prefill and long parsed by check
+	prefillChunk         int   // -prefill-chunk (options.prefillChunk)
 	context, steps, reps int
 	probeMB              int64
 	cpuProfile           string
@@ -34,6 +35,7 @@ func (b *benchOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&b.on, "bench", false, "benchmark the plan with random prompts: prefill and decode throughput, weight bytes per decoded token, memory bandwidth probe, RSS")
 	fs.BoolVar(&b.json, "json", false, "with -bench: print the report as one JSON object")
 	fs.StringVar(&b.prefill, "bench-prefill", "1,128,1024", "with -bench: prompt lengths to time, comma-separated")
+	fs.StringVar(&b.long, "bench-long", "", "with -bench: long-context rows, prompt lengths comma-separated (e.g. 8192,32768,65536): a prefill in chunks of -prefill-chunk, then -bench-decode steps after it, with peak RSS")
 	fs.IntVar(&b.context, "bench-context", 128, "with -bench: prompt length before the timed decode steps")
 	fs.IntVar(&b.steps, "bench-decode", 16, "with -bench: timed decode steps")
 	fs.IntVar(&b.reps, "bench-repeats", 2, "with -bench: runs of each prefill length (the best is reported)")
@@ -63,16 +65,12 @@ func (b *benchOptions) startProfile() (func(), error) {
 // the sessions and the probe need is checked by bench.Run before it
 // allocates anything).
 func (b *benchOptions) check() error {
-	b.lens = nil
-	for _, f := range strings.Split(b.prefill, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		v, err := strconv.Atoi(f)
-		if err != nil || v <= 0 || v > maxTokens || strings.HasPrefix(f, "+") {
-			return fmt.Errorf("-bench-prefill: %q is not a length in 1..%d", f, maxTokens)
-		}
-		b.lens = append(b.lens, v)
+	var err error
+	if b.lens, err = lengths("bench-prefill", b.prefill); err != nil {
+		return err
+	}
+	if b.longLens, err = lengths("bench-long", b.long); err != nil {
+		return err
 	}
 	for _, err := range []error{
 		cli.IntRange("bench-context", int64(b.context), 1, maxTokens, maxTokensWhy),
@@ -89,12 +87,29 @@ func (b *benchOptions) check() error {
 	return nil
 }
 
+// lengths parses a comma-separated list of prompt lengths of flag name.
+func lengths(name, list string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v <= 0 || v > maxTokens || strings.HasPrefix(f, "+") {
+			return nil, fmt.Errorf("-%s: %q is not a length in 1..%d", name, f, maxTokens)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 // runBench runs bench.Run on an opened model and prints the report.
 // floorGBs is -bench-floor-gbs (0: the device's probe); fill, when not
 // nil, adds the caller's figures to the report.
 func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64, floorGBs float64, fill func(*bench.Report)) error {
 	opt := bench.Options{PrefillTokens: b.lens, Batch: batch, DecodeContext: b.context, DecodeSteps: b.steps,
-		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory, OpTimes: b.opTimes, LayerTimes: b.layerTimes, FloorBytesPerS: floorGBs * 1e9}
+		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory, OpTimes: b.opTimes, LayerTimes: b.layerTimes, FloorBytesPerS: floorGBs * 1e9,
+		PrefillChunk: b.prefillChunk, LongContext: b.longLens}
 	if b.probeMB == 0 {
 		opt.ProbeBytes = -1
 	}

@@ -28,7 +28,7 @@ func (o *options) check(set map[string]bool) error {
 		return fmt.Errorf("-plan is required (make one with: compile -model DIR -o FILE)")
 	}
 	for _, err := range []error{
-		cli.Needs(set, "bench", "json", "bench-prefill", "bench-context", "bench-decode", "bench-repeats", "probe-mb", "op-times", "layer-times"),
+		cli.Needs(set, "bench", "json", "bench-prefill", "bench-long", "bench-context", "bench-decode", "bench-repeats", "probe-mb", "op-times", "layer-times"),
 		cli.Excludes(set, "bench", "it times random prompts", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "max-len", "temperature", "top-k", "top-p"),
 		// with -synthetic, -seed picks the weights
 		cli.Excludes(map[string]bool{"bench": set["bench"] && !set["synthetic"], "seed": set["seed"]}, "bench", "it times random prompts", "seed"),
@@ -38,6 +38,7 @@ func (o *options) check(set map[string]bool) error {
 		cli.Excludes(set, "placement", "it prints the placement and runs nothing", "bench", "prompt-ids", "trace-in", "trace-out", "dump", "max-new-tokens", "temperature", "seed", "top-k", "top-p", "max-memory", "model", "cpuprofile"),
 		cli.IntRange("max-new-tokens", int64(o.maxNew), 0, maxTokens, maxTokensWhy),
 		cli.IntRange("max-len", int64(o.maxLen), 0, maxTokens, maxTokensWhy),
+		cli.IntRange("prefill-chunk", int64(o.prefillChunk), 0, maxTokens, maxTokensWhy),
 		checkTemperature(o.temperature),
 		o.bench.check(),
 	} {

@@ -33,7 +33,7 @@ func asInternal(err error) error {
 
 type options struct {
 	plan, model, prompt, dump, traceOut, traceIn, backend string
-	maxNew, maxLen                                        int
+	maxNew, maxLen, prefillChunk                          int
 	temperature                                           float64
 	seed                                                  uint64
 	maxMemory                                             int64
@@ -45,12 +45,12 @@ type options struct {
 
 // usage is the synopsis of -h: every flag appears in it (TestUsageNamesEveryFlag).
 const usage = `exec -plan FILE [-model DIR] (-prompt TEXT | -prompt-file FILE) [-tokenizer FILE] [-max-new-tokens N] [-max-len N]
-            [-temperature T [-seed S] [-top-k K] [-top-p P]] [-stop S,...] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
-       exec -plan FILE [-model DIR] -chat [-system TEXT] [-thinking] [-tokenizer FILE] [-max-new-tokens N] [-max-len N]
+            [-prefill-chunk N] [-temperature T [-seed S] [-top-k K] [-top-p P]] [-stop S,...] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
+       exec -plan FILE [-model DIR] -chat [-system TEXT] [-thinking] [-tokenizer FILE] [-max-new-tokens N] [-max-len N] [-prefill-chunk N]
             [-temperature T [-seed S] [-top-k K] [-top-p P]] [-stop S,...] [-backend NAME] [-max-memory BYTES]
-       exec -plan FILE [-model DIR] (-prompt-ids "1,2,3;4,5,6" | -trace-in FILE) [-max-new-tokens N] [-max-len N]
+       exec -plan FILE [-model DIR] (-prompt-ids "1,2,3;4,5,6" | -trace-in FILE) [-max-new-tokens N] [-max-len N] [-prefill-chunk N]
             [-temperature T [-seed S] [-top-k K] [-top-p P]] [-dump FILE] [-trace-out FILE] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
-       exec -plan FILE [-model DIR] -bench [-json] [-bench-prefill LIST] [-bench-context N] [-bench-decode N]
+       exec -plan FILE [-model DIR] -bench [-json] [-bench-prefill LIST] [-bench-long LIST] [-prefill-chunk N] [-bench-context N] [-bench-decode N]
             [-bench-repeats N] [-probe-mb N] [-op-times] [-layer-times] [-bench-floor-gbs GBS] [-backend NAME] [-backend-opt KEY=VALUE ...]
             [-cuda-graphs] [-max-memory BYTES] [-cpuprofile FILE]
        exec [-plan FILE] -bench -synthetic -config FILE [-seed N] [the -bench flags above]
@@ -65,6 +65,7 @@ func newFlags(o *options) *flag.FlagSet {
 	fs.StringVar(&o.prompt, "prompt-ids", "", "token ids: rows separated by ';', ids by ','; all rows the same length")
 	fs.IntVar(&o.maxNew, "max-new-tokens", 8, "tokens to generate per row")
 	fs.IntVar(&o.maxLen, "max-len", 0, "maximum sequence length that sizes the caches (default: prompt + new tokens)")
+	fs.IntVar(&o.prefillChunk, "prefill-chunk", engine.DefaultPrefillChunk, "prefill a longer prompt in calls of at most `N` tokens (memory of a chunk, not of the prompt; the same results); 0: one call")
 	fs.Float64Var(&o.temperature, "temperature", 0, "sampling temperature; 0 = greedy")
 	fs.Uint64Var(&o.seed, "seed", 1, "sampling seed")
 	fs.StringVar(&o.dump, "dump", "", "write logits and ids to this safetensors file")
@@ -99,6 +100,7 @@ func run(args []string) error {
 	if err := o.check(set); err != nil {
 		return err
 	}
+	o.bench.prefillChunk = o.prefillChunk
 	bopts, err := o.synth.options(set)
 	if err != nil {
 		return err
@@ -208,7 +210,11 @@ func run(args []string) error {
 	if err := checkOutputs(o); err != nil {
 		return err
 	}
-	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen, PrefillLen: S, MaxMemory: o.maxMemory})
+	chunk := o.prefillChunk
+	if o.dump != "" {
+		chunk = 0 // the dump holds every prompt position's logits (prefill.logits_full): one call
+	}
+	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen, PrefillLen: S, PrefillChunk: chunk, MaxMemory: o.maxMemory})
 	if err != nil {
 		return err
 	}

@@ -33,11 +33,12 @@ import (
 func main() { os.Exit(cli.Run("serve", run, os.Args[1:])) }
 
 const usage = `serve -plan FILE [-model DIR] [-backend NAME] [-addr HOST:PORT] [-max-batch N] [-max-queue N] [-max-tokens N]
-             [-max-len N] [-request-timeout D] [-drain-timeout D] [-tokenizer FILE] [-model-name NAME] [-thinking] [-max-memory BYTES]`
+             [-max-len N] [-prefill-chunk N] [-request-timeout D] [-drain-timeout D] [-tokenizer FILE] [-model-name NAME] [-thinking] [-max-memory BYTES]`
 
 type options struct {
 	plan, model, backend, addr, tokenizer, name string
 	maxBatch, maxQueue, maxTokens, maxLen       int
+	prefillChunk                                int
 	requestTimeout, drainTimeout                time.Duration
 	thinking                                    bool
 	maxMemory                                   int64
@@ -58,6 +59,7 @@ func newFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.maxQueue, "max-queue", 0, "requests waiting for a slot before 429 (default: 4 × -max-batch)")
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "largest max_tokens of a request (default: -max-len)")
 	fs.IntVar(&o.maxLen, "max-len", 0, "positions of a slot, prompt + answer (default: the config's max_seq_len)")
+	fs.IntVar(&o.prefillChunk, "prefill-chunk", engine.DefaultPrefillChunk, "prefill a longer prompt in calls of at most `N` tokens (memory of a chunk, not of the prompt; the same results); 0: one call")
 	fs.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Minute, "per request, queue included (0: none)")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long in-flight requests may finish before they are cancelled")
 	fs.BoolVar(&o.thinking, "thinking", false, "chat requests think (reasoning_content) unless they set reasoning_effort \"none\"; without it, only those that set reasoning_effort")
@@ -80,6 +82,7 @@ func (o *options) check() error {
 		cli.IntRange("max-queue", int64(o.maxQueue), 0, maxCount, "far above what memory holds"),
 		cli.IntRange("max-tokens", int64(o.maxTokens), 0, maxCount, "far above what memory holds"),
 		cli.IntRange("max-len", int64(o.maxLen), 0, maxCount, "far above what memory holds"),
+		cli.IntRange("prefill-chunk", int64(o.prefillChunk), 0, maxCount, "far above what memory holds"),
 	} {
 		if err != nil {
 			return err
@@ -206,7 +209,7 @@ type closingEngine interface {
 // run rows at different positions in one call, otherwise one session per
 // slot (the sequences then share nothing but the weights).
 func openEngine(m *engine.Model, o options) (closingEngine, string, error) {
-	b, err := m.NewBatch(engine.BatchOptions{Slots: o.maxBatch, MaxLen: o.maxLen, MaxMemory: o.maxMemory})
+	b, err := m.NewBatch(engine.BatchOptions{Slots: o.maxBatch, MaxLen: o.maxLen, MaxMemory: o.maxMemory, PrefillChunk: o.prefillChunk})
 	if err != nil {
 		return nil, "", err
 	}

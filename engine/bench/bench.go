@@ -26,8 +26,13 @@ type Options struct {
 	ProbePasses   int   // probe passes, the best is kept (default 5)
 	Seed          uint64
 	MaxMemory     int64 // Options.MaxMemory of the sessions
-	OpTimes       bool  // time every kernel of the decode steps, by op (costs a clock read per node)
-	LayerTimes    bool  // time the decode steps' kernels by layer (Session.NodeTimes)
+	PrefillChunk  int   // Options.PrefillChunk of the sessions (0: one prefill call)
+	// LongContext are the prompt lengths of the long-context rows: one
+	// prefill each (in chunks of PrefillChunk), then DecodeSteps timed
+	// decode steps after it (Report.Long).
+	LongContext []int
+	OpTimes     bool // time every kernel of the decode steps, by op (costs a clock read per node)
+	LayerTimes  bool // time the decode steps' kernels by layer (Session.NodeTimes)
 	// FloorBytesPerS is the bandwidth of the weight-bandwidth floor decode
 	// is measured against (e.g. 4.3e12 for an H200); 0 uses the device's
 	// own probe (a backends.Profiler), else the host probe.
@@ -97,6 +102,28 @@ type PrefillFigure struct {
 	GEMMFraction float64 `json:"gemm_fraction,omitempty"`
 }
 
+// LongFigure is one long-context row: a prompt's prefill (in chunks) and
+// the decode steps after it, with the memory the process held.
+type LongFigure struct {
+	Tokens            int     `json:"tokens"` // prompt tokens per row
+	Batch             int     `json:"batch"`
+	Chunk             int     `json:"prefill_chunk"` // Options.PrefillChunk (0: one call)
+	PrefillSeconds    float64 `json:"prefill_seconds"`
+	PrefillTokensPerS float64 `json:"prefill_tokens_per_s"`
+	DecodeSteps       int     `json:"decode_steps"`
+	DecodeTokensPerS  float64 `json:"decode_tokens_per_s"`
+	// CacheBytes is the session's persistent state (caches, compressor
+	// state, Engram history) and ArenaBytes its activation arenas.
+	CacheBytes int64 `json:"cache_bytes"`
+	ArenaBytes int64 `json:"arena_bytes"`
+	// BaseRSS is VmRSS before the row (the model: weights as held), PeakRSS
+	// VmHWM over the row (reset before it where the kernel allows:
+	// /proc/self/clear_refs), RSSFile the mapped checkpoint pages after it.
+	BaseRSS int64 `json:"base_rss_bytes"`
+	PeakRSS int64 `json:"peak_rss_bytes"`
+	RSSFile int64 `json:"rss_file_bytes"`
+}
+
 // Report holds the figures of one Bench run (JSON field names are
 // stable: cmd/exec -bench -json prints this object).
 type Report struct {
@@ -112,6 +139,8 @@ type Report struct {
 	OpenSeconds      float64 `json:"open_seconds,omitempty"`
 
 	Prefill []PrefillFigure `json:"prefill"`
+	// Long are the long-context rows (Options.LongContext).
+	Long []LongFigure `json:"long_context,omitempty"`
 	// GEMM (host backends; absent else) is the CPU GEMM kernel's own rate
 	// measured in this run, after the prefills.
 	GEMM *GEMMFigure `json:"gemm,omitempty"`
@@ -235,7 +264,7 @@ func Run(m *engine.Model, opt Options) (*Report, error) {
 		env := ir.Bindings{B: int64(opt.Batch), S: int64(S), M: int64(S), P: 0}
 		fig.FLOPs, fig.WeightFLOPs = graphFLOPs(m.Module.Graph("prefill"), env)
 		for r := 0; r < opt.Repeats; r++ {
-			s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, MaxMemory: opt.MaxMemory})
+			s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, PrefillChunk: opt.PrefillChunk, MaxMemory: opt.MaxMemory})
 			if err != nil {
 				return nil, err
 			}
@@ -261,6 +290,17 @@ func Run(m *engine.Model, opt Options) (*Report, error) {
 		fig.GFLOPS = fig.FLOPs / fig.Seconds / 1e9
 		rep.Prefill = append(rep.Prefill, fig)
 		opt.Log("prefill %5d tokens: %8.3f s  %9.1f tokens/s  %7.1f GFLOP/s", S, fig.Seconds, fig.TokensPerS, fig.GFLOPS)
+		runtime.GC()
+	}
+
+	for _, S := range opt.LongContext {
+		f, err := longRow(m, opt, S, prompt(S))
+		if err != nil {
+			return nil, err
+		}
+		rep.Long = append(rep.Long, f)
+		opt.Log("long context %6d tokens: prefill %8.2f s  %8.1f tokens/s; decode after it %7.2f tokens/s; RSS %s before, peak %s (caches %s, arenas %s)",
+			S, f.PrefillSeconds, f.PrefillTokensPerS, f.DecodeTokensPerS, engine.FormatBytes(f.BaseRSS), engine.FormatBytes(f.PeakRSS), engine.FormatBytes(f.CacheBytes), engine.FormatBytes(f.ArenaBytes))
 		runtime.GC()
 	}
 
@@ -343,12 +383,20 @@ func preflight(m *engine.Model, opt Options) error {
 		if S <= 0 {
 			return fmt.Errorf("prefill length %d: must be > 0", S)
 		}
-		if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, MaxMemory: opt.MaxMemory}, "lower -bench-prefill"); err != nil {
+		if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, PrefillChunk: opt.PrefillChunk, MaxMemory: opt.MaxMemory}, "lower -bench-prefill"); err != nil {
 			return fmt.Errorf("prefill of %d tokens: %v", S, err)
 		}
 	}
+	for _, S := range opt.LongContext {
+		if S <= 0 {
+			return fmt.Errorf("long-context length %d: must be > 0", S)
+		}
+		if err := m.CheckMemory(longOptions(opt, S), "lower -bench-long or give -prefill-chunk"); err != nil {
+			return fmt.Errorf("long context of %d tokens: %v", S, err)
+		}
+	}
 	total := ir.SatAdd(ir.SatAdd(int64(opt.DecodeContext), int64(max(opt.DecodeWarmup, 0))), ir.SatAdd(2*int64(opt.DecodeSteps), 1))
-	if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: int(total), PrefillLen: opt.DecodeContext, MaxMemory: opt.MaxMemory}, "lower -bench-context or -bench-decode"); err != nil {
+	if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: int(total), PrefillLen: opt.DecodeContext, PrefillChunk: opt.PrefillChunk, MaxMemory: opt.MaxMemory}, "lower -bench-context or -bench-decode"); err != nil {
 		return fmt.Errorf("decode after %d tokens: %v", opt.DecodeContext, err)
 	}
 	if err := gemmPreflight(m, opt); err != nil {
@@ -371,7 +419,7 @@ func decode(m *engine.Model, opt Options, rep *Report, p [][]int64) error {
 	// GPU from replaying its captured graph); the experts are counted over
 	// as many steps after them.
 	total := opt.DecodeContext + opt.DecodeWarmup + 2*opt.DecodeSteps + 1
-	s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: total, PrefillLen: opt.DecodeContext, MaxMemory: opt.MaxMemory})
+	s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: total, PrefillLen: opt.DecodeContext, PrefillChunk: opt.PrefillChunk, MaxMemory: opt.MaxMemory})
 	if err != nil {
 		return err
 	}
@@ -630,6 +678,15 @@ func (r *Report) Text() string {
 		}
 		fmt.Fprintf(&b, ": %.2f GFLOP/s (best of %d calls, %.4f s)\n", g.GFLOPS, g.Calls, g.Seconds)
 	}
+	for _, f := range r.Long {
+		chunk := "one call"
+		if f.Chunk > 0 {
+			chunk = fmt.Sprintf("chunks of %d", f.Chunk)
+		}
+		fmt.Fprintf(&b, "long context %6d tokens × %d (%s): prefill %9.2f s  %8.1f tokens/s; decode after it %.3f tokens/s; RSS %s before, peak %s (file %s), caches %s, arenas %s\n",
+			f.Tokens, f.Batch, chunk, f.PrefillSeconds, f.PrefillTokensPerS, f.DecodeTokensPerS, engine.FormatBytes(f.BaseRSS), engine.FormatBytes(f.PeakRSS), engine.FormatBytes(f.RSSFile),
+			engine.FormatBytes(f.CacheBytes), engine.FormatBytes(f.ArenaBytes))
+	}
 	fmt.Fprintf(&b, "decode (after %d tokens, %d steps): %.3f tokens/s\n", r.DecodeContext, r.DecodeSteps, r.DecodeTokensPerS)
 	fmt.Fprintf(&b, "weights per decoded token: %s as stored (%.2f experts, %s of them), %s as held\n",
 		engine.FormatBytes(int64(r.WeightBytesPerDecodeToken)), r.ExpertsPerToken, engine.FormatBytes(int64(r.ExpertBytesPerToken)), engine.FormatBytes(int64(r.HeldBytesPerDecodeToken)))
@@ -686,4 +743,49 @@ func writeOpTimes(b *strings.Builder, figs []OpTimeFigure, per string) {
 	for _, t := range figs {
 		fmt.Fprintf(b, "    %-20s %9.4f ms %5.1f %% (%.3g calls)\n", t.Op, t.MsPerToken, 100*t.Share, t.CallsPerToken)
 	}
+}
+
+// longOptions is the session of a long-context row of S tokens: the
+// prompt, a warm-up and the timed decode steps.
+func longOptions(opt Options, S int) engine.Options {
+	return engine.Options{Batch: opt.Batch, MaxLen: S + opt.DecodeWarmup + opt.DecodeSteps + 1, PrefillLen: S,
+		PrefillChunk: opt.PrefillChunk, MaxMemory: opt.MaxMemory}
+}
+
+// longRow prefills prompt p of S tokens (in chunks) and times the decode
+// steps after it.
+func longRow(m *engine.Model, opt Options, S int, p [][]int64) (LongFigure, error) {
+	f := LongFigure{Tokens: S, Batch: opt.Batch, Chunk: opt.PrefillChunk, DecodeSteps: opt.DecodeSteps}
+	resetPeakRSS()
+	f.BaseRSS, _, _, _ = ReadRSS()
+	s, err := m.NewSession(longOptions(opt, S))
+	if err != nil {
+		return f, err
+	}
+	defer s.Close()
+	t0 := time.Now()
+	lg, err := s.Prefill(p)
+	if err != nil {
+		return f, err
+	}
+	f.PrefillSeconds = time.Since(t0).Seconds()
+	f.PrefillTokensPerS = float64(S*opt.Batch) / f.PrefillSeconds
+	next := argmaxRows(lg.Last())
+	for range opt.DecodeWarmup {
+		if lg, err = s.Decode(next); err != nil {
+			return f, err
+		}
+		next = argmaxRows(lg.Last())
+	}
+	t1 := time.Now()
+	for range opt.DecodeSteps {
+		if lg, err = s.Decode(next); err != nil {
+			return f, err
+		}
+		next = argmaxRows(lg.Last())
+	}
+	f.DecodeTokensPerS = float64(opt.DecodeSteps*opt.Batch) / time.Since(t1).Seconds()
+	f.CacheBytes, f.ArenaBytes = s.StateBytes(), s.ArenaBytes()
+	_, _, f.RSSFile, f.PeakRSS = ReadRSS()
+	return f, nil
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -68,4 +69,16 @@ func ReadRSS() (rss, anon, file, peak int64) {
 func readFilePmdMapped() int64 {
 	m, _ := backends.ProcKiB("/proc/self/smaps_rollup")
 	return m["FilePmdMapped"]
+}
+
+// resetPeakRSS resets VmHWM to the current RSS (writing 5 to
+// /proc/self/clear_refs), so that the next ReadRSS reports the peak since;
+// where the kernel refuses, VmHWM stays the process's peak.
+func resetPeakRSS() {
+	f, err := os.OpenFile("/proc/self/clear_refs", os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	f.WriteString("5")
+	f.Close()
 }

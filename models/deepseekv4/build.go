@@ -7,24 +7,33 @@ import (
 	"github.com/ds4go/ds4/ir"
 )
 
-// Phase selects which of the two call shapes a graph serves.
+// Phase selects which of the call shapes a graph serves.
 type Phase int
 
 // The two call shapes of the reference (spec §4): prefill starts at position
 // 0 with any number of tokens; decode adds one token at start_pos > 0.
+// Chunk is the incremental form of both, S tokens at any start_pos (a long
+// prompt in bounded memory): the decode graph's reads of the window ring,
+// compressor state and compressed caches, with the prefill graph's layout
+// of the attention's index lists, so that a prompt run in chunks gives the
+// bits of one prefill call (engine.Session.Prefill).
 const (
 	Prefill Phase = iota
 	Decode
+	Chunk
 )
 
 func (p Phase) String() string {
-	if p == Decode {
+	switch p {
+	case Decode:
 		return "decode"
+	case Chunk:
+		return "chunk"
 	}
 	return "prefill"
 }
 
-// BuildModule builds the prefill and decode graphs of the text path.
+// BuildModule builds the prefill, decode and chunk graphs of the text path.
 func BuildModule(c *Config) (*ir.Module, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -34,7 +43,7 @@ func BuildModule(c *Config) (*ir.Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, ph := range []Phase{Prefill, Decode} {
+	for _, ph := range []Phase{Prefill, Decode, Chunk} {
 		g, err := buildGraph(c, ph, lay)
 		if err != nil {
 			return nil, err
@@ -126,7 +135,7 @@ func (b *builder) norm(x *ir.Node, name string, layer int, comp string, dim int)
 
 func (b *builder) build() {
 	c := b.c
-	if b.ph == Prefill {
+	if b.ph != Decode {
 		b.S, b.N = ir.Sym("S"), ir.Sym("B*S")
 	} else {
 		b.S, b.N = ir.C(1), ir.Sym("B")
@@ -275,8 +284,13 @@ func (b *builder) attention(x *ir.Node, L LayerInfo) *ir.Node {
 	kv := b.norm(b.linearFP8(x, p+"wkv", l, "attention/core/wkv", Dh, D), p+"kv_norm.weight", l, "attention/core/kv_norm", Dh)
 	kv = b.add("act_quant", q32, b.rope(kv, table, b.pos, false))
 	ring := b.state(fmt.Sprintf("L%d.window_kv_cache", l), "window", ir.T(ir.BF16, "B", c.WindowSize, Dh))
-	ring = b.add("window_update", nil, ring, kv, b.startPos)
 	winKV := kv
+	if b.ph == Chunk {
+		// the ring as the previous call left it, then the chunk's rows (read
+		// before the update below overwrites slots the first queries need)
+		winKV = b.add("concat", ir.Attrs{"axis": int64(1)}, ring, kv)
+	}
+	ring = b.add("window_update", nil, ring, kv, b.startPos)
 	if b.ph == Decode {
 		winKV = ring
 	}
@@ -301,9 +315,15 @@ func (b *builder) attention(x *ir.Node, L LayerInfo) *ir.Node {
 				z := b.add("matmul", nil, xf, wg)
 				kvst := b.state(st+"kv_state", "compressor_kv", ir.T(ir.F32, "B", r, Dh))
 				scst := b.state(st+"score_state", "compressor_score", ir.T(ir.F32, "B", r, Dh))
+				var pooled *ir.Node
+				if b.ph == Chunk { // pool from the state before this call's tail is written
+					pooled = b.add("compressor_pool", ir.Attrs{"ratio": R}, cc, z, kvst, scst, b.startPos)
+				}
 				kvst = b.add("group_state_update", ir.Attrs{"ratio": R}, kvst, cc, b.startPos)
 				scst = b.add("group_state_update", ir.Attrs{"ratio": R}, scst, z, b.startPos)
-				pooled := b.add("compressor_pool", ir.Attrs{"ratio": R}, cc, z, kvst, scst, b.startPos)
+				if pooled == nil {
+					pooled = b.add("compressor_pool", ir.Attrs{"ratio": R}, cc, z, kvst, scst, b.startPos)
+				}
 				latent = b.add("cast", ir.Attrs{"to": "bf16"}, pooled)
 			}
 			latent = b.norm(latent, cp+"norm.weight", l, "attention/compressor/norm", Dh)

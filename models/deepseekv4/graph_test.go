@@ -168,8 +168,8 @@ func through(n *ir.Node) *ir.Node {
 func TestReleaseModuleVerifiesAndRoundTrips(t *testing.T) {
 	m := releaseModule(t)
 	t.Logf("BuildModule(release config): %v, %d + %d nodes", releaseDur, len(m.Graph("prefill").Nodes), len(m.Graph("decode").Nodes))
-	if len(m.Graphs) != 2 || m.Graph("prefill") == nil || m.Graph("decode") == nil {
-		t.Fatalf("module graphs: want prefill and decode, got %d", len(m.Graphs))
+	if len(m.Graphs) != 3 || m.Graph("prefill") == nil || m.Graph("decode") == nil || m.Graph("chunk") == nil {
+		t.Fatalf("module graphs: want prefill, decode and chunk, got %d", len(m.Graphs))
 	}
 	if err := ir.VerifyModule(m); err != nil {
 		t.Fatalf("VerifyModule: %v", err)
@@ -612,7 +612,7 @@ func TestReleaseSinkhorn(t *testing.T) {
 
 func TestReleaseDecodeShapes(t *testing.T) {
 	m := releaseModule(t)
-	want := map[string]string{"prefill": "i64[B,S]", "decode": "i64[B,1]"}
+	want := map[string]string{"prefill": "i64[B,S]", "decode": "i64[B,1]", "chunk": "i64[B,S]"}
 	for _, g := range m.Graphs {
 		v := newView(t, g)
 		tok := v.one(t, "input", "tokens")
@@ -626,12 +626,12 @@ func TestReleaseDecodeShapes(t *testing.T) {
 			t.Fatalf("%s: outputs %v, want logits", g.Name, g.Outputs)
 		}
 		lt := g.Outputs[0].Node.Type
-		wantL := map[string]string{"prefill": "f32[B,S,129280]", "decode": "f32[B,1,129280]"}[g.Name]
+		wantL := map[string]string{"prefill": "f32[B,S,129280]", "decode": "f32[B,1,129280]", "chunk": "f32[B,S,129280]"}[g.Name]
 		if lt.String() != wantL {
 			t.Errorf("%s: logits %s, want %s", g.Name, lt, wantL)
 		}
-		// Both graphs declare the same weights and the same state.
-		if g.Name == "decode" {
+		// The graphs declare the same weights and the same state.
+		if g.Name != "prefill" {
 			pv := newView(t, m.Graph("prefill"))
 			for name, ns := range v.byName {
 				if ns[0].Op != "weight" && ns[0].Op != "state" {

@@ -119,6 +119,9 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 				valid[nv] = j
 				nv++
 			}
+			if nv == 0 {
+				continue // no valid entry: the block changes nothing (see kernels.SparseAttn)
+			}
 			// logits: 16 heads × 4 keys or 8 heads × 8 keys per call, the
 			// last call's missing keys filled with a repeat
 			for hh := 0; hh < h && nv > 0; {

@@ -87,12 +87,11 @@ func MatmulBF16W16(out, a []float32, w []byte, m, k, n int) {
 // the reference's sequential sum in ascending d from +0, every product
 // rounded to fp32, 32 outputs of a group at once in vector lanes.
 func GroupedLoRA(out, o []float32, m, groups, dg int, woA []float32, codes, scales []byte, rank int) {
-	groupedLoRARows(out, o, m, groups, dg, woA, codes, scales, rank, false)
+	groupedLoRARows(out, o, m, groups, dg, woA, codes, scales, rank, rowsAuto)
 }
 
-// groupedLoRARows is GroupedLoRA; perRow keeps every row on the kernels
-// of one row (see PerRow).
-func groupedLoRARows(out, o []float32, m, groups, dg int, woA []float32, codes, scales []byte, rank int, perRow bool) {
+// groupedLoRARows is GroupedLoRA with the kernels mode picks.
+func groupedLoRARows(out, o []float32, m, groups, dg int, woA []float32, codes, scales []byte, rank int, mode rowMode) {
 	rows := groups * rank
 	check("GroupedLoRA", len(out), m*rows, len(o), m*groups*dg)
 	kbs := ceilDiv(dg, block)
@@ -105,13 +104,13 @@ func groupedLoRARows(out, o []float32, m, groups, dg int, woA []float32, codes, 
 		return
 	}
 	if codes != nil && rank%block == 0 && loraExact(scales) {
-		groupedFP8(out, o, m, groups, dg, codes, scales, rank, perRow)
+		groupedFP8(out, o, m, groups, dg, codes, scales, rank, mode)
 		return
 	}
 	const lw = 32
 	chunks := ceilDiv(rank, lw)
 	ks := current()
-	if codes != nil && ks.loraFP8x8 != nil && (m <= loraDirectMaxM || perRow) && rank%8 == 0 && dg%block == 0 && loraExact(scales) {
+	if codes != nil && ks.loraFP8x8 != nil && mode.stream(m, loraDirectMaxM) && rank%8 == 0 && dg%block == 0 && loraExact(scales) {
 		// few tokens: dequantise and transpose 8×8 tiles in registers
 		// instead of building panels
 		parallel(groups*chunks, func(it int) {
@@ -211,7 +210,7 @@ func groupedLoRARows(out, o []float32, m, groups, dg int, woA []float32, codes, 
 // groupedFP8 is GroupedLoRA on stored codes as one fp8 matmul per group:
 // o's columns of group g against the group's rank rows of codes (whole
 // 32-row scale groups).
-func groupedFP8(out, o []float32, m, groups, dg int, codes, scales []byte, rank int, perRow bool) {
+func groupedFP8(out, o []float32, m, groups, dg int, codes, scales []byte, rank int, mode rowMode) {
 	kbs := ceilDiv(dg, block)
 	rows := groups * rank
 	ws := make([]weights, groups)
@@ -234,7 +233,7 @@ func groupedFP8(out, o []float32, m, groups, dg int, codes, scales []byte, rank 
 			copy(xs[g][i*dg:(i+1)*dg], o[(i*groups+g)*dg:(i*groups+g+1)*dg])
 		}
 	}
-	if m <= decodeMaxM || perRow {
+	if mode.stream(m, decodeMaxM) {
 		ks := current()
 		tasks := make([]func(int), groups)
 		chunks := 0

@@ -59,12 +59,26 @@ func MatmulBF16(out, a, w []float32, m, k, n int) {
 }
 
 func matmul(out, a []float32, m int, w *weights, round bool) {
-	matmulRows(out, a, m, w, round, false)
+	matmulRows(out, a, m, w, round, rowsAuto)
 }
 
-// matmulRows is matmul; perRow takes the streaming kernels at every m, so
-// that each row's result is the one a one-row call gives (see PerRow).
-func matmulRows(out, a []float32, m int, w *weights, round, perRow bool) {
+// rowMode is how a kernel picks its code by the number of rows.
+type rowMode uint8
+
+const (
+	rowsAuto   rowMode = iota // the fastest for the row count
+	rowsStream                // the streaming kernels at every count: each row as a one-row call computes it (see PerRow)
+	rowsPacked                // the packed GEMM at every count: each row as a call of many rows computes it (see Packed)
+)
+
+// stream reports whether m rows take the streaming kernels under mode
+// (those of up to max rows do in rowsAuto).
+func (mode rowMode) stream(m, max int) bool {
+	return mode == rowsStream || mode == rowsAuto && m <= max
+}
+
+// matmulRows is matmul with the kernels mode picks.
+func matmulRows(out, a []float32, m int, w *weights, round bool, mode rowMode) {
 	if m == 0 || w.n == 0 {
 		return
 	}
@@ -73,7 +87,7 @@ func matmulRows(out, a []float32, m int, w *weights, round, perRow bool) {
 		return
 	}
 	ks := current()
-	if m <= decodeMaxM || perRow || streamsAll(ks, w) {
+	if mode.stream(m, decodeMaxM) || streamsAll(ks, w) {
 		decode(ks, out, a, m, w, round)
 	} else {
 		prefill(ks, out, a, m, w, round)

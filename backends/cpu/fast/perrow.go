@@ -15,7 +15,7 @@ package fast
 func MatmulFP8PerRow(out, a []float32, m, k int, w, wScale []byte, n int) {
 	kb := ceilDiv(k, block)
 	check("MatmulFP8", len(out), m*n, len(a), m*k, len(w), n*k, len(wScale), ceilDiv(n, block)*kb)
-	matmulRows(out, a, m, &weights{kind: kindFP8, n: n, k: k, q: w, s: wScale, kb: kb}, true, true)
+	matmulRows(out, a, m, &weights{kind: kindFP8, n: n, k: k, q: w, s: wScale, kb: kb}, true, rowsStream)
 }
 
 // MatmulFP4PerRow is MatmulFP4 with every row computed as a one-row call
@@ -27,41 +27,41 @@ func MatmulFP4PerRow(out, a []float32, m, k int, w, wScale []byte, n int) {
 	}
 	kb := ceilDiv(k, block)
 	check("MatmulFP4", len(out), m*n, len(a), m*k, len(w), n*k/2, len(wScale), n*kb)
-	matmulRows(out, a, m, &weights{kind: kindFP4, n: n, k: k, q: w, s: wScale, kb: kb}, true, true)
+	matmulRows(out, a, m, &weights{kind: kindFP4, n: n, k: k, q: w, s: wScale, kb: kb}, true, rowsStream)
 }
 
 // MatmulF32PerRow is MatmulF32 with every row computed as a one-row call
 // computes it.
 func MatmulF32PerRow(out, a, w []float32, m, k, n int) {
 	check("MatmulF32", len(out), m*n, len(a), m*k, len(w), n*k)
-	matmulRows(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, false, true)
+	matmulRows(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, false, rowsStream)
 }
 
 // MatmulBF16PerRow is MatmulBF16 with every row computed as a one-row call
 // computes it.
 func MatmulBF16PerRow(out, a, w []float32, m, k, n int) {
 	check("MatmulBF16", len(out), m*n, len(a), m*k, len(w), n*k)
-	matmulRows(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, true, true)
+	matmulRows(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, true, rowsStream)
 }
 
 // MatmulF32W16PerRow is MatmulF32W16 with every row computed as a one-row
 // call computes it.
 func MatmulF32W16PerRow(out, a []float32, w []byte, m, k, n int) {
 	check("MatmulF32W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
-	matmulRows(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, false, true)
+	matmulRows(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, false, rowsStream)
 }
 
 // MatmulBF16W16PerRow is MatmulBF16W16 with every row computed as a
 // one-row call computes it.
 func MatmulBF16W16PerRow(out, a []float32, w []byte, m, k, n int) {
 	check("MatmulBF16W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
-	matmulRows(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, true, true)
+	matmulRows(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, true, rowsStream)
 }
 
 // GroupedLoRAPerRow is GroupedLoRA with every row computed as a one-row
 // call computes it.
 func GroupedLoRAPerRow(out, o []float32, m, groups, dg int, woA []float32, codes, scales []byte, rank int) {
-	groupedLoRARows(out, o, m, groups, dg, woA, codes, scales, rank, true)
+	groupedLoRARows(out, o, m, groups, dg, woA, codes, scales, rank, rowsStream)
 }
 
 // ExpertMatmulPerRow is ExpertMatmul with every token computed as a

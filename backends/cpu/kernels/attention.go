@@ -76,6 +76,15 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 					valid[nv] = j
 					nv++
 				}
+				if nv == 0 {
+					// No valid entry: the block would leave μ, l and acc as
+					// they are (α = 1, every p = 0) but for turning an acc of
+					// −0 into +0; skipping it makes a row's result independent
+					// of the −1 padding after (or before) its valid entries, so
+					// that a prompt run in chunks (shorter top-k lists) gives
+					// the bits of one prefill call.
+					continue
+				}
 				// The logits of four rows at a time (independent sums).
 				v := 0
 				for ; v+4 <= nv; v += 4 {

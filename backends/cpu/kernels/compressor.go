@@ -76,6 +76,52 @@ func CompressorPool(out []float32, c, z []float32, b, s, d, ratio int, kvState, 
 	return 1
 }
 
+// CompressorPoolChunk is the pooling of a chunk call of s tokens at any
+// startPos ≥ 0 (the incremental form of CompressorPool): every group g with
+// startPos ≤ r·g+r−1 < startPos+s completes in this call and is pooled into
+// out [b, groups, d]; its token at position p comes from the state slot
+// p mod r when p < startPos (kvState and scoreState as the previous call
+// left them: the caller reads them before GroupStateChunk writes this
+// call's tail) and from row p − startPos of c and z otherwise. The pooling
+// is compressorPoolGroup's, so a group gives the same bits however the
+// prompt was split into calls. It does not write the state.
+func CompressorPoolChunk(out []float32, c, z []float32, b, s, d, ratio int, kvState, scoreState []float32, startPos int) (groups int) {
+	cs := make([][]float32, ratio)
+	zs := make([][]float32, ratio)
+	g0, g1 := startPos/ratio, (startPos+s)/ratio
+	for bi := 0; bi < b; bi++ {
+		for g := g0; g < g1; g++ {
+			for j := 0; j < ratio; j++ {
+				if p := g*ratio + j; p < startPos {
+					o := (bi*ratio + j) * d
+					cs[j], zs[j] = kvState[o:o+d], scoreState[o:o+d]
+				} else {
+					t := (bi*s + p - startPos) * d
+					cs[j], zs[j] = c[t:t+d], z[t:t+d]
+				}
+			}
+			compressorPoolGroup(out[(bi*(g1-g0)+g-g0)*d:(bi*(g1-g0)+g-g0+1)*d], cs, zs)
+		}
+	}
+	return g1 - g0
+}
+
+// GroupStateChunk stores the incomplete tail group of a chunk call of s
+// tokens at startPos into state [≥b, r, d]: the rows of x [b, s, d] at
+// positions p ≥ max(startPos, r·⌊(startPos+s)/r⌋) go to slot p mod r (at
+// startPos 0 what a prefill keeps). Slots of completed groups are left as
+// they are: no later call reads them.
+func GroupStateChunk(state, x []float32, b, s, d, ratio, startPos int) {
+	from := max(startPos, (startPos+s)/ratio*ratio)
+	for bi := 0; bi < b; bi++ {
+		for p := from; p < startPos+s; p++ {
+			src := (bi*s + p - startPos) * d
+			dst := (bi*ratio + p%ratio) * d
+			copy(state[dst:dst+d], x[src:src+d])
+		}
+	}
+}
+
 // compressorPoolGroup pools the tokens of one group per channel with a
 // softmax over their gate scores (see CompressorPool for the order). Both
 // sums start from their first term, so that a −0 product is kept as the

@@ -55,19 +55,19 @@ func IndexScore(out []float32, q []float32, b, s, h, di int, k []float32, nc int
 }
 
 // IndexCausalMask applies the indexer's causality (spec §4.7 step 5) to
-// score [b, s, nc]: in prefill (startPos == 0) query t sees the first
-// ⌊(t+1)/ratio⌋ compressed positions and every later column is set to -inf;
-// in decode (startPos > 0) every reachable position is visible and nothing
-// changes.
+// score [b, s, nc]: query t (position startPos+t) sees the first
+// ⌊(startPos+t+1)/ratio⌋ compressed positions and every later column is set
+// to -inf. In decode (one query, nc = ⌊(startPos+1)/ratio⌋) every column is
+// visible and nothing changes.
 func IndexCausalMask(score []float32, b, s, nc, startPos, ratio int) {
-	if startPos != 0 {
+	if startPos != 0 && s == 1 {
 		return
 	}
 	ninf := float32(math.Inf(-1))
 	for bi := 0; bi < b; bi++ {
 		for t := 0; t < s; t++ {
 			row := score[(bi*s+t)*nc : (bi*s+t+1)*nc]
-			for j := (t + 1) / ratio; j < nc; j++ {
+			for j := (startPos + t + 1) / ratio; j < nc; j++ {
 				row[j] = ninf
 			}
 		}
@@ -75,17 +75,17 @@ func IndexCausalMask(score []float32, b, s, nc, startPos, ratio int) {
 }
 
 // IndexVisibleLens returns the per-query visible compressed counts the
-// reference calls compress_lens: in prefill (startPos == 0) the s values
-// ⌊(t+1)/ratio⌋ for t = 0..s−1 (shared by every batch row), in decode the
-// single value (startPos+s) div ratio. Pass the result as `lens` to
-// SelectCandidateBlocks and IndexTopK.
+// reference calls compress_lens: the s values ⌊(startPos+t+1)/ratio⌋ for
+// t = 0..s−1 (shared by every batch row; a prefill has startPos 0, a chunk
+// any), in decode (s = 1, startPos > 0) the single value (startPos+1) div
+// ratio. Pass the result as `lens` to SelectCandidateBlocks and IndexTopK.
 func IndexVisibleLens(s, startPos, ratio int) []int {
-	if startPos != 0 {
+	if startPos != 0 && s == 1 {
 		return []int{(startPos + s) / ratio}
 	}
 	lens := make([]int, s)
 	for t := range lens {
-		lens[t] = (t + 1) / ratio
+		lens[t] = (startPos + t + 1) / ratio
 	}
 	return lens
 }

@@ -48,6 +48,49 @@ func WindowIdxDecode(startPos, window int) []int32 {
 	return out
 }
 
+// WindowIdxChunk returns the window index list [s, window] of a chunk call
+// of s tokens at startPos ≥ 0 over the concatenated window KV
+// [ring (window rows, as before this call) ; the chunk's s rows]. Row t
+// (position p = startPos+t) lists positions max(0, p−window+1) .. p in
+// ascending order, position q at ring slot q mod window when q < startPos
+// and at row window+(q−startPos) otherwise, padded with -1 at the END: the
+// layout of WindowIdxPrefill for a prompt of at least window tokens, so that
+// the attention's blocks of index entries match an unchunked prefill's.
+func WindowIdxChunk(startPos, s, window int) []int32 {
+	out := make([]int32, s*window)
+	for t := 0; t < s; t++ {
+		p := startPos + t
+		o := out[t*window : (t+1)*window]
+		j := 0
+		for q := max(0, p-window+1); q <= p; q++ {
+			if q < startPos {
+				o[j] = int32(q % window)
+			} else {
+				o[j] = int32(window + q - startPos)
+			}
+			j++
+		}
+		for ; j < window; j++ {
+			o[j] = -1
+		}
+	}
+	return out
+}
+
+// WindowWriteChunk writes the rows kv [b, s, d] of positions startPos ..
+// startPos+s−1 into ring [≥b, window, d] at slot = position mod window,
+// only the last min(s, window) of them (an earlier one would be
+// overwritten). At startPos 0 it is WindowWritePrefill, for s = 1
+// WindowWriteDecode.
+func WindowWriteChunk(ring []float32, b, window, d int, kv []float32, s, startPos int) {
+	for bi := 0; bi < b; bi++ {
+		for t := max(0, s-window); t < s; t++ {
+			slot := (startPos + t) % window
+			copy(ring[(bi*window+slot)*d:(bi*window+slot+1)*d], kv[(bi*s+t)*d:(bi*s+t+1)*d])
+		}
+	}
+}
+
 // WindowWritePrefill seeds the ring buffer ring [≥b, window, d] with the
 // prefill chunk kv [b, s, d] (already normed, roped and fp8 fake-quantised):
 // token t of the chunk goes to slot t mod window for the last min(s, window)

@@ -1,0 +1,63 @@
+package fast
+
+// Packed variants: the opposite of the PerRow ones. They take the packed
+// GEMM at every row count (but where the streaming kernels serve every
+// count alike: fp4 with the 16-bit activation kernels), so that each row's
+// result is the one a call of many rows gives. A prompt prefilled in
+// chunks (engine.Session.Prefill) runs its chunk calls on them: a short
+// chunk then computes its rows as the one long prefill call would, and the
+// chunked prefill keeps its bits.
+
+// MatmulFP8Packed is MatmulFP8 with every row computed as a call of many
+// rows computes it.
+func MatmulFP8Packed(out, a []float32, m, k int, w, wScale []byte, n int) {
+	kb := ceilDiv(k, block)
+	check("MatmulFP8", len(out), m*n, len(a), m*k, len(w), n*k, len(wScale), ceilDiv(n, block)*kb)
+	matmulRows(out, a, m, &weights{kind: kindFP8, n: n, k: k, q: w, s: wScale, kb: kb}, true, rowsPacked)
+}
+
+// MatmulFP4Packed is MatmulFP4 with every row computed as a call of many
+// rows computes it.
+func MatmulFP4Packed(out, a []float32, m, k int, w, wScale []byte, n int) {
+	if k%2 != 0 {
+		MatmulFP4(out, a, m, k, w, wScale, n) // (its panic)
+		return
+	}
+	kb := ceilDiv(k, block)
+	check("MatmulFP4", len(out), m*n, len(a), m*k, len(w), n*k/2, len(wScale), n*kb)
+	matmulRows(out, a, m, &weights{kind: kindFP4, n: n, k: k, q: w, s: wScale, kb: kb}, true, rowsPacked)
+}
+
+// MatmulF32Packed is MatmulF32 with every row computed as a call of many
+// rows computes it.
+func MatmulF32Packed(out, a, w []float32, m, k, n int) {
+	check("MatmulF32", len(out), m*n, len(a), m*k, len(w), n*k)
+	matmulRows(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, false, rowsPacked)
+}
+
+// MatmulBF16Packed is MatmulBF16 with every row computed as a call of many
+// rows computes it.
+func MatmulBF16Packed(out, a, w []float32, m, k, n int) {
+	check("MatmulBF16", len(out), m*n, len(a), m*k, len(w), n*k)
+	matmulRows(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, true, rowsPacked)
+}
+
+// MatmulF32W16Packed is MatmulF32W16 with every row computed as a call of
+// many rows computes it.
+func MatmulF32W16Packed(out, a []float32, w []byte, m, k, n int) {
+	check("MatmulF32W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
+	matmulRows(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, false, rowsPacked)
+}
+
+// MatmulBF16W16Packed is MatmulBF16W16 with every row computed as a call
+// of many rows computes it.
+func MatmulBF16W16Packed(out, a []float32, w []byte, m, k, n int) {
+	check("MatmulBF16W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
+	matmulRows(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, true, rowsPacked)
+}
+
+// GroupedLoRAPacked is GroupedLoRA with every row computed as a call of
+// many rows computes it.
+func GroupedLoRAPacked(out, o []float32, m, groups, dg int, woA []float32, codes, scales []byte, rank int) {
+	groupedLoRARows(out, o, m, groups, dg, woA, codes, scales, rank, rowsPacked)
+}
