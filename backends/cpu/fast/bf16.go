@@ -61,15 +61,13 @@ func (ks *kernelSet) dotBF16(a []float32, b []byte) float32 {
 // MatmulF32W16 is MatmulF32 with w [n,k] given as raw bf16 bytes; the
 // result is bit-identical to MatmulF32 on the widened weights.
 func MatmulF32W16(out, a []float32, w []byte, m, k, n int) {
-	check("MatmulF32W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
-	matmul(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, false)
+	matmulW16("MatmulF32W16", out, a, w, m, k, n, false, rowsAuto)
 }
 
 // MatmulBF16W16 is MatmulBF16 with w [n,k] given as raw bf16 bytes
 // (bit-identical to MatmulBF16 on the widened weights).
 func MatmulBF16W16(out, a []float32, w []byte, m, k, n int) {
-	check("MatmulBF16W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
-	matmul(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, true)
+	matmulW16("MatmulBF16W16", out, a, w, m, k, n, true, rowsAuto)
 }
 
 // GroupedLoRA is kernels.GroupedLoRA:

@@ -30,32 +30,51 @@ type weights struct {
 // MatmulFP8 is kernels.MatmulFP8: out [m,n] = bf16(a·dequant(w)ᵀ) with w e4m3
 // [n,k] and e8m0 block scales wScale [ceil(n/32), ceil(k/32)].
 func MatmulFP8(out, a []float32, m, k int, w, wScale []byte, n int) {
-	kb := ceilDiv(k, block)
-	check("MatmulFP8", len(out), m*n, len(a), m*k, len(w), n*k, len(wScale), ceilDiv(n, block)*kb)
-	matmul(out, a, m, &weights{kind: kindFP8, n: n, k: k, q: w, s: wScale, kb: kb}, true)
+	matmulFP8(out, a, m, k, w, wScale, n, rowsAuto)
 }
 
 // MatmulFP4 is kernels.MatmulFP4: w packed e2m1 [n, k/2] (low nibble = even
 // k), wScale e8m0 [n, ceil(k/32)]; k must be even.
 func MatmulFP4(out, a []float32, m, k int, w, wScale []byte, n int) {
+	matmulFP4(out, a, m, k, w, wScale, n, rowsAuto)
+}
+
+// MatmulF32 is kernels.MatmulF32: out = a·wᵀ in fp32, a [m,k], w [n,k].
+func MatmulF32(out, a, w []float32, m, k, n int) {
+	matmulF32("MatmulF32", out, a, w, m, k, n, false, rowsAuto)
+}
+
+// MatmulBF16 is kernels.MatmulBF16: out = bf16(a·wᵀ) with fp32 accumulation.
+func MatmulBF16(out, a, w []float32, m, k, n int) {
+	matmulF32("MatmulBF16", out, a, w, m, k, n, true, rowsAuto)
+}
+
+// matmulFP8, matmulFP4, matmulF32 and matmulW16 check a product's
+// arguments and run it with the kernels mode picks: the one body of each
+// format's plain, PerRow and Packed forms.
+func matmulFP8(out, a []float32, m, k int, w, wScale []byte, n int, mode rowMode) {
+	kb := ceilDiv(k, block)
+	check("MatmulFP8", len(out), m*n, len(a), m*k, len(w), n*k, len(wScale), ceilDiv(n, block)*kb)
+	matmulRows(out, a, m, &weights{kind: kindFP8, n: n, k: k, q: w, s: wScale, kb: kb}, true, mode)
+}
+
+func matmulFP4(out, a []float32, m, k int, w, wScale []byte, n int, mode rowMode) {
 	if k%2 != 0 {
 		panic(fmt.Sprintf("fast.MatmulFP4: k = %d is odd (fp4 packs two values per byte)", k))
 	}
 	kb := ceilDiv(k, block)
 	check("MatmulFP4", len(out), m*n, len(a), m*k, len(w), n*k/2, len(wScale), n*kb)
-	matmul(out, a, m, &weights{kind: kindFP4, n: n, k: k, q: w, s: wScale, kb: kb}, true)
+	matmulRows(out, a, m, &weights{kind: kindFP4, n: n, k: k, q: w, s: wScale, kb: kb}, true, mode)
 }
 
-// MatmulF32 is kernels.MatmulF32: out = a·wᵀ in fp32, a [m,k], w [n,k].
-func MatmulF32(out, a, w []float32, m, k, n int) {
-	check("MatmulF32", len(out), m*n, len(a), m*k, len(w), n*k)
-	matmul(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, false)
+func matmulF32(name string, out, a, w []float32, m, k, n int, round bool, mode rowMode) {
+	check(name, len(out), m*n, len(a), m*k, len(w), n*k)
+	matmulRows(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, round, mode)
 }
 
-// MatmulBF16 is kernels.MatmulBF16: out = bf16(a·wᵀ) with fp32 accumulation.
-func MatmulBF16(out, a, w []float32, m, k, n int) {
-	check("MatmulBF16", len(out), m*n, len(a), m*k, len(w), n*k)
-	matmul(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, true)
+func matmulW16(name string, out, a []float32, w []byte, m, k, n int, round bool, mode rowMode) {
+	check(name, len(out), m*n, len(a), m*k, len(w), 2*n*k)
+	matmulRows(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, round, mode)
 }
 
 func matmul(out, a []float32, m int, w *weights, round bool) {

@@ -8,52 +8,34 @@ package fast
 // chunk then computes its rows as the one long prefill call would, and the
 // chunked prefill keeps its bits.
 
-// MatmulFP8Packed is MatmulFP8 with every row computed as a call of many
-// rows computes it.
+// MatmulFP8Packed is MatmulFP8 with every row computed as a call of many rows computes it.
 func MatmulFP8Packed(out, a []float32, m, k int, w, wScale []byte, n int) {
-	kb := ceilDiv(k, block)
-	check("MatmulFP8", len(out), m*n, len(a), m*k, len(w), n*k, len(wScale), ceilDiv(n, block)*kb)
-	matmulRows(out, a, m, &weights{kind: kindFP8, n: n, k: k, q: w, s: wScale, kb: kb}, true, rowsPacked)
+	matmulFP8(out, a, m, k, w, wScale, n, rowsPacked)
 }
 
-// MatmulFP4Packed is MatmulFP4 with every row computed as a call of many
-// rows computes it.
+// MatmulFP4Packed is MatmulFP4 with every row computed as a call of many rows computes it.
 func MatmulFP4Packed(out, a []float32, m, k int, w, wScale []byte, n int) {
-	if k%2 != 0 {
-		MatmulFP4(out, a, m, k, w, wScale, n) // (its panic)
-		return
-	}
-	kb := ceilDiv(k, block)
-	check("MatmulFP4", len(out), m*n, len(a), m*k, len(w), n*k/2, len(wScale), n*kb)
-	matmulRows(out, a, m, &weights{kind: kindFP4, n: n, k: k, q: w, s: wScale, kb: kb}, true, rowsPacked)
+	matmulFP4(out, a, m, k, w, wScale, n, rowsPacked)
 }
 
-// MatmulF32Packed is MatmulF32 with every row computed as a call of many
-// rows computes it.
+// MatmulF32Packed is MatmulF32 with every row computed as a call of many rows computes it.
 func MatmulF32Packed(out, a, w []float32, m, k, n int) {
-	check("MatmulF32", len(out), m*n, len(a), m*k, len(w), n*k)
-	matmulRows(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, false, rowsPacked)
+	matmulF32("MatmulF32", out, a, w, m, k, n, false, rowsPacked)
 }
 
-// MatmulBF16Packed is MatmulBF16 with every row computed as a call of many
-// rows computes it.
+// MatmulBF16Packed is MatmulBF16 with every row computed as a call of many rows computes it.
 func MatmulBF16Packed(out, a, w []float32, m, k, n int) {
-	check("MatmulBF16", len(out), m*n, len(a), m*k, len(w), n*k)
-	matmulRows(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, true, rowsPacked)
+	matmulF32("MatmulBF16", out, a, w, m, k, n, true, rowsPacked)
 }
 
-// MatmulF32W16Packed is MatmulF32W16 with every row computed as a call of
-// many rows computes it.
+// MatmulF32W16Packed is MatmulF32W16 with every row computed as a call of many rows computes it.
 func MatmulF32W16Packed(out, a []float32, w []byte, m, k, n int) {
-	check("MatmulF32W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
-	matmulRows(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, false, rowsPacked)
+	matmulW16("MatmulF32W16", out, a, w, m, k, n, false, rowsPacked)
 }
 
-// MatmulBF16W16Packed is MatmulBF16W16 with every row computed as a call
-// of many rows computes it.
+// MatmulBF16W16Packed is MatmulBF16W16 with every row computed as a call of many rows computes it.
 func MatmulBF16W16Packed(out, a []float32, w []byte, m, k, n int) {
-	check("MatmulBF16W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
-	matmulRows(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, true, rowsPacked)
+	matmulW16("MatmulBF16W16", out, a, w, m, k, n, true, rowsPacked)
 }
 
 // GroupedLoRAPacked is GroupedLoRA with every row computed as a call of

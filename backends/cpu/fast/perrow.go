@@ -10,52 +10,34 @@ package fast
 // variants take the streaming kernels at every row count: each row's
 // result is bit for bit the one-row call's.
 
-// MatmulFP8PerRow is MatmulFP8 with every row computed as a one-row call
-// computes it.
+// MatmulFP8PerRow is MatmulFP8 with every row computed as a one-row call computes it.
 func MatmulFP8PerRow(out, a []float32, m, k int, w, wScale []byte, n int) {
-	kb := ceilDiv(k, block)
-	check("MatmulFP8", len(out), m*n, len(a), m*k, len(w), n*k, len(wScale), ceilDiv(n, block)*kb)
-	matmulRows(out, a, m, &weights{kind: kindFP8, n: n, k: k, q: w, s: wScale, kb: kb}, true, rowsStream)
+	matmulFP8(out, a, m, k, w, wScale, n, rowsStream)
 }
 
-// MatmulFP4PerRow is MatmulFP4 with every row computed as a one-row call
-// computes it.
+// MatmulFP4PerRow is MatmulFP4 with every row computed as a one-row call computes it.
 func MatmulFP4PerRow(out, a []float32, m, k int, w, wScale []byte, n int) {
-	if k%2 != 0 {
-		MatmulFP4(out, a, m, k, w, wScale, n) // (its panic)
-		return
-	}
-	kb := ceilDiv(k, block)
-	check("MatmulFP4", len(out), m*n, len(a), m*k, len(w), n*k/2, len(wScale), n*kb)
-	matmulRows(out, a, m, &weights{kind: kindFP4, n: n, k: k, q: w, s: wScale, kb: kb}, true, rowsStream)
+	matmulFP4(out, a, m, k, w, wScale, n, rowsStream)
 }
 
-// MatmulF32PerRow is MatmulF32 with every row computed as a one-row call
-// computes it.
+// MatmulF32PerRow is MatmulF32 with every row computed as a one-row call computes it.
 func MatmulF32PerRow(out, a, w []float32, m, k, n int) {
-	check("MatmulF32", len(out), m*n, len(a), m*k, len(w), n*k)
-	matmulRows(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, false, rowsStream)
+	matmulF32("MatmulF32", out, a, w, m, k, n, false, rowsStream)
 }
 
-// MatmulBF16PerRow is MatmulBF16 with every row computed as a one-row call
-// computes it.
+// MatmulBF16PerRow is MatmulBF16 with every row computed as a one-row call computes it.
 func MatmulBF16PerRow(out, a, w []float32, m, k, n int) {
-	check("MatmulBF16", len(out), m*n, len(a), m*k, len(w), n*k)
-	matmulRows(out, a, m, &weights{kind: kindF32, n: n, k: k, f32: w, kb: ceilDiv(k, block)}, true, rowsStream)
+	matmulF32("MatmulBF16", out, a, w, m, k, n, true, rowsStream)
 }
 
-// MatmulF32W16PerRow is MatmulF32W16 with every row computed as a one-row
-// call computes it.
+// MatmulF32W16PerRow is MatmulF32W16 with every row computed as a one-row call computes it.
 func MatmulF32W16PerRow(out, a []float32, w []byte, m, k, n int) {
-	check("MatmulF32W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
-	matmulRows(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, false, rowsStream)
+	matmulW16("MatmulF32W16", out, a, w, m, k, n, false, rowsStream)
 }
 
-// MatmulBF16W16PerRow is MatmulBF16W16 with every row computed as a
-// one-row call computes it.
+// MatmulBF16W16PerRow is MatmulBF16W16 with every row computed as a one-row call computes it.
 func MatmulBF16W16PerRow(out, a []float32, w []byte, m, k, n int) {
-	check("MatmulBF16W16", len(out), m*n, len(a), m*k, len(w), 2*n*k)
-	matmulRows(out, a, m, &weights{kind: kindBF16, n: n, k: k, q: w, kb: ceilDiv(k, block)}, true, rowsStream)
+	matmulW16("MatmulBF16W16", out, a, w, m, k, n, true, rowsStream)
 }
 
 // GroupedLoRAPerRow is GroupedLoRA with every row computed as a one-row
