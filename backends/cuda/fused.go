@@ -385,7 +385,7 @@ func runRoutedSwiGLU(c *call, f *fusion, st *runState) error {
 	limit := float32(sw.Attrs.Float("limit", 0))
 	if p := f.role["swiglu"]; c.k.routedTC(fakeQuantised(c.p.seg.Nodes[f.role["w1"]].Args[0]), N*k, adiv, K, O) {
 		// prefill: the two grouped products (one grouping) into scratch, then
-		// the epilogue
+		// swiglu_clamp on them
 		rg, codes, scales, err := c.routeInputs(p, x, idx, N*k, adiv, K, w1.W.Routed.Experts)
 		if err != nil {
 			return err
@@ -401,7 +401,7 @@ func runRoutedSwiGLU(c *call, f *fusion, st *runState) error {
 		if err := c.k.MatmulRoutedTC(c.st, what(sw), up, codes, scales, adiv, K, *w3.W.Routed, O, rg, N*k); err != nil {
 			return err
 		}
-		return c.k.RoutedSwiGLURows(c.st, what(sw), st.vals[p].Ptr, gp, up, N*k, O, limit, rw)
+		return c.k.SwiGLUClamp(c.st, what(sw), st.vals[p].Ptr, gp, up, N*k, O, limit, rw)
 	}
 	return c.k.MatmulRoutedSwiGLU(c.st, what(sw), st.vals[f.role["swiglu"]].Ptr, x.Ptr, adiv, K, *w1.W.Routed, *w3.W.Routed, O, idx.Ptr, N*k,
 		limit, rw)

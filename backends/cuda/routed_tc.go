@@ -1,13 +1,9 @@
 package cuda
 
-import (
-	"fmt"
-
-	"github.com/ds4go/ds4/backends/cuda/driver"
-)
+import "github.com/ds4go/ds4/backends/cuda/driver"
 
 func init() {
-	kernelNames = append(kernelNames, "route_count", "route_perm", "routed_swiglu_rows")
+	kernelNames = append(kernelNames, "route_count", "route_perm")
 }
 
 // routeGroups is a routing's rows grouped by expert on the GPU (RouteGroups):
@@ -59,19 +55,4 @@ func (k *Kernels) routedTC(quantised bool, rows, adiv, kdim, n int) bool {
 func (k *Kernels) MatmulRoutedTC(s *driver.Stream, what string, out, codes, scales driver.Ptr, adiv, kdim int, r Routed, n int, rg routeGroups,
 	rows int) error {
 	return k.MatmulTCGrouped(s, what, out, codes, scales, rows, kdim, r, n, rg.offs, rg.gid, rg.groups, rg.perm, adiv)
-}
-
-// RoutedSwiGLURows is the fused routed SwiGLU's epilogue on products g and
-// u [rows, n] (bf16 values): out = swiglu_clamp(g, u) · rw[row] (rw may be
-// 0), as gemv_routed_swiglu computes it.
-func (k *Kernels) RoutedSwiGLURows(s *driver.Stream, what string, out, g, u driver.Ptr, rows, n int, limit float32, rw driver.Ptr) error {
-	if rows*n <= 0 {
-		return nil
-	}
-	if rows*n >= 1<<31 {
-		return fmt.Errorf("cuda routed_swiglu_rows for %s: %d × %d values", what, rows, n)
-	}
-	gr, b := grid1(rows * n)
-	return k.launch(s, "routed_swiglu_rows", what, gr, b, 0, driver.P(out), driver.P(g), driver.P(u), driver.L(rows), driver.I(n),
-		driver.F(limit), driver.P(rw))
 }
