@@ -93,10 +93,12 @@ type Env struct {
 	// breakdown by layer; a kernel that runs several nodes is charged to
 	// the node that launches it: the last of a cuda fused run).
 	NodeTimes map[*ir.Node]*OpTime
-	// Chunk marks a call that is one chunk of a longer prompt: a kernel
-	// that picks its code by the row count computes every row as a call of
-	// many rows would (the cpu backend's packed GEMMs), so that the prompt
-	// prefilled in chunks keeps the bits of one call.
+	// Chunk marks a call whose rows are positions of one prompt (a
+	// prefill, or one chunk of a longer prompt): a kernel that picks its
+	// code by the row count computes every row as a call of many rows
+	// would (the cpu backend's packed GEMMs), so that a prompt prefilled
+	// in chunks keeps the bits of one call, and the head on the last
+	// position alone those of the head over every position.
 	Chunk bool
 }
 

@@ -74,7 +74,7 @@ type Call struct {
 	OpTimes map[string]*OpTime
 	// NodeTimes, when not nil, is Env.NodeTimes of every launch.
 	NodeTimes map[*ir.Node]*OpTime
-	// Chunk is Env.Chunk: the call is a chunk of a longer prompt.
+	// Chunk is Env.Chunk: the call's rows are positions of one prompt.
 	Chunk bool
 	// RowPos and RowState make a ragged call (RunRows): each row's start
 	// position and its state (views of its rows of the state buffers).

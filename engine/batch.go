@@ -487,7 +487,7 @@ func (b *Batch) run(lane int, r *backends.Runner, call string, tokens [][]int64,
 	}
 	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: pos[0],
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(pos[0])}}},
-		Weight: s.m.weight, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes, Chunk: r == s.m.chunk}
+		Weight: s.m.weight, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes, Chunk: r == s.m.chunk || S > 1}
 	var outs map[string]backends.Buffer
 	switch {
 	case uniform:

@@ -87,10 +87,9 @@ type GenerateOptions struct {
 	// Forced, when not nil, is fed instead of the samples: decode step i
 	// reads column i (teacher forcing; the samples are still returned).
 	Forced [][]int64
-	// Logits, when not nil, sees the logits of every call: "prefill" (all
-	// positions; of the last chunk's only when the session prefills in
-	// chunks, Options.PrefillChunk) and "decodeNN" (the last position of
-	// each row).
+	// Logits, when not nil, sees the logits of every call: "prefill" (the
+	// last position's; every position's with Options.FullLogits or a
+	// tracer) and "decodeNN" (the last position of each row).
 	Logits func(call string, lg *Logits)
 	// Each, when not nil, sees each step's samples (one per row) as they
 	// are drawn; returning true ends the generation after them (a stop

@@ -48,7 +48,11 @@ func (m *Model) SessionMemory(opt Options) MemoryNeed {
 			}
 		}
 	}
-	need.Activations = ir.SatAdd(activationBytes(m.pg, pre), activationBytes(m.dg, dec))
+	pg := m.pg
+	if opt.FullLogits {
+		pg = m.pgFull
+	}
+	need.Activations = ir.SatAdd(activationBytes(pg, pre), activationBytes(m.dg, dec))
 	if m.chunks(opt) {
 		need.Activations = ir.SatAdd(need.Activations, activationBytes(m.cg, m.chunkBindings(opt)))
 	}

@@ -18,19 +18,24 @@ import (
 // each graph placed and prepared (a Runner).
 type Model struct {
 	Module  *ir.Module
-	Dir     string // the checkpoint directory ("" for a WeightSource)
-	Backend string // the primary backend
-	prefill *backends.Runner
+	Dir     string           // the checkpoint directory ("" for a WeightSource)
+	Backend string           // the primary backend
+	prefill *backends.Runner // the last position's logits (lastLogits)
 	decode  *backends.Runner
-	chunk   *backends.Runner // nil: the plan has no chunk graph, or the backend does not run it
+	// prefillAll runs the plan's prefill graph as it is, every position's
+	// logits; made on first use (Session.prefillRunner).
+	prefillAll   *backends.Runner
+	prefillAllMu *sync.Mutex
+	chunk        *backends.Runner // nil: the plan has no chunk graph, or the backend does not run it
 	// Placement is where the decode graph's nodes run (what fell back).
 	Placement *backends.Placement
 	// PrefillPlacement is the prefill graph's.
 	PrefillPlacement *backends.Placement
 	// ChunkPlacement is the chunk graph's (nil without chunked prefill).
 	ChunkPlacement *backends.Placement
-	pg, dg, cg     *ir.Graph
-	window         int // the attention window (the chunk graph's window_idx), 0 without a chunk graph
+	pg, dg, cg     *ir.Graph // prefill and chunk on the last position (lastLogits)
+	pgFull         *ir.Graph // the plan's prefill graph: every position's logits
+	window         int       // the attention window (the chunk graph's window_idx), 0 without a chunk graph
 	w              *binder
 	devs           map[string]backends.Device // by backend name
 	host           map[string]bool            // the backends whose buffers are host memory
@@ -76,11 +81,15 @@ func open(m *ir.Module, dir string, src WeightSource, backend string) (md *Model
 	if err := be.Available(); err != nil {
 		return nil, fmt.Errorf("backend %s: unavailable: %v", backend, err)
 	}
-	pg, dg := m.Graph("prefill"), m.Graph("decode")
-	if pg == nil || dg == nil {
+	full, dg := m.Graph("prefill"), m.Graph("decode")
+	if full == nil || dg == nil {
 		return nil, fmt.Errorf("plan has no prefill/decode graphs")
 	}
-	md = &Model{Module: m, Dir: dir, Backend: backend, pg: pg, dg: dg, devs: map[string]backends.Device{}, host: map[string]bool{}, primaryHost: be.Capabilities().Host}
+	pg, err := lastLogits(full)
+	if err != nil {
+		return nil, err
+	}
+	md = &Model{Module: m, Dir: dir, Backend: backend, pg: pg, pgFull: full, dg: dg, prefillAllMu: new(sync.Mutex), devs: map[string]backends.Device{}, host: map[string]bool{}, primaryHost: be.Capabilities().Host}
 	if md.PrefillPlacement, err = backends.Schedule(pg, backend); err == nil {
 		md.Placement, err = backends.Schedule(dg, backend)
 	}
@@ -88,8 +97,10 @@ func open(m *ir.Module, dir string, src WeightSource, backend string) (md *Model
 		// Chunked prefill runs on the host backends, whose kernels do the
 		// chunk semantics of the stateful ops (a device backend prefills
 		// in one call until its kernels do).
-		md.cg, md.window = cg, chunkWindow(cg)
-		md.ChunkPlacement, err = backends.Schedule(cg, backend)
+		if cg, err = lastLogits(cg); err == nil {
+			md.cg, md.window = cg, chunkWindow(cg)
+			md.ChunkPlacement, err = backends.Schedule(cg, backend)
+		}
 	}
 	if err == nil {
 		err = md.checkStates()
@@ -220,6 +231,10 @@ func (m *Model) weight(be string, n *ir.Node) (backends.Buffer, error) {
 	return m.w.weight(be, d, n)
 }
 
+// PrefillGraph is the prefill graph sessions run by default: the plan's,
+// its head on the last position (lastLogits).
+func (m *Model) PrefillGraph() *ir.Graph { return m.pg }
+
 // Device is the primary backend's device (for reports: Describe, Memory).
 func (m *Model) Device() backends.Device { return m.devs[m.Backend] }
 
@@ -261,6 +276,10 @@ type Options struct {
 	// 0: one call. Models without a chunk graph (older plans, device
 	// backends) ignore it. DefaultPrefillChunk is what exec and serve use.
 	PrefillChunk int
+	// FullLogits makes a prefill compute every position's logits
+	// ([B,S,V]); otherwise only the last position's ([B,1,V]), which is
+	// all generation reads. A tracer implies it; prefill is then one call.
+	FullLogits bool
 	// MaxMemory caps the bytes the session may need (engine/memory.go):
 	// 0 = MemAvailable of /proc/meminfo, < 0 = no check.
 	MaxMemory int64
@@ -597,7 +616,7 @@ func (s *Session) call(r *backends.Runner, tokens [][]int64, prefix string) (lg 
 	}
 	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
-		Weight: s.m.weight, State: s.state, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes, Chunk: r == s.m.chunk}
+		Weight: s.m.weight, State: s.state, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes, Chunk: r == s.m.chunk || S > 1}
 	var forced []forcedValue
 	c.Probe = s.probe(prefix, B, S, &forced)
 	outs, err := r.Run(c)
@@ -686,7 +705,8 @@ func (s *Session) download(r *backends.Runner, outs map[string]backends.Buffer, 
 }
 
 // checkLogits checks the logits output of a call named call at position
-// pos: present, f32 [B, S, V], and finite. A NaN or Inf would otherwise
+// pos: present, f32 [B, S, V] or, from a graph on the last position
+// (lastLogits), [B, 1, V], and finite. A NaN or Inf would otherwise
 // become token 0 (argmax over NaN) and the run would go on producing
 // garbage with exit status 0; bad weights or an edited plan are the likely
 // cause, so it is reported as bad input (exit 2), naming the first place.
@@ -694,14 +714,15 @@ func checkLogits(out *backends.Tensor, B, S, pos int, call string) (*Logits, err
 	if out == nil {
 		return nil, fmt.Errorf("%s: the plan's graph has no logits output", call)
 	}
-	if out.DType != ir.F32 || len(out.Shape) != 3 || out.Shape[0] != B || out.Shape[1] != S || len(out.F32) != out.NumElements() {
+	if out.DType != ir.F32 || len(out.Shape) != 3 || out.Shape[0] != B || (out.Shape[1] != S && out.Shape[1] != 1) || len(out.F32) != out.NumElements() {
 		return nil, fmt.Errorf("%s: logits are %s%v, want f32[%d %d V]", call, out.DType, out.Shape, B, S)
 	}
-	lg := &Logits{B: B, S: S, V: out.Shape[2], Data: out.F32}
+	rows := out.Shape[1]
+	lg := &Logits{B: B, S: rows, V: out.Shape[2], Data: out.F32}
 	for i, v := range lg.Data {
 		if v-v != 0 { // NaN or ±Inf
-			row, t := i/(S*lg.V), i/lg.V%S
-			return nil, fmt.Errorf("%s: logits hold %v at row %d, position %d: the weights or the plan are bad", call, v, row, pos+t)
+			row, t := i/(rows*lg.V), i/lg.V%rows
+			return nil, fmt.Errorf("%s: logits hold %v at row %d, position %d: the weights or the plan are bad", call, v, row, pos+S-rows+t)
 		}
 	}
 	return lg, nil
@@ -718,12 +739,42 @@ func (s *Session) Prefill(tokens [][]int64) (*Logits, error) {
 	if n := s.chunkLen(tokens); n > 0 {
 		return s.chunked(tokens, n)
 	}
-	lg, err := s.call(s.m.prefill, tokens, "prefill.")
+	r, err := s.prefillRunner()
+	if err != nil {
+		return nil, err
+	}
+	lg, err := s.call(r, tokens, "prefill.")
 	if err == nil && s.Tracer != nil {
 		s.Tracer.logits("prefill.", lg, true)
 		s.Tracer.caches("after_prefill.", s)
 	}
 	return lg, err
+}
+
+// fullLogits reports whether the session's prefills compute every
+// position's logits.
+func (s *Session) fullLogits() bool { return s.opt.FullLogits || s.Tracer != nil }
+
+// prefillRunner is the runner of the session's prefill calls: the plan's
+// prefill graph when every position's logits are wanted (made on first
+// use), the last position's form otherwise.
+func (s *Session) prefillRunner() (*backends.Runner, error) {
+	if !s.fullLogits() {
+		return s.m.prefill, nil
+	}
+	m := s.m
+	m.prefillAllMu.Lock()
+	defer m.prefillAllMu.Unlock()
+	if m.prefillAll == nil {
+		pl, err := backends.Schedule(m.pgFull, m.Backend)
+		if err == nil {
+			m.prefillAll, err = backends.NewRunner(pl, m.devs)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("preparing the prefill graph with every position's logits: %w", err)
+		}
+	}
+	return m.prefillAll, nil
 }
 
 // Decode runs one token per row at the current position.

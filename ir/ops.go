@@ -240,6 +240,7 @@ func init() {
 	// Shape.
 	def("reshape", 1, 1, 0, []AttrSpec{req("shape", AString)}, reshapeRule, "Same elements, new shape (row-major); `shape` is the text of the new shape.")
 	def("slice", 1, 1, 0, []AttrSpec{req("axis", AInt), req("start", AInt), req("end", AInt)}, sliceRule, "Elements start..end-1 along axis.")
+	def("last", 1, 1, 0, []AttrSpec{req("axis", AInt)}, lastRule, "The last element along axis, kept as a dim of 1 (a prompt's last position, the only one whose logits generation reads).")
 	def("concat", 1, -1, 0, []AttrSpec{req("axis", AInt)}, concatRule, "Concatenation along axis; other dims equal.")
 	def("expand", 1, 1, 0, []AttrSpec{req("axis", AInt), req("n", AInt)}, expandRule, "Insert a new axis of size n at axis, repeating x (hc expansion to the copies).")
 
@@ -428,6 +429,20 @@ func sliceRule(n *Node) (Type, error) {
 	}
 	s := t.Shape.Clone()
 	s[ax] = C(en - st)
+	return Type{t.DType, s}, nil
+}
+
+func lastRule(n *Node) (Type, error) {
+	t := n.Args[0].Type
+	ax, err := axisOf(n, t.Shape.Rank())
+	if err != nil {
+		return Type{}, err
+	}
+	if d := t.Shape[ax]; d.IsConst() && d.N < 1 {
+		return Type{}, errf("last of an empty dim %s", d)
+	}
+	s := t.Shape.Clone()
+	s[ax] = C(1)
 	return Type{t.DType, s}, nil
 }
 

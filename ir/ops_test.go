@@ -89,6 +89,7 @@ func opCases() []opCase {
 		{op: "reshape", attrs: Attrs{"shape": "[8]"}, args: []Type{bf16(2, 4)}, want: bf16(8), badAttrs: Attrs{"shape": "8"}},
 		{op: "slice", attrs: Attrs{"axis": int64(2), "start": int64(0), "end": int64(32)}, args: []Type{bf16("B", "S", 64)}, want: bf16("B", "S", 32), badAttrs: Attrs{"end": int64(65)}},
 		{op: "slice", attrs: Attrs{"axis": int64(-1), "start": int64(32), "end": int64(64)}, args: []Type{bf16("B", "S", 64)}, want: bf16("B", "S", 32), badAttrs: Attrs{"start": int64(64)}},
+		{op: "last", attrs: Attrs{"axis": int64(1)}, args: []Type{bf16("B", "S", 64)}, want: bf16("B", 1, 64), badAttrs: Attrs{"axis": int64(3)}},
 		{op: "concat", attrs: Attrs{"axis": int64(-1)}, args: []Type{bf16("B", "S", 32), bf16("B", "S", 16)}, want: bf16("B", "S", 48), badArgs: []Type{bf16("B", "S", 32), f32("B", "S", 16)}},
 		{op: "concat", attrs: Attrs{"axis": int64(1)}, args: []Type{bf16("B", "S", 8), bf16("B", "P", 8), bf16("B", 2, 8)}, want: bf16("B", "S+P+2", 8), badArgs: []Type{bf16("B", "S", 8), bf16("B", "S", 4)}},
 		{op: "expand", attrs: Attrs{"axis": int64(2), "n": int64(4)}, args: []Type{bf16("B", "S", 64)}, want: bf16("B", "S", 4, 64), badAttrs: Attrs{"n": int64(0)}},

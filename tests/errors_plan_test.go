@@ -166,9 +166,10 @@ func init() {
 				lines[1] = strings.Replace(lines[1], `"format_version":2`, `"format_version":"2"`, 1)
 				return lines
 			})},
-		{name: "logits-nan", cmd: "exec", want: "prefill: logits hold NaN at row 0, position 0: the weights or the plan are bad",
+		{name: "logits-nan", cmd: "exec", want: "prefill: logits hold NaN at row 0, position 2: the weights or the plan are bad",
 			// The route scale: 1e300 is finite, but the kernel rounds the
-			// scalar to fp32, +Inf, and the expert mix becomes NaN.
+			// scalar to fp32, +Inf, and the expert mix becomes NaN. The
+			// prefill computes the last (third) position's logits only.
 			setup: planEdit(false, planReplace("  %93 = mul_scalar", "value=1.5", "value=1e300"))},
 		{name: "trace-in-flat", cmd: "exec", want: `tensor "prefill.L0.stream_out" has shape [29696], the run's value has [2 29 4 128]`,
 			setup: planTrace("prefill.L0.stream_out", []int{29696})},

@@ -589,7 +589,7 @@ func goldRunFreeKernels(t *testing.T, fast bool) *goldFreeRun {
 	}
 	fr.trace = goldLoad(t, out)
 
-	s2, err := model.NewSession(engine.Options{Batch: len(fullIDs), MaxLen: 64})
+	s2, err := model.NewSession(engine.Options{Batch: len(fullIDs), MaxLen: 64, FullLogits: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,7 +202,7 @@ func TestUnseenShapes(t *testing.T) {
 func unseenConsistency(t *testing.T, model *engine.Model, c *deepseekv4.Config, tc unseenCase, seed uint64, rel, abs float64) {
 	t.Helper()
 	toks := unseenTokens(tc.B, tc.S+tc.N, model.Vocab, seed)
-	opt := engine.Options{Batch: tc.B, MaxLen: tc.S + tc.N + tc.extra}
+	opt := engine.Options{Batch: tc.B, MaxLen: tc.S + tc.N + tc.extra, FullLogits: true}
 
 	step, err := model.NewSession(opt)
 	if err != nil {
@@ -300,7 +300,7 @@ func unseenReach(t *testing.T, model *engine.Model, c *deepseekv4.Config, toks [
 			alt[b] = append([]int64(nil), toks[b]...)
 		}
 		alt[0][pos] = (alt[0][pos] + 1) % int64(model.Vocab)
-		s, err := model.NewSession(engine.Options{Batch: len(toks), MaxLen: P})
+		s, err := model.NewSession(engine.Options{Batch: len(toks), MaxLen: P, FullLogits: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -213,6 +213,7 @@ func shapes() {
 	})
 	unaryCase("slice/engram_key", "slice", ir.Attrs{"axis": i(-1), "start": i(0), "end": i(rel.HC * rel.Dim)}, mv, bf16(1, 1, 2, (rel.HC+1)*rel.Dim))
 	unaryCase("slice/mix_part", "slice", ir.Attrs{"axis": i(-1), "start": i(2 * rel.HC), "end": i((2 + rel.HC) * rel.HC)}, mv, f32(1, 1, 2, (2+rel.HC)*rel.HC))
+	unaryCase("last/prompt_position", "last", ir.Attrs{"axis": i(1)}, mv, f32(1, 2, 5, rel.Dim))
 	add("concat/kv_rows", mv, func(r *rand.Rand) *Instance {
 		b := newBuilder(r, "concat", 1, 2, 8, 0)
 		w := b.input(floats(r, ir.BF16, 1, 1, rel.Window, rel.HeadDim))

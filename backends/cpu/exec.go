@@ -50,7 +50,7 @@ var fastOps = []string{
 	"cast", "sigmoid", "silu", "rsqrt", "sqrt", "exp", "relu", "softplus", "clamp", "add_scalar", "mul_scalar",
 	"add", "sub", "mul", "div", "sum", "softmax", "rope",
 	"input", "weight", "const", "state", "rope_table", "reshape", "probe",
-	"slice", "concat", "expand", "gather", "embed", "positions", "mask_fill", "topk_idx", "moe_combine", "hc_split_sinkhorn",
+	"slice", "last", "concat", "expand", "gather", "embed", "positions", "mask_fill", "topk_idx", "moe_combine", "hc_split_sinkhorn",
 }
 
 // Capabilities implements backends.Backend.

@@ -68,6 +68,7 @@ func init() {
 		"softmax":            kSoftmax,
 		"reshape":            kReshape,
 		"slice":              kSlice,
+		"last":               kLast,
 		"concat":             kConcat,
 		"expand":             kExpand,
 		"embed":              kEmbed,
@@ -370,6 +371,24 @@ func kSlice(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	out := r.newF(x.DType, shape...)
 	for o := 0; o < outer; o++ {
 		copy(out.F32[o*(en-st)*inner:(o+1)*(en-st)*inner], x.F32[(o*x.Shape[ax]+st)*inner:(o*x.Shape[ax]+en)*inner])
+	}
+	return out, nil
+}
+
+// kLast is slice of the axis's last element (its start known only now).
+func kLast(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
+	x := a[0]
+	ax := axis(n, len(x.Shape))
+	d := x.Shape[ax]
+	if d < 1 {
+		return nil, fmt.Errorf("last of an empty axis %d", ax)
+	}
+	shape := cloneShape(x.Shape)
+	shape[ax] = 1
+	outer, inner := splitAxis(x.Shape, ax)
+	out := r.newF(x.DType, shape...)
+	for o := 0; o < outer; o++ {
+		copy(out.F32[o*inner:(o+1)*inner], x.F32[(o*d+d-1)*inner:(o*d+d)*inner])
 	}
 	return out, nil
 }

@@ -29,7 +29,7 @@ func init() {
 		"add": binaryOp("add"), "sub": binaryOp("sub"), "mul": binaryOp("mul"), "div": binaryOp("div"),
 		"mask_fill": opMaskFill, "act_quant": opActQuant, "fp4_quant": opFP4Quant,
 		"mean_sq": opMeanSq, "sum": opSum, "softmax": opSoftmax,
-		"reshape": opReshape, "slice": opSlice, "concat": opConcat, "expand": opExpand,
+		"reshape": opReshape, "slice": opSlice, "last": opLast, "concat": opConcat, "expand": opExpand,
 		"embed": opEmbed, "token_map": opTokenMap, "gather": opGather, "topk_idx": opTopkIdx,
 		"matmul": opMatmul, "matmul_fp8": opMatmulQ, "matmul_fp4": opMatmulQ, "grouped_matmul": opGrouped,
 		"expert_matmul": opExpertMatmul, "moe_combine": opMoECombine,
@@ -64,7 +64,7 @@ func supportsNode(n *ir.Node) bool {
 		}
 	}
 	switch n.Op {
-	case "slice", "concat", "expand": // the strided copy moves 4- or 8-byte elements
+	case "slice", "last", "concat", "expand": // the strided copy moves 4- or 8-byte elements
 		return elemBytes(n.Type.DType) >= 4
 	case "embed":
 		w := n.Args[0]
@@ -366,6 +366,23 @@ func opSlice(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	}
 	in := contiguous(x.Shape)
 	return out, c.copyStrided(n, x.DType, out.Ptr, offset(x.Ptr, st*in[ax], x.DType), shape, in, contiguous(shape))
+}
+
+func opLast(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
+	x := a[0]
+	ax := axisOf(n, len(x.Shape))
+	d := x.Shape[ax]
+	if d < 1 {
+		return nil, fmt.Errorf("last of an empty axis %d", ax)
+	}
+	shape := clone(x.Shape)
+	shape[ax] = 1
+	out, err := c.out(i, x.DType, shape)
+	if err != nil {
+		return nil, err
+	}
+	in := contiguous(x.Shape)
+	return out, c.copyStrided(n, x.DType, out.Ptr, offset(x.Ptr, (d-1)*in[ax], x.DType), shape, in, contiguous(shape))
 }
 
 func opConcat(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {

@@ -214,7 +214,9 @@ func run(args []string) error {
 	if o.dump != "" {
 		chunk = 0 // the dump holds every prompt position's logits (prefill.logits_full): one call
 	}
-	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen, PrefillLen: S, PrefillChunk: chunk, MaxMemory: o.maxMemory})
+	// a dump or a trace holds every prompt position's logits
+	full := o.dump != "" || o.traceOut != "" || teacher != nil
+	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen, PrefillLen: S, PrefillChunk: chunk, FullLogits: full, MaxMemory: o.maxMemory})
 	if err != nil {
 		return err
 	}

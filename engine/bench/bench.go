@@ -262,7 +262,7 @@ func Run(m *engine.Model, opt Options) (*Report, error) {
 		}
 		fig := PrefillFigure{Tokens: S, Batch: opt.Batch}
 		env := ir.Bindings{B: int64(opt.Batch), S: int64(S), M: int64(S), P: 0}
-		fig.FLOPs, fig.WeightFLOPs = graphFLOPs(m.Module.Graph("prefill"), env)
+		fig.FLOPs, fig.WeightFLOPs = graphFLOPs(m.PrefillGraph(), env)
 		for r := 0; r < opt.Repeats; r++ {
 			s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, PrefillChunk: opt.PrefillChunk, MaxMemory: opt.MaxMemory})
 			if err != nil {
