@@ -366,7 +366,7 @@ func BenchmarkDecodeGroupedWoA(b *testing.B) {
 		w, s := replicate(b, e, e4m3Codes(r, wb), rot), replicate(b, e, e8m0s(r, sb), rot)
 		o, out := up(b, e, bf16s(r, groups*dg, 1)), alloc(b, e, 4*groups*rank)
 		reportDecode(b, e, wb+sb+4*groups*(dg+rank), rot, func(i int) error {
-			return e.k.GroupedLoRA(e.s, "bench", out, o, 1, groups, dg, Plain{W: w + driver.Ptr(i*wb), Scale: s + driver.Ptr(i*sb), Format: PlainFP8}, rank)
+			return e.k.GroupedLoRA(e.s, "bench", out, o, 1, groups, dg, Plain{W: w + driver.Ptr(i*wb), Scale: s + driver.Ptr(i*sb), Format: PlainFP8}, rank, true)
 		})
 	})
 }

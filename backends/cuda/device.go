@@ -63,6 +63,9 @@ func OpenGPU(image []byte) (*GPU, error) {
 	if err == nil {
 		k.Exact, err = backends.BoolOption("cuda-exact", false)
 	}
+	if err == nil {
+		k.WGMMA, err = backends.BoolOption("cuda-wgmma", false)
+	}
 	if err != nil {
 		k.Close()
 		st.Destroy()

@@ -32,12 +32,22 @@ func gemvModes(t *testing.T, e *gpuEnv, f func(check checker)) {
 
 // reordered is the tolerance of a product summed in another order than the
 // reference's: NaN where the reference has NaN, at most 0.1 % of the
-// elements more than 1 bf16 ulp away, and none farther than one bf16 ulp of
-// the output's largest magnitude (a reassociated fp32 sum moves an output
+// elements (or 2) more than 1 bf16 ulp away, and none farther than one bf16
+// ulp of the output's largest magnitude (a reassociated fp32 sum moves an output
 // by a few fp32 ulps of its largest partial sums, which is many ulps of the
 // output itself where the terms cancel).
 func reordered(t *testing.T, name string, got, want []float32) {
 	t.Helper()
+	ok, msg := reorderedFits(got, want)
+	t.Logf("%s: %s", name, msg)
+	if !ok {
+		t.Errorf("%s: beyond a reordered sum's tolerance: %s", name, msg)
+	}
+}
+
+// reorderedFits is reordered's judgement without a test's verdict: whether
+// got is within it of want, and the figures.
+func reorderedFits(got, want []float32) (bool, string) {
 	d := compare(got, want, 16)
 	var scale float64
 	for _, w := range want {
@@ -45,22 +55,21 @@ func reordered(t *testing.T, name string, got, want []float32) {
 			scale = math.Max(scale, math.Abs(float64(w)))
 		}
 	}
-	bound := math.Ldexp(scale, -8)
+	// one bf16 ulp of the largest magnitude (a rounded output there may
+	// flip by one), at least 2^-8 of it
+	bound := math.Ldexp(1, math.Ilogb(scale)-7)
 	var worst float64
 	for i := range want {
 		g, w := float64(got[i]), float64(want[i])
 		if math.IsNaN(w) != math.IsNaN(g) || (math.IsInf(w, 0) && g != w) {
-			t.Errorf("%s: element %d is %g, the reference %g", name, i, g, w)
-			return
+			return false, fmt.Sprintf("element %d is %g, the reference %g", i, g, w)
 		}
 		if !math.IsNaN(w) && !math.IsInf(w, 0) {
 			worst = math.Max(worst, math.Abs(g-w))
 		}
 	}
-	t.Logf("%s: %v; largest difference %.3g (bound %.3g)", name, d, worst, bound)
-	if float64(d.over1) > 0.001*float64(d.n) || worst > bound {
-		t.Errorf("%s: beyond a reordered sum's tolerance: %v, largest difference %.3g (bound %.3g)", name, d, worst, bound)
-	}
+	msg := fmt.Sprintf("%v; largest difference %.3g (bound %.3g)", d, worst, bound)
+	return float64(d.over1) <= max(2, 0.001*float64(d.n)) && worst <= bound, msg
 }
 
 // gemvFP8Shapes and gemvFP4Shapes are (k, n) of the released decode products and odd ones: k
@@ -323,7 +332,7 @@ func TestGemvGroupedFP8GPU(t *testing.T) {
 			want := make([]float32, c.m*c.groups*c.rank)
 			kernels.GroupedLoRA(want, o, c.m, c.groups, c.dg, wide, c.rank)
 			out := alloc(t, e, 4*len(want))
-			if err := e.k.GroupedLoRA(e.s, "wo_a fp8", out, up(t, e, o), c.m, c.groups, c.dg, Plain{W: up(t, e, codes), Scale: up(t, e, scales), Format: PlainFP8}, c.rank); err != nil {
+			if err := e.k.GroupedLoRA(e.s, "wo_a fp8", out, up(t, e, o), c.m, c.groups, c.dg, Plain{W: up(t, e, codes), Scale: up(t, e, scales), Format: PlainFP8}, c.rank, true); err != nil {
 				t.Fatal(err)
 			}
 			check(t, fmt.Sprintf("gemv grouped fp8 %d×%d groups×%d→%d", c.m, c.groups, c.dg, c.rank), down[float32](t, e, out, len(want)), want)

@@ -14,7 +14,7 @@ var kernelNames = []string{
 	"sparse_attn", "matmul_f32w", "matmul_bf16w", "index_score", "index_causal_mask",
 	"apply_candidates", "index_topk", "select_candidate_blocks", "compressor_pool_prefill",
 	"compressor_pool_decode", "engram_hash", "engram_lookup", "engram_gate",
-	"matmul_fp8w", "unary_op", "binary_op", "copy_strided", "mean_sq", "sum_inner", "sum_outer",
+	"matmul_fp8w", "matmul_bf16w_tc", "matmul_fp8w_tc", "unary_op", "binary_op", "copy_strided", "mean_sq", "sum_inner", "sum_outer",
 	"softmax_rows", "topk_idx", "gather_rows", "moe_combine", "token_map",
 }
 
@@ -32,6 +32,16 @@ type Kernels struct {
 	// tolerance (gemv_mma.cuh's tensor-core and warp-along-K decode
 	// products, hc_mixes_fast and HCMixSplit's two-launch form).
 	Exact bool
+	// WGMMA picks matmul_fp8_wg (Hopper wgmma) over matmul_fp8_tc
+	// (mma.sync) for the fp8 prefill products (backend option cuda-wgmma,
+	// default off; the fp4 ones always run matmul_fp4_tc). On the H200 it
+	// ran at 1.75x the mma.sync kernel (386 against 220 TFLOP/s, wq_a at
+	// 8192 tokens), but wgmma's fp8 sums keep only about 13 bits of each
+	// 32-block partial (errors ~2^-13 of the block's largest product: 2.7 %
+	// of outputs off the reference on checkpoint-like data, up to
+	// thousands of their own ulps where outputs cancel), where mma.sync's
+	// e4m3 partials matched the reference bit for bit.
+	WGMMA bool
 	// gmmaLimit is the dynamic shared memory the tensor-core decode kernels
 	// may take, 0 where they are off; gmmaPart and gmmaCnt are their chunk
 	// sums and tile counters (setupGMMA), on ctx.
@@ -376,7 +386,7 @@ type Plain struct {
 // gemvMaxRows rows, else matmul_f32w, matmul_bf16w or matmul_fp8w
 // (gemm_plain in gemm.cuh); wZ is the weight offset of a group in elements
 // (the groups of both kernels are consecutive blocks of n weight rows).
-func (k *Kernels) plain(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w Plain, n, lda, ldo, groups, aZ, wZ, oZ int, round bool) error {
+func (k *Kernels) plain(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w Plain, n, lda, ldo, groups, aZ, wZ, oZ int, round, acts16 bool) error {
 	if groups == 1 || wZ == n*kdim {
 		if ok, err := k.gemvPlain(s, what, out, a, m, kdim, w, n, lda, ldo, groups, aZ, oZ, round); ok || err != nil {
 			return err
@@ -385,6 +395,17 @@ func (k *Kernels) plain(s *driver.Stream, what string, out, a driver.Ptr, m, kdi
 	r := 0
 	if round {
 		r = 1
+	}
+	if acts16 && !k.Exact && (w.Format == PlainBF16 || w.Format == PlainFP8) && (groups == 1 || wZ == n*kdim) {
+		// more rows than the decode kernels take, every operand a bf16
+		// value: bf16 tensor cores (gemm_bf16.cuh)
+		grid, block := driver.Dim3{X: uint32(ceilDiv(n, 128)), Y: uint32(ceilDiv(m, 128)), Z: uint32(groups)}, driver.Dim3{X: 256, Y: 1, Z: 1}
+		if w.Format == PlainBF16 {
+			return k.launch(s, "matmul_bf16w_tc", what, grid, block, 0, driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w.W), driver.I(n),
+				driver.I(lda), driver.I(ldo), driver.L(aZ), driver.L(oZ), driver.I(r))
+		}
+		return k.launch(s, "matmul_fp8w_tc", what, grid, block, 0, driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w.W), driver.P(w.Scale), driver.I(n),
+			driver.I(lda), driver.I(ldo), driver.L(aZ), driver.L(oZ), driver.I(r))
 	}
 	grid, block := driver.Dim3{X: uint32(ceilDiv(n, 32)), Y: uint32(ceilDiv(m, 8)), Z: uint32(groups)}, driver.Dim3{X: 32, Y: 8, Z: 1}
 	head := []driver.Arg{driver.P(out), driver.P(a), driver.I(m), driver.I(kdim)}
@@ -402,14 +423,18 @@ func (k *Kernels) plain(s *driver.Stream, what string, out, a driver.Ptr, m, kdi
 
 // MatmulF32 is kernels.MatmulF32 (out fp32 [m,n], unrounded) and, with
 // round, kernels.MatmulBF16 (out rounded to bf16): a [m,k], w [n,k].
+// A rounded product is a bf16 op's, whose activations are bf16 values:
+// with more rows than the decode kernels take it runs on bf16 tensor cores.
 func (k *Kernels) MatmulF32(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w Plain, n int, round bool) error {
-	return k.plain(s, what, out, a, m, kdim, w, n, kdim, n, 1, 0, 0, 0, round)
+	return k.plain(s, what, out, a, m, kdim, w, n, kdim, n, 1, 0, 0, 0, round, round)
 }
 
 // GroupedLoRA is kernels.GroupedLoRA: o [m, groups·dg], woA [groups·rank,
-// dg], out [m, groups·rank] (bf16).
-func (k *Kernels) GroupedLoRA(s *driver.Stream, what string, out, o driver.Ptr, m, groups, dg int, woA Plain, rank int) error {
-	return k.plain(s, what, out, o, m, dg, woA, rank, groups*dg, groups*rank, groups, dg, rank*dg, rank, true)
+// dg], out [m, groups·rank] (bf16); acts16: o holds bf16 values (the op's
+// input is bf16), which lets more rows than the decode kernels take run on
+// bf16 tensor cores.
+func (k *Kernels) GroupedLoRA(s *driver.Stream, what string, out, o driver.Ptr, m, groups, dg int, woA Plain, rank int, acts16 bool) error {
+	return k.plain(s, what, out, o, m, dg, woA, rank, groups*dg, groups*rank, groups, dg, rank*dg, rank, true, acts16)
 }
 
 // IndexScore is kernels.IndexScore: q [b,s,h,di], k [b,nc,di], w [b,s,h],

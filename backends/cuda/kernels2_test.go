@@ -28,6 +28,9 @@ func TestMatmulPlainGPU(t *testing.T) {
 			{1, 5120, 129280, true, false}, // the head
 			{3, 5120, 8192, true, false}, {8, 1000, 300, true, true}, {2, 1001, 33, true, true},
 			{1, 5120, 4096, false, false}, {3, 1003, 70, false, true}, {8, 64, 5, false, false},
+			// prefill rows of a bf16 op: bf16 tensor cores (gemm_bf16.cuh)
+			// unless exact; edges of every tile dimension and K
+			{300, 1000, 300, true, true}, {256, 5120, 1024, true, true}, {129, 1001, 33, true, true}, {9, 1000, 300, true, true},
 		} {
 			a := bf16s(r, c.m*c.k, 1)
 			w := bf16s(r, c.n*c.k, 0.02)
@@ -76,7 +79,7 @@ func TestGroupedLoRAGPU(t *testing.T) {
 	}
 	out := alloc(t, e, 4*len(want))
 	do := up(t, e, o)
-	if err := e.k.GroupedLoRA(e.s, "wo_a", out, do, m, groups, dg, Plain{W: up(t, e, bits), Format: PlainBF16}, rank); err != nil {
+	if err := e.k.GroupedLoRA(e.s, "wo_a", out, do, m, groups, dg, Plain{W: up(t, e, bits), Format: PlainBF16}, rank, true); err != nil {
 		t.Fatal(err)
 	}
 	// the fast kernels (gemv_warp) sum along K in another order: the
@@ -98,10 +101,41 @@ func TestGroupedLoRAGPU(t *testing.T) {
 	}
 	kernels.GroupedLoRA(want, o, m, groups, dg, wide, rank)
 	out8 := alloc(t, e, 4*len(want))
-	if err := e.k.GroupedLoRA(e.s, "wo_a fp8", out8, do, m, groups, dg, Plain{W: up(t, e, codes), Scale: up(t, e, scales), Format: PlainFP8}, rank); err != nil {
+	if err := e.k.GroupedLoRA(e.s, "wo_a fp8", out8, do, m, groups, dg, Plain{W: up(t, e, codes), Scale: up(t, e, scales), Format: PlainFP8}, rank, true); err != nil {
 		t.Fatal(err)
 	}
 	judge(t, "grouped lora, fp8 weights", down[float32](t, e, out8, len(want)), want)
+
+	// prefill rows: bf16 tensor cores unless exact (the fp8 weights widened
+	// in the loader), a released-width group and odd sizes
+	gemvModes(t, e, func(check checker) {
+		for _, c := range []struct{ m, groups, dg, rank int }{{256, 8, 4096, 128}, {150, 3, 1000, 70}} {
+			o := bf16s(r, c.m*c.groups*c.dg, 1)
+			codes, scales := e4m3Codes(r, c.groups*c.rank*c.dg), e8m0s(r, ceilDiv(c.groups*c.rank, 32)*ceilDiv(c.dg, 32))
+			codes[1] = 0x7f // a NaN code
+			kb := ceilDiv(c.dg, 32)
+			wide := make([]float32, len(codes))
+			bits := make([]uint16, len(codes))
+			for row := range c.groups * c.rank {
+				for col := range c.dg {
+					wide[row*c.dg+col] = numfmt.BF16Round(numfmt.E4M3ToF32(codes[row*c.dg+col]) * numfmt.E8M0ToF32(scales[(row/32)*kb+col/32]))
+				}
+			}
+			for i, v := range wide {
+				bits[i] = numfmt.BF16Bits(v)
+			}
+			want := make([]float32, c.m*c.groups*c.rank)
+			kernels.GroupedLoRA(want, o, c.m, c.groups, c.dg, wide, c.rank)
+			do := up(t, e, o)
+			for _, w := range []Plain{{W: up(t, e, codes), Scale: up(t, e, scales), Format: PlainFP8}, {W: up(t, e, bits), Format: PlainBF16}} {
+				out := alloc(t, e, 4*len(want))
+				if err := e.k.GroupedLoRA(e.s, "wo_a", out, do, c.m, c.groups, c.dg, w, c.rank, true); err != nil {
+					t.Fatal(err)
+				}
+				check(t, fmt.Sprintf("grouped %d×%d groups×%d→%d format %d", c.m, c.groups, c.dg, c.rank, w.Format), down[float32](t, e, out, len(want)), want)
+			}
+		}
+	})
 }
 
 func TestIndexerGPU(t *testing.T) {

@@ -550,7 +550,7 @@ func opGrouped(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	return out, c.k.GroupedLoRA(c.st, what(n), out.Ptr, x.Ptr, rows(x), G, w.Shape[1], pw, w.Shape[0]/G)
+	return out, c.k.GroupedLoRA(c.st, what(n), out.Ptr, x.Ptr, rows(x), G, w.Shape[1], pw, w.Shape[0]/G, x.DType == ir.BF16)
 }
 
 func opExpertMatmul(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {

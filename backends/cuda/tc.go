@@ -98,16 +98,6 @@ func (k *Kernels) TCQuantA(s *driver.Stream, what string, codes, scales, a drive
 	return k.tcLaunch(s, "tc_quant_a", what, g, b, 0, driver.P(codes), driver.P(scales), driver.P(a), driver.L(nb))
 }
 
-// tcWGMMA picks matmul_fp8_wg (Hopper wgmma) over matmul_fp8_tc (mma.sync)
-// for the fp8 products; the fp4 ones always run matmul_fp4_tc. Off: on the
-// H200 the wgmma kernel ran at 1.75x the mma.sync one (386 against 220
-// TFLOP/s, wq_a at 8192 tokens) but wgmma's fp8 sums keep only about 13
-// bits of each 32-block partial (errors ~2^-13 of the block's largest
-// product: 2.7 % of outputs off the reference on checkpoint-like data, up to
-// thousands of ulps where outputs cancel), outside the golden tolerance;
-// mma.sync's e4m3 partials matched the reference bit for bit there.
-var tcWGMMA = false
-
 // tcWGShared is matmul_fp8_wg's shared memory: TC_STAGES stages of
 // TC_WG_STAGE bytes and 1024 for aligning them; tcWHShared matmul_fp8_wh's,
 // which adds its f16 tiles.
@@ -117,7 +107,7 @@ const (
 )
 
 // tcF16 picks matmul_fp8_wh (wgmma on f16-widened tiles) for the fp8
-// products when tcWGMMA is off. Off: within the tolerance (it matched the
+// products when Kernels.WGMMA is off. Off: within the tolerance (it matched the
 // reference as mma.sync does) but no faster as it stands (215 against 220
 // TFLOP/s on wq_a at 8192 tokens: the widening, two barriers a K tile and
 // the wait after each block's wgmma serialise it); the skeleton for
@@ -129,7 +119,7 @@ func (k *Kernels) tcProduct(s *driver.Stream, fp4 bool, what string, out, codes,
 	switch {
 	case fp4:
 		name, sh = "matmul_fp4_tc", tcShared(true)
-	case tcWGMMA:
+	case k.WGMMA:
 		name, sh = "matmul_fp8_wg", tcWGShared
 	case tcF16:
 		name, sh = "matmul_fp8_wh", tcWHShared

@@ -33,11 +33,9 @@ func BenchmarkMatmulTC(b *testing.B) {
 			for _, quant := range []bool{false, true} {
 				b.Run(fmt.Sprintf("%s/m=%d/quant=%v", c.name, m, quant), func(b *testing.B) { benchTC(b, m, c.k, c.n, c.fp4, quant) })
 			}
-			if !c.fp4 { // the wgmma kernel (off: see tcWGMMA), for comparison
+			if !c.fp4 { // the wgmma kernel (off: see Kernels.WGMMA), for comparison
 				b.Run(fmt.Sprintf("%s/m=%d/wgmma", c.name, m), func(b *testing.B) {
-					tcWGMMA = true
-					defer func() { tcWGMMA = false }()
-					benchTC(b, m, c.k, c.n, false, false)
+					benchTCWith(b, m, c.k, c.n, false, false, true)
 				})
 				b.Run(fmt.Sprintf("%s/m=%d/wgmma-f16", c.name, m), func(b *testing.B) {
 					tcF16 = true
@@ -49,8 +47,13 @@ func BenchmarkMatmulTC(b *testing.B) {
 	}
 }
 
-func benchTC(b *testing.B, m, k, n int, fp4, quant bool) {
+func benchTC(b *testing.B, m, k, n int, fp4, quant bool) { benchTCWith(b, m, k, n, fp4, quant, false) }
+
+// benchTCWith is benchTC with Kernels.WGMMA set to wgmma for the run.
+func benchTCWith(b *testing.B, m, k, n int, fp4, quant, wgmma bool) {
 	e := gpu(b)
+	defer func(v bool) { e.k.WGMMA = v }(e.k.WGMMA)
+	e.k.WGMMA = wgmma
 	r := benchRand()
 	// one 32-row slab of random activations repeated down the rows (the
 	// host-side act_quant of 8192 × 8192 values would dominate the run)
@@ -90,4 +93,37 @@ func benchTC(b *testing.B, m, k, n int, fp4, quant bool) {
 	}
 	us := timeLaunches(b, e, m*k+wBytes+4*m*n, launch)
 	b.ReportMetric(2*float64(m)*float64(n)*float64(k)/(us*1e6), "TFLOP/s")
+}
+
+// BenchmarkMatmulPlainTC is prefill's plain products on bf16 tensor cores
+// (gemm_bf16.cuh): the grouped fp8 wo_a (8 groups of 4096 -> 1024, widened
+// in the loader) and a bf16 5120 -> 4096 product, at 1,024 and 8,192 rows.
+func BenchmarkMatmulPlainTC(b *testing.B) {
+	for _, m := range []int{1024, 8192} {
+		b.Run(fmt.Sprintf("wo_a_8x4096x1024/m=%d", m), func(b *testing.B) {
+			e := gpu(b)
+			r := benchRand()
+			const groups, dg, rank = 8, 4096, 1024
+			w, s := up(b, e, e4m3Codes(r, groups*rank*dg)), up(b, e, e8m0s(r, (groups*rank/32)*(dg/32)))
+			o, out := up(b, e, bf16s(r, m*groups*dg, 1)), alloc(b, e, 4*m*groups*rank)
+			us := timeLaunches(b, e, groups*rank*dg+4*m*groups*(dg+rank), func() error {
+				return e.k.GroupedLoRA(e.s, "bench", out, o, m, groups, dg, Plain{W: w, Scale: s, Format: PlainFP8}, rank, true)
+			})
+			b.ReportMetric(2*float64(m)*float64(groups*rank)*float64(dg)/(us*1e6), "TFLOP/s")
+		})
+		b.Run(fmt.Sprintf("bf16_5120x4096/m=%d", m), func(b *testing.B) {
+			e := gpu(b)
+			r := benchRand()
+			const k, n = 5120, 4096
+			bits := make([]uint16, n*k)
+			for i := range bits {
+				bits[i] = numfmt.BF16Bits(float32(r.NormFloat64() * 0.02))
+			}
+			w, a, out := up(b, e, bits), up(b, e, bf16s(r, m*k, 1)), alloc(b, e, 4*m*n)
+			us := timeLaunches(b, e, 2*n*k+4*m*(k+n), func() error {
+				return e.k.MatmulF32(e.s, "bench", out, a, m, k, Plain{W: w, Format: PlainBF16}, n, true)
+			})
+			b.ReportMetric(2*float64(m)*float64(n)*float64(k)/(us*1e6), "TFLOP/s")
+		})
+	}
 }

@@ -14,4 +14,5 @@
 #include "generic.cuh"
 #include "fused.cuh"
 #include "gemm_tc.cuh"
+#include "gemm_bf16.cuh"
 #include "gemv_mma.cuh"

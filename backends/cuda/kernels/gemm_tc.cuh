@@ -407,22 +407,6 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS)
     }
 }
 
-// routed_swiglu_rows: out[r, j] = swiglu_clamp's arithmetic (gmma_swiglu's)
-// on the bf16 products g[r, j], u[r, j] and the route weight rw[r] (rw may
-// be null): the fused routed SwiGLU's epilogue after the grouped prefill
-// products. grid1(R·n), block 256.
-extern "C" __global__ void routed_swiglu_rows(float* out, const float* g, const float* u, long long R, int n, float limit, const float* rw) {
-    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= R * n) return;
-    const float gv = limit > 0.0f ? gomin(g[i], limit) : g[i];
-    const float ex = expf32(-gv);
-    float uv = u[i];
-    if (limit > 0.0f) uv = gomin(gomax(uv, -limit), limit);
-    float h = gv / (1.0f + ex) * uv;
-    if (rw) h = rw[i / n] * h;
-    out[i] = bf16r(h);
-}
-
 // tc_quant_a: the e4m3 codes [rows·k] and fp32 scales [rows·k/32] of
 // fake-quantised activations x (the bf16 values q·s act_quant writes back,
 // blocks of 32 along K): s' = act_quant's scale of the block's largest
