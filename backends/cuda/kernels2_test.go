@@ -233,10 +233,18 @@ func TestCompressorPoolGPU(t *testing.T) {
 		scoreState[i] = float32(math.Inf(-1))
 	}
 	dkv, dsc := up(t, e, kvState), up(t, e, scoreState)
+	// prefill stores its tail in the state; a decode step pools from the
+	// state as group_state_update left it (here: the previous steps' tokens,
+	// written by GroupStateChunk after each) and writes no state
 	step := func(name string, s, startPos int) {
 		c, z := bf16s(r, b*s*d, 1), bf16s(r, b*s*d, 2)
 		want := make([]float32, b*max(s/ratio, 1)*d)
-		wantG := kernels.CompressorPool(want, c, z, b, s, d, ratio, kvState, scoreState, startPos)
+		var wantG int
+		if startPos == 0 {
+			wantG = kernels.CompressorPool(want, c, z, b, s, d, ratio, kvState, scoreState, startPos)
+		} else {
+			wantG = kernels.CompressorPoolChunk(want, c, z, b, s, d, ratio, kvState, scoreState, startPos)
+		}
 		out := alloc(t, e, 4*len(want))
 		g, err := e.k.CompressorPool(e.s, name, out, up(t, e, c), up(t, e, z), b, s, d, ratio, dkv, dsc, startPos)
 		if err != nil {
@@ -250,6 +258,11 @@ func TestCompressorPoolGPU(t *testing.T) {
 		}
 		exact(t, name+" kv state", down[float32](t, e, dkv, len(kvState)), kvState)
 		exact(t, name+" score state", down[float32](t, e, dsc, len(scoreState)), scoreState)
+		if startPos > 0 {
+			kernels.GroupStateChunk(kvState, c, b, s, d, ratio, startPos)
+			kernels.GroupStateChunk(scoreState, z, b, s, d, ratio, startPos)
+			dkv, dsc = up(t, e, kvState), up(t, e, scoreState)
+		}
 	}
 	step("prefill", s, 0)
 	step("decode 7", 1, s)

@@ -39,18 +39,29 @@ extern "C" __global__ void compressor_pool_prefill(float* out, const float* c, c
     score_state[dst] = z[u];
 }
 
-// compressor_pool_decode: one token c, z [b, 1, d] at start_pos goes to slot
-// start_pos mod ratio; when it completes a group, the slots are pooled into
-// out [b, 1, d]. One thread per (b, channel).
+// compressor_pool_decode: when the token c, z [b, 1, d] at start_pos
+// completes a group, the group is pooled into out [b, 1, d] as pool_group
+// does, its earlier tokens from the state slots 0..ratio-2 and the last from
+// c, z (kernels.CompressorPoolChunk; the state is group_state_update's to
+// write). One thread per (b, channel).
 extern "C" __global__ void compressor_pool_decode(float* out, const float* c, const float* z, int b, int d, int ratio,
-                                                  float* kv_state, float* score_state, int start_pos) {
+                                                  const float* kv_state, const float* score_state, int start_pos) {
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (u >= (long long)b * d || ratio > POOL_MAX) return;
+    if (u >= (long long)b * d || ratio > POOL_MAX || (start_pos + 1) % ratio != 0) return;
     const int i = (int)(u % d), bi = (int)(u / d);
     const size_t row = (size_t)bi * ratio * d + i;
-    kv_state[row + (size_t)(start_pos % ratio) * d] = c[u];
-    score_state[row + (size_t)(start_pos % ratio) * d] = z[u];
-    if ((start_pos + 1) % ratio == 0) out[u] = pool_group(kv_state + row, score_state + row, d, ratio);
+    const int last = ratio - 1;
+    const float* kv = kv_state + row;
+    const float* sc = score_state + row;
+    float e[POOL_MAX];
+    float mu = last == 0 ? z[u] : sc[0];
+    for (int j = 1; j < ratio; j++) mu = gomax(mu, j == last ? z[u] : sc[j * (size_t)d]);
+    for (int j = 0; j < ratio; j++) e[j] = expf32((j == last ? z[u] : sc[j * (size_t)d]) - mu);
+    float sum = e[0];
+    for (int j = 1; j < ratio; j++) sum += e[j];
+    float acc = (last == 0 ? c[u] : kv[0]) * (e[0] / sum);
+    for (int j = 1; j < ratio; j++) acc += (j == last ? c[u] : kv[j * (size_t)d]) * (e[j] / sum);
+    out[u] = acc;
 }
 
 #define ENGRAM_MAX_NGRAM 8
