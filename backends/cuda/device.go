@@ -30,7 +30,7 @@ type GPU struct {
 	scratchArena *Arena     // for launches without an arena
 
 	graphs bool            // decode calls replayed from CUDA graphs (option cuda-graphs)
-	tape   driver.Tape     // the recording of the call being launched
+	tapes  []*driver.Tape  // the recordings of the call being launched, by chunk (Program.Launch)
 	events []*driver.Event // per-op timing (Env.OpTimes), reused
 }
 
@@ -124,12 +124,20 @@ func (g *GPU) free(p driver.Ptr) error {
 	return g.ctx.Free(p, a.what)
 }
 
+// tapeFor is the tape chunk k of a call records into.
+func (g *GPU) tapeFor(k int) *driver.Tape {
+	for len(g.tapes) <= k {
+		g.tapes = append(g.tapes, &driver.Tape{})
+	}
+	return g.tapes[k]
+}
+
 // Close waits for the stream, frees every allocation still live, unloads
 // the kernels and releases the context.
 func (g *GPU) Close() error {
 	err := g.st.Sync("closing the GPU")
 	for _, p := range g.programs {
-		p.graphs.Release(g.ctx)
+		p.releaseGraphs()
 		for _, n := range p.seg.Nodes {
 			whatNames.Delete(n)
 		}
@@ -138,8 +146,10 @@ func (g *GPU) Close() error {
 		e.Destroy()
 	}
 	g.events = nil
-	if e := g.tape.Free(g.ctx); e != nil && err == nil {
-		err = e
+	for _, t := range g.tapes {
+		if e := t.Free(g.ctx); e != nil && err == nil {
+			err = e
+		}
 	}
 	g.mu.Lock()
 	ptrs := make([]driver.Ptr, 0, len(g.allocs))

@@ -138,8 +138,10 @@ func addTime(ot *backends.OpTime, ns int64) *backends.OpTime {
 // calls run as plain launches), "" when none did.
 func (g *GPU) GraphsOff() string {
 	for _, p := range g.programs {
-		if p.graphs != nil && p.graphs.Off {
-			return p.graphs.Why
+		for _, gs := range p.graphs {
+			if gs.Off {
+				return gs.Why
+			}
 		}
 	}
 	return ""

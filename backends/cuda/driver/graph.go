@@ -305,8 +305,12 @@ type Graphs struct {
 }
 
 // maxGraphs is how many structures a Graphs keeps (the compressors' pooling
-// steps cycle through a few).
-const maxGraphs = 8
+// steps cycle through a few); maxSameStructure is how many graphs of one
+// structure it captures before updating the closest whatever it differs in.
+const (
+	maxGraphs        = 8
+	maxSameStructure = 3
+)
 
 // Graph is one captured and instantiated graph.
 type Graph struct {
@@ -333,18 +337,25 @@ func (s *Stream) RunTape(t *Tape, gs *Graphs) error {
 		if err := s.stageUp(t); err != nil {
 			return err
 		}
-		best, bestDiff, listed := -1, 0, -1 // listed: the graph t.diff was made against
+		best, bestDiff, listed, same := -1, 0, -1, 0 // listed: the graph t.diff was made against
 		for i, g := range gs.list {
 			if !sameStructure(&g.tape, t) {
 				continue
 			}
 			d := diffs(&g.tape, t)
-			listed = i
+			listed, same = i, same+1
 			if best < 0 || d < bestDiff {
 				best, bestDiff = i, d
 			}
 		}
-		if best >= 0 && bestDiff <= len(t.ops)/4 { // else (another session's buffers, a new B) capture anew
+		// Another session's buffers or a new B change nearly all of a
+		// call's operations: a graph of its own then (captured anew) keeps
+		// each replaying with few updates. But a call's chunk (a program's
+		// graphChunkNodes nodes) may have most of its few operations read
+		// the position, so that every step differs from every graph in
+		// over half of them: past maxSameStructure graphs of one structure
+		// the closest is updated instead of capturing again.
+		if best >= 0 && (bestDiff <= len(t.ops)/2 || same >= maxSameStructure) {
 			g := gs.list[best]
 			if listed != best {
 				diffs(&g.tape, t)

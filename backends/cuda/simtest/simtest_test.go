@@ -40,7 +40,7 @@ func open(t testing.TB, dir string, graphs bool) (*engine.Model, *cuda.GPU) {
 
 // TestDecodeStepsSimulated: a prefill of 11 tokens (B 2) and 16 decode
 // steps, past the window and several pooling steps: every decode step
-// after the first few is replayed from a graph, with a few node updates;
+// after the first few is replayed from its graphs, with a few node updates;
 // the launches per step are the same with graphs off.
 func TestDecodeStepsSimulated(t *testing.T) {
 	for _, dir := range []string{"tiny", "unseen6"} {
@@ -93,8 +93,13 @@ func TestDecodeStepsSimulated(t *testing.T) {
 				captures += on.GraphCaptures
 			}
 			t.Logf("16 steps: %d replays, %d captures; %d kernels a step without graphs", replays, captures, per[false][0].Kernels)
-			if replays < 14 || captures > 8 {
-				t.Errorf("16 decode steps: %d replays, %d captures", replays, captures)
+			// a call runs as one graph per chunk of nodes; the first steps
+			// capture them (the pooling steps alternate two structures),
+			// every later step replays them all with no host launch
+			for k, on := range per[true][4:] {
+				if on.GraphCaptures != 0 || on.GraphReplays == 0 || on.Launches != 0 {
+					t.Errorf("decode step %d: %d captures, %d replays, %d host launches; want 0, > 0, 0", k+4, on.GraphCaptures, on.GraphReplays, on.Launches)
+				}
 			}
 		})
 	}
