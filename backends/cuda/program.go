@@ -425,6 +425,15 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 		}
 	}()
 	for i, n := range p.seg.Nodes {
+		if tape != nil && i > 0 && i%graphChunkNodes == 0 {
+			// the previous chunk's graph runs while this one is recorded
+			if err := c.st.RunTape(c.st.EndTape(), p.graphsFor(chunk)); err != nil {
+				return err
+			}
+			chunk++
+			tape = p.gpu.tapeFor(chunk)
+			c.st.BeginTape(tape)
+		}
 		cur = n
 		args = args[:0]
 		for k, j := range p.args[i] {
@@ -461,15 +470,6 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 				return fmt.Errorf("%s: DS4_CUDA_MEMO=verify: the launcher queued other work than its memo", what(n))
 			}
 			memo.store(c, args, v, tape, mark)
-		}
-		if tape != nil && (i+1)%graphChunkNodes == 0 && i+1 < len(p.seg.Nodes) {
-			// this chunk's graph runs while the next chunk is recorded
-			if err := c.st.RunTape(c.st.EndTape(), p.graphsFor(chunk)); err != nil {
-				return err
-			}
-			chunk++
-			tape = p.gpu.tapeFor(chunk)
-			c.st.BeginTape(tape)
 		}
 	}
 	if err := tm.mark(c.st, len(p.seg.Nodes)); err != nil {
