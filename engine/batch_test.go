@@ -269,7 +269,7 @@ func TestRowWiseTinyDecode(t *testing.T) {
 		return got
 	}
 	old := backends.RowWise(md.Placement.Graph, nil)
-	want := map[string]int{"cache_read": 9, "cache_write": 4, "candidate_blocks": 1, "cast": 1, "compressor_pool": 1, "concat": 12,
+	want := map[string]int{"cache_read": 9, "cache_write": 4, "candidate_blocks": 1, "cast": 1, "compressor_pool": 1, "concat": 6,
 		"engram_hash": 2, "engram_hist_update": 1, "fp4_quant": 2, "group_state_update": 2, "index_mask": 3, "index_score": 3, "index_topk": 3,
 		"input": 1, "mask_fill": 1, "matmul": 1, "positions": 3, "probe": 11, "rmsnorm": 2, "rope": 2, "sparse_attn": 6,
 		"state": 15, "weight": 9, "window_idx": 8, "window_update": 8}
@@ -277,7 +277,7 @@ func TestRowWiseTinyDecode(t *testing.T) {
 		t.Errorf("per-row ops without row positions %v\nwant %v", got, want)
 	}
 	rw := backends.RowWise(md.Placement.Graph, backends.RowPositions(md.Placement))
-	want = map[string]int{"cache_read": 9, "cache_write": 4, "candidate_blocks": 1, "cast": 1, "compressor_pool": 1, "concat": 12,
+	want = map[string]int{"cache_read": 9, "cache_write": 4, "candidate_blocks": 1, "cast": 1, "compressor_pool": 1, "concat": 6,
 		"fp4_quant": 2, "group_state_update": 2, "index_mask": 3, "index_score": 3, "index_topk": 3,
 		"mask_fill": 1, "matmul": 1, "positions": 1, "probe": 11, "rmsnorm": 2, "rope": 2, "sparse_attn": 6,
 		"state": 6, "weight": 9}

@@ -270,7 +270,7 @@ func init() {
 	// Attention.
 	def("window_idx", 2, 2, 0, []AttrSpec{req("window", AInt), req("phase", AString)}, windowIdxRule, "Window part of the attention index list, i32[B,S,T]: prefill (T = min(S,window)) query t sees chunk rows max(0,t-window+1)..t; decode (T = window) the ring slots oldest first, slots not yet written -1; chunk (T = window, any start_pos) positions max(0,p-window+1)..p of query p ascending over [ring as before the call ; the chunk's rows], -1 at the end (prefill's layout). In a ragged call the cpu kernels also take start_pos as i64[B], row b at start_pos[b].")
 	def("window_update", 3, 3, StateUpdate, nil, windowUpdateRule, "Write kv rows into the ring at slot = position mod window (the last min(S,window) rows of the call). In a ragged call the cpu kernels also take start_pos as i64[B], row b at start_pos[b].")
-	def("sparse_attn", 4, 4, 0, []AttrSpec{req("scale", AFloat)}, sparseAttnRule, "sparse_attn(q [B,S,H,D], kv [B,N,D], sink f32[H], idx i32[B,S,T]): softmax over the listed rows with the sink in the denominator; online over blocks of 64, p rounded to bf16 before P·V; -1 entries skipped; bf16 result.")
+	def("sparse_attn", 4, 5, 0, []AttrSpec{req("scale", AFloat)}, sparseAttnRule, "sparse_attn(q [B,S,H,D], kv [B,N,D], sink f32[H], idx i32[B,S,T] [, kv2 [B,N2,D]]): softmax over the listed rows with the sink in the denominator; online over blocks of 64, p rounded to bf16 before P·V; -1 entries skipped; bf16 result. With kv2, idx addresses kv's rows then kv2's (N+j is kv2's row j), as if they were concatenated along axis 1, without the copy.")
 	def("group_state_update", 3, 3, StateUpdate, []AttrSpec{req("ratio", AInt)}, groupStateRule, "Compressor state [B,r,D]: prefill keeps the incomplete tail group (slot t mod r), decode writes slot start_pos mod r, a chunk (S > 1 at start_pos > 0) keeps its incomplete tail group (slot p mod r).")
 	def("compressor_pool", 5, 5, 0, []AttrSpec{req("ratio", AInt)}, compressorPoolRule, "Gated pooling of complete groups: pooled_g[c] = Σ_j c_j[c]·softmax_j(z[c]) over the r tokens of the group (prefill from the chunk; at start_pos > 0 a token before start_pos from its state slot, the others from c, z: decode passes the updated state, a chunk the state as the previous call left it), f32 [B,G,D].")
 	def("cache_write", 3, 3, StateUpdate, []AttrSpec{req("ratio", AInt)}, cacheWriteRule, "Write rows [B,G,D] into a cache [B,M/r,D] at row start_pos div r.")
@@ -795,6 +795,12 @@ func sparseAttnRule(n *Node) (Type, error) {
 	}
 	if q.Shape[3] != kv.Shape[2] || sink.Shape.Rank() != 1 || sink.Shape[0] != q.Shape[2] || idx.DType != I32 {
 		return Type{}, errf("q %s, kv %s, sink %s, idx %s do not fit", q, kv, sink, idx)
+	}
+	if len(n.Args) == 5 {
+		kv2 := n.Args[4].Type
+		if kv2.DType != kv.DType || kv2.Shape.Rank() != 3 || kv2.Shape[0] != kv.Shape[0] || kv2.Shape[2] != kv.Shape[2] {
+			return Type{}, errf("kv2 %s does not continue kv %s", kv2, kv)
+		}
 	}
 	return Type{BF16, q.Shape}, nil
 }

@@ -491,6 +491,16 @@ func attention() {
 		idx := b.input(attnIdx(r, 1, S, N, N, 0.1), "B", "S", N)
 		return b.out(b.add("sparse_attn", ir.Attrs{"scale": math.Pow(float64(rel.HeadDim), -0.5)}, q, kv, sink, idx))
 	})
+	// The window's rows and the compressed cache's as two inputs (kv2), at
+	// batch 2: what the model's compressed layers run.
+	add("sparse_attn/window_and_compressed", attnTol, func(r *rand.Rand) *Instance {
+		const B, S, H, D, NW, NC, T = 2, 2, 8, 64, 24, 45, 60
+		b := newBuilder(r, "sparse_attn", B, S, 512, 0)
+		sink := b.weight("sink", floatWeight(floats(r, ir.F32, 1, H), "f32", ir.F32, "F32"))
+		return b.out(b.add("sparse_attn", ir.Attrs{"scale": math.Pow(D, -0.5)},
+			b.input(floats(r, ir.BF16, 1, B, S, H, D)), b.input(floats(r, ir.BF16, 1, B, NW, D)), sink,
+			b.input(attnIdx(r, B, S, NW+NC, T, 0.1)), b.input(floats(r, ir.BF16, 1, B, NC, D))))
+	})
 	add("sparse_attn/empty_rows", attnTol, func(r *rand.Rand) *Instance {
 		const B, S, H, D, N, T = 2, 3, 4, 64, 70, 80
 		b := newBuilder(r, "sparse_attn", B, S, 512, 0)

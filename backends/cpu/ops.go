@@ -885,18 +885,23 @@ func kSparseAttn(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 	q, kv, sink, idx := a[0], a[1], a[2], a[3]
 	B, M, H, D := q.Shape[0], q.Shape[1], q.Shape[2], q.Shape[3]
 	N, T := kv.Shape[1], idx.Shape[2]
+	var kv2 []float32 // the rows after kv's (the compressed ones), read in place
+	N2 := 0
+	if len(a) == 5 {
+		kv2, N2 = a[4].F32, a[4].Shape[1]
+	}
 	for _, i := range idx.I32 {
-		if int(i) >= N {
-			return nil, fmt.Errorf("attention index %d beyond %d kv rows", i, N)
+		if int(i) >= N+N2 {
+			return nil, fmt.Errorf("attention index %d beyond %d kv rows", i, N+N2)
 		}
 	}
 	out := r.newF(ir.BF16, cloneShape(q.Shape)...)
 	if r.fast {
 		// f32 dot products where the reference sums in float64: a few outputs
 		// differ in the last bf16 bit (backendtest bounds it)
-		fast.SparseAttn(out.F32, q.F32, B, M, H, D, kv.F32, N, sink.F32, idx.I32, T, float32(n.Attrs.Float("scale", 1)))
+		fast.SparseAttnSplit(out.F32, q.F32, B, M, H, D, kv.F32, N, kv2, N2, sink.F32, idx.I32, T, float32(n.Attrs.Float("scale", 1)))
 	} else {
-		kernels.SparseAttn(out.F32, q.F32, B, M, H, D, kv.F32, N, sink.F32, idx.I32, T, float32(n.Attrs.Float("scale", 1)))
+		kernels.SparseAttnSplit(out.F32, q.F32, B, M, H, D, kv.F32, N, kv2, N2, sink.F32, idx.I32, T, float32(n.Attrs.Float("scale", 1)))
 	}
 	return out, nil
 }
@@ -963,6 +968,12 @@ func kCacheRead(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, err
 	nc := (int(a[2].I64[0]) + a[1].Shape[1]) / int(n.Attrs.Int("ratio", 1))
 	if nc > Mr {
 		return nil, fmt.Errorf("cache of %d rows read to %d", Mr, nc)
+	}
+	if B == 1 || nc == Mr {
+		// the rows are contiguous in the cache: a view, no copy (the cache
+		// is not written again in this call after its cache_write; the
+		// attention reads the compressed rows of a long prompt in place)
+		return &backends.Tensor{DType: cache.DType, Shape: []int{B, nc, D}, F32: cache.F32[: B*Mr*D : B*Mr*D][:B*nc*D]}, nil
 	}
 	out := r.newF(cache.DType, B, nc, D)
 	for b := 0; b < B; b++ {

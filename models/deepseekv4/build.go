@@ -295,7 +295,7 @@ func (b *builder) attention(x *ir.Node, L LayerInfo) *ir.Node {
 		winKV = ring
 	}
 	idx := b.add("window_idx", ir.Attrs{"window": int64(c.WindowSize), "phase": b.ph.String()}, b.tokens, b.startPos)
-	kvAll := winKV
+	var ckv *ir.Node // the compressed rows after the window's (sparse_attn's kv2)
 
 	if r > 0 {
 		R := int64(r)
@@ -343,16 +343,21 @@ func (b *builder) attention(x *ir.Node, L LayerInfo) *ir.Node {
 			cache := b.state(fmt.Sprintf("L%d.compress_kv_cache", l), "compress_kv", ir.T(ir.BF16, "B", fmt.Sprintf("M/%d", r), Dh))
 			b.published[fmt.Sprintf("ckv@%d", l)] = b.add("cache_write", ir.Attrs{"ratio": R}, cache, row, b.startPos)
 		}
-		// (6) the compressed rows visible to this call.
-		ckv := b.add("cache_read", ir.Attrs{"ratio": R}, b.published[fmt.Sprintf("ckv@%d", L.KVFrom)], b.tokens, b.startPos)
-		kvAll = b.add("concat", ir.Attrs{"axis": int64(1)}, winKV, ckv)
+		// (6) the compressed rows visible to this call: read in place after
+		// the window's (the reference concatenates them; at a long context
+		// the copy would be most of a decode step)
+		ckv = b.add("cache_read", ir.Attrs{"ratio": R}, b.published[fmt.Sprintf("ckv@%d", L.KVFrom)], b.tokens, b.startPos)
 		idx = b.add("concat", ir.Attrs{"axis": int64(2)}, idx, topk)
 	}
 	idx = b.probe(idx, tag+"attn_idxs", false)
 
 	// (7) sparse attention with sinks, inverse RoPE, grouped output LoRA.
 	sink := b.weight(p+"attn_sink", "f32", l, "attention/core/attn_sink", ir.T(ir.F32, H))
-	o := b.add("sparse_attn", ir.Attrs{"scale": math.Pow(float64(Dh), -0.5)}, q, kvAll, sink, idx)
+	args := []*ir.Node{q, winKV, sink, idx}
+	if ckv != nil {
+		args = append(args, ckv)
+	}
+	o := b.add("sparse_attn", ir.Attrs{"scale": math.Pow(float64(Dh), -0.5)}, args...)
 	o = b.rope(o, table, b.pos, true)
 	o = b.add("reshape", ir.Attrs{"shape": b.shape("B", b.S, H*Dh)}, o)
 	G := c.OGroups

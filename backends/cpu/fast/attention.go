@@ -16,12 +16,18 @@ import (
 // level), or for head dims not a multiple of 8 or head counts not a
 // multiple of 4, it runs the reference kernel.
 func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []float32, idx []int32, t int, scale float32) {
+	SparseAttnSplit(out, q, b, m, h, d, kv, n, nil, 0, sink, idx, t, scale)
+}
+
+// SparseAttnSplit is SparseAttn over kv's n rows followed by kv2's n2
+// (kernels.SparseAttnSplit), without concatenating them.
+func SparseAttnSplit(out, q []float32, b, m, h, d int, kv []float32, n int, kv2 []float32, n2 int, sink []float32, idx []int32, t int, scale float32) {
 	ks := current()
 	if !sparseAttnF32(ks, h, d) {
-		kernels.SparseAttn(out, q, b, m, h, d, kv, n, sink, idx, t, scale)
+		kernels.SparseAttnSplit(out, q, b, m, h, d, kv, n, kv2, n2, sink, idx, t, scale)
 		return
 	}
-	if len(q) < b*m*h*d || len(out) < b*m*h*d || len(kv) < b*n*d || len(sink) < h || len(idx) < b*m*t {
+	if len(q) < b*m*h*d || len(out) < b*m*h*d || len(kv) < b*n*d || len(kv2) < b*n2*d || len(sink) < h || len(idx) < b*m*t {
 		panic("kernels.SparseAttn: buffer too small")
 	}
 	if p := runtime.GOMAXPROCS(0); b*m == 1 && p > 1 && h >= 8 {
@@ -31,11 +37,11 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 		hg := ceilDiv(ceilDiv(h, 4), p) * 4
 		parallel(ceilDiv(h, hg), func(g int) {
 			h0, h1 := g*hg, min(h, (g+1)*hg)
-			sparseAttnUnitsF32(ks, out[h0*d:h1*d], q[h0*d:h1*d], 1, 1, h1-h0, d, kv, n, sink[h0:h1], idx, t, scale)
+			sparseAttnUnitsF32(ks, out[h0*d:h1*d], q[h0*d:h1*d], 1, 1, h1-h0, d, kv, n, kv2, n2, sink[h0:h1], idx, t, scale)
 		})
 		return
 	}
-	sparseAttnUnitsF32(ks, out, q, b, m, h, d, kv, n, sink, idx, t, scale)
+	sparseAttnUnitsF32(ks, out, q, b, m, h, d, kv, n, kv2, n2, sink, idx, t, scale)
 }
 
 // sparseAttnF32 reports whether SparseAttn takes the f32 path on ks for
@@ -53,7 +59,7 @@ func sparseAttnF32(ks *kernelSet, h, d int) bool {
 // do not depend on how heads are grouped, so decode (heads split over the
 // cores) and prefill agree bit for bit; against the float64 sums of the
 // reference they differ by f32 rounding (≈ 2^-24 relative per dot).
-func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float32, n int, sink []float32, idx []int32, t int, scale float32) {
+func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []float32, n int, kv2 []float32, n2 int, sink []float32, idx []int32, t int, scale float32) {
 	const blkN = kernels.SparseAttnBlock
 	negInf := float32(math.Inf(-1))
 	h8 := (h + 7) &^ 7
@@ -66,7 +72,7 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 	}
 	parallel(b*m, func(u int) {
 		bi, mi := u/m, u%m
-		kvb := kv[bi*n*d : (bi+1)*n*d]
+		kvb := kernels.KVRows{A: kv[bi*n*d : (bi+1)*n*d], B: kv2[bi*n2*d : (bi+1)*n2*d], NA: n, D: d}
 		row := idx[(bi*m+mi)*t : (bi*m+mi+1)*t]
 		qs := q[(bi*m+mi)*h*d : (bi*m+mi+1)*h*d]
 		// the unit's float scratch from the pool (a query position per unit:
@@ -113,7 +119,7 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 					}
 					continue
 				}
-				if int(ix) >= n {
+				if int(ix) >= n+n2 {
 					panic("kernels.SparseAttn: index out of range")
 				}
 				valid[nv] = j
@@ -137,7 +143,7 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 				for v0 := 0; v0 < nv; v0 += nk {
 					for x := range nk {
 						ix := int(blk[valid[min(v0+x, nv-1)]])
-						keys[x] = kvb[ix*d : (ix+1)*d]
+						keys[x] = kvb.Row(ix)
 					}
 					if k8 {
 						ks.qkF32K8(qT[hh:], h8, &keys, d, dots)
@@ -184,13 +190,13 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 					for y := range 4 {
 						jy := use[x+y]
 						p4[y] = pb[jy]
-						kr[y] = kvb[int(blk[jy])*d : int(blk[jy]+1)*d]
+						kr[y] = kvb.Row(int(blk[jy]))
 					}
 					ks.axpyF32(pv, &p4, &kr, 4)
 				}
 				for ; x < nu; x++ {
 					j := use[x]
-					p4[0], kr[0] = pb[j], kvb[int(blk[j])*d:int(blk[j]+1)*d]
+					p4[0], kr[0] = pb[j], kvb.Row(int(blk[j]))
 					ks.axpyF32(pv, &p4, &kr, 1)
 				}
 				lh := float32(l[hh]*alpha) + float32(psum)
@@ -245,7 +251,7 @@ func (ks *kernelSet) blockExps(ex, sh []float32, mu float32) []float32 {
 // with the per-head loop (its non-zero-probability keys in block order), so
 // the same bits. s holds the block's logits (s[hh*blkN+j]), valid the
 // positions of its non-negative indices.
-func sparseAttnBlockHeads(ks *kernelSet, blk []int32, valid []int, s, pbH, pvH, scratch, exps, mu, l, acc, kvb []float32, h, d int) {
+func sparseAttnBlockHeads(ks *kernelSet, blk []int32, valid []int, s, pbH, pvH, scratch, exps, mu, l, acc []float32, kvb kernels.KVRows, h, d int) {
 	const blkN = kernels.SparseAttnBlock
 	negInf := float32(math.Inf(-1))
 	alphaH, p4s := scratch[:h], scratch[h:h+4*h]
@@ -280,14 +286,14 @@ func sparseAttnBlockHeads(ks *kernelSet, blk []int32, valid []int, s, pbH, pvH, 
 			return
 		}
 		ix := int(blk[j])
-		p1[0], kr[0] = p, kvb[ix*d:(ix+1)*d]
+		p1[0], kr[0] = p, kvb.Row(ix)
 		ks.axpyF32(pvH[hh*d:(hh+1)*d], &p1, &kr, 1)
 	}
 	x := 0
 	for ; x+4 <= len(valid); x += 4 {
 		for y := range 4 {
 			ix := int(blk[valid[x+y]])
-			kr[y] = kvb[ix*d : (ix+1)*d]
+			kr[y] = kvb.Row(ix)
 		}
 		hs := hsBuf[:0]
 		rest := restBuf[:0]

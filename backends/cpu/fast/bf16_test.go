@@ -544,3 +544,47 @@ func TestIndexTerms(t *testing.T) {
 		}
 	}
 }
+
+// TestSparseAttnSplitIsConcat: the attention over a window's rows and the
+// compressed rows as two inputs gives the bits of the attention over their
+// concatenation, on every level and on the reference kernels, at batch 1
+// and 2 and with a split at 0 rows.
+func TestSparseAttnSplitIsConcat(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, sh := range [][7]int{{1, 1, 16, 64, 128, 300, 400}, {2, 3, 8, 32, 24, 45, 60}, {1, 2, 4, 64, 0, 30, 40}} {
+		b, m, h, d, n1, n2, tt := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], sh[6]
+		n := n1 + n2
+		q, sink := randF32(r, b*m*h*d, true), randF32(r, h, false)
+		kv1, kv2 := randF32(r, b*n1*d, true), randF32(r, b*n2*d, true)
+		kv := make([]float32, 0, b*n*d)
+		for bi := range b {
+			kv = append(append(kv, kv1[bi*n1*d:(bi+1)*n1*d]...), kv2[bi*n2*d:(bi+1)*n2*d]...)
+		}
+		idx := make([]int32, b*m*tt)
+		for i := range idx {
+			idx[i] = int32(r.IntN(n+n/8)) - int32(n/8)
+			if idx[i] < 0 {
+				idx[i] = -1
+			}
+		}
+		same := func(what string, got, want []float32) {
+			t.Helper()
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s %v: [%d] = %g, over the concatenation %g", what, sh, i, got[i], want[i])
+				}
+			}
+		}
+		want, got := make([]float32, b*m*h*d), make([]float32, b*m*h*d)
+		kernels.SparseAttn(want, q, b, m, h, d, kv, n, sink, idx, tt, 0.125)
+		kernels.SparseAttnSplit(got, q, b, m, h, d, kv1, n1, kv2, n2, sink, idx, tt, 0.125)
+		same("kernels", got, want)
+		for _, l := range levels(t) {
+			withLevel(l, func() {
+				SparseAttn(want, q, b, m, h, d, kv, n, sink, idx, tt, 0.125)
+				SparseAttnSplit(got, q, b, m, h, d, kv1, n1, kv2, n2, sink, idx, tt, 0.125)
+			})
+			same(fmt.Sprint(l), got, want)
+		}
+	}
+}

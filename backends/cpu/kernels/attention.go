@@ -42,7 +42,30 @@ const attentionInitMax = float32(-1e30)
 // rounded to float32. A row with no valid index gives l = exp(sink+1e30) =
 // +inf and an output of exactly 0.
 func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []float32, idx []int32, t int, scale float32) {
-	if len(q) < b*m*h*d || len(out) < b*m*h*d || len(kv) < b*n*d || len(sink) < h || len(idx) < b*m*t {
+	SparseAttnSplit(out, q, b, m, h, d, kv, n, nil, 0, sink, idx, t, scale)
+}
+
+// KVRows are the key/value rows of one batch row of a sparse attention:
+// A's NA rows, then B's (of D values each).
+type KVRows struct {
+	A, B  []float32
+	NA, D int
+}
+
+// Row is row ix of A followed by B.
+func (k KVRows) Row(ix int) []float32 {
+	if ix < k.NA {
+		return k.A[ix*k.D : (ix+1)*k.D]
+	}
+	ix -= k.NA
+	return k.B[ix*k.D : (ix+1)*k.D]
+}
+
+// SparseAttnSplit is SparseAttn over the rows of kv [b, n, d] followed by
+// those of kv2 [b, n2, d] (index n+j is kv2's row j), as if they were one
+// [b, n+n2, d] tensor: the same operations, without the concatenation.
+func SparseAttnSplit(out, q []float32, b, m, h, d int, kv []float32, n int, kv2 []float32, n2 int, sink []float32, idx []int32, t int, scale float32) {
+	if len(q) < b*m*h*d || len(out) < b*m*h*d || len(kv) < b*n*d || len(kv2) < b*n2*d || len(sink) < h || len(idx) < b*m*t {
 		panic("kernels.SparseAttn: buffer too small")
 	}
 	// One work unit per (b, m, h): units are independent and each runs the
@@ -55,7 +78,7 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 		valid := make([]int, SparseAttnBlock)
 		for u := u0; u < u1; u++ {
 			bi, mi, hi := u/(m*h), (u/h)%m, u%h
-			kvb := kv[bi*n*d : (bi+1)*n*d]
+			kvb := KVRows{A: kv[bi*n*d : (bi+1)*n*d], B: kv2[bi*n2*d : (bi+1)*n2*d], NA: n, D: d}
 			row := idx[(bi*m+mi)*t : (bi*m+mi+1)*t]
 			qv := q[((bi*m+mi)*h+hi)*d : ((bi*m+mi)*h+hi+1)*d]
 			mu := attentionInitMax
@@ -70,7 +93,7 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 						s[j] = float32(math.Inf(-1))
 						continue
 					}
-					if int(ix) >= n {
+					if int(ix) >= n+n2 {
 						panic("kernels.SparseAttn: index out of range")
 					}
 					valid[nv] = j
@@ -90,12 +113,12 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 				for ; v+4 <= nv; v += 4 {
 					j0, j1, j2, j3 := valid[v], valid[v+1], valid[v+2], valid[v+3]
 					r0, r1, r2, r3 := int(blk[j0]), int(blk[j1]), int(blk[j2]), int(blk[j3])
-					d0, d1, d2, d3 := attentionDot4(qv, kvb[r0*d:(r0+1)*d], kvb[r1*d:(r1+1)*d], kvb[r2*d:(r2+1)*d], kvb[r3*d:(r3+1)*d])
+					d0, d1, d2, d3 := attentionDot4(qv, kvb.Row(r0), kvb.Row(r1), kvb.Row(r2), kvb.Row(r3))
 					s[j0], s[j1], s[j2], s[j3] = d0*scale, d1*scale, d2*scale, d3*scale
 				}
 				for ; v < nv; v++ {
 					j := valid[v]
-					s[j] = attentionDot(qv, kvb[int(blk[j])*d:int(blk[j]+1)*d]) * scale
+					s[j] = attentionDot(qv, kvb.Row(int(blk[j]))) * scale
 				}
 				for _, j := range valid[:nv] {
 					bmax = max(bmax, s[j])
@@ -121,8 +144,8 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 				for ; u+2 <= nu; u += 2 {
 					ja, jb := valid[u], valid[u+1]
 					pa, pbj := float64(pb[ja]), float64(pb[jb])
-					ka := kvb[int(blk[ja])*d : int(blk[ja]+1)*d]
-					kb := kvb[int(blk[jb])*d : int(blk[jb]+1)*d]
+					ka := kvb.Row(int(blk[ja]))
+					kb := kvb.Row(int(blk[jb]))
 					pv := pv[:len(ka)]
 					kb = kb[:len(ka)]
 					for di, kvv := range ka {
@@ -133,7 +156,7 @@ func SparseAttn(out, q []float32, b, m, h, d int, kv []float32, n int, sink []fl
 				for ; u < nu; u++ {
 					j := valid[u]
 					pj := float64(pb[j])
-					kr := kvb[int(blk[j])*d : int(blk[j]+1)*d]
+					kr := kvb.Row(int(blk[j]))
 					pv := pv[:len(kr)]
 					for di, kvv := range kr {
 						pv[di] += float64(pj * float64(kvv))
