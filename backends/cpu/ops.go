@@ -365,14 +365,7 @@ func kSlice(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	if en > x.Shape[ax] {
 		return nil, fmt.Errorf("slice end %d beyond dim %d", en, x.Shape[ax])
 	}
-	shape := cloneShape(x.Shape)
-	shape[ax] = en - st
-	outer, inner := splitAxis(x.Shape, ax)
-	out := r.newF(x.DType, shape...)
-	for o := 0; o < outer; o++ {
-		copy(out.F32[o*(en-st)*inner:(o+1)*(en-st)*inner], x.F32[(o*x.Shape[ax]+st)*inner:(o*x.Shape[ax]+en)*inner])
-	}
-	return out, nil
+	return sliceAxis(r, x, ax, st, en), nil
 }
 
 // kLast is slice of the axis's last element (its start known only now).
@@ -383,14 +376,19 @@ func kLast(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	if d < 1 {
 		return nil, fmt.Errorf("last of an empty axis %d", ax)
 	}
+	return sliceAxis(r, x, ax, d-1, d), nil
+}
+
+// sliceAxis copies elements st..en-1 along axis ax of x.
+func sliceAxis(r *run, x *backends.Tensor, ax, st, en int) *backends.Tensor {
 	shape := cloneShape(x.Shape)
-	shape[ax] = 1
+	shape[ax] = en - st
 	outer, inner := splitAxis(x.Shape, ax)
 	out := r.newF(x.DType, shape...)
 	for o := 0; o < outer; o++ {
-		copy(out.F32[o*inner:(o+1)*inner], x.F32[(o*d+d-1)*inner:(o*d+d)*inner])
+		copy(out.F32[o*(en-st)*inner:(o+1)*(en-st)*inner], x.F32[(o*x.Shape[ax]+st)*inner:(o*x.Shape[ax]+en)*inner])
 	}
-	return out, nil
+	return out
 }
 
 func kConcat(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {

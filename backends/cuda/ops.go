@@ -358,6 +358,11 @@ func opSlice(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	if st < 0 || en > x.Shape[ax] || st > en {
 		return nil, fmt.Errorf("slice %d..%d of dim %d", st, en, x.Shape[ax])
 	}
+	return c.sliceAxis(i, n, x, ax, st, en)
+}
+
+// sliceAxis copies elements st..en-1 along axis ax of x into node i's output.
+func (c *call) sliceAxis(i int, n *ir.Node, x *Value, ax, st, en int) (*Value, error) {
 	shape := clone(x.Shape)
 	shape[ax] = en - st
 	out, err := c.out(i, x.DType, shape)
@@ -375,14 +380,7 @@ func opLast(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	if d < 1 {
 		return nil, fmt.Errorf("last of an empty axis %d", ax)
 	}
-	shape := clone(x.Shape)
-	shape[ax] = 1
-	out, err := c.out(i, x.DType, shape)
-	if err != nil {
-		return nil, err
-	}
-	in := contiguous(x.Shape)
-	return out, c.copyStrided(n, x.DType, out.Ptr, offset(x.Ptr, (d-1)*in[ax], x.DType), shape, in, contiguous(shape))
+	return c.sliceAxis(i, n, x, ax, d-1, d)
 }
 
 func opConcat(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
