@@ -266,6 +266,7 @@ func TestPreNormQuantGPU(t *testing.T) {
 	}{
 		{1, 4, 5120, 1, 32, false}, {3, 4, 5120, 1, 32, false}, {2, 4, 5120, 0, 32, true}, {3, 4, 5120, 0, 32, false},
 		{3, 0, 1280, 1, 32, false}, {2, 0, 512, 2, 32, false}, {2, 0, 5120, 3, 16, false}, {4, 0, 100, 1, 4, false},
+		{2, 0, 8192, 1, 32, false}, {1, 0, 4100, 0, 32, false}, {2, 3, 640, 1, 32, false},
 	} {
 		const eps = 1e-20
 		rows, hc, dim := c.rows, c.hc, c.dim
@@ -314,7 +315,7 @@ func TestPreNormQuantGPU(t *testing.T) {
 			}
 		}
 		uNorm, uQ := alloc(t, e, 4*rows*dim), alloc(t, e, 4*rows*dim)
-		if err := e.k.RMSNorm(e.s, "rmsnorm", uNorm, ux, dw, rows, dim, eps); err != nil {
+		if err := e.k.rmsNormWarps(e.s, "rmsnorm", uNorm, ux, dw, rows, dim, eps); err != nil { // not RMSNorm: few rows take pre_norm_quant
 			t.Fatal(err)
 		}
 		var err error

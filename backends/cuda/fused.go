@@ -111,8 +111,17 @@ func runHCMixSplit(c *call, f *fusion, st *runState) error {
 		scale, base, int(sn.Attrs.Int("iters", 20)), float32(sn.Attrs.Float("eps", 0)))
 }
 
-// preNormMaxDim is the widest row pre_norm_quant holds in shared memory.
-const preNormMaxDim = 12288
+// preNormMaxDim is the widest row pre_norm_quant holds in shared memory
+// (4·dim bytes beside torch_sum_block's 8 KiB, within the 48 KiB a block
+// gets without opting in).
+const preNormMaxDim = 8192
+
+// preNormThreads is pre_norm_quant's block for rows of dim: a quarter as
+// many threads as elements (whole warps, at least 128), at most 1024, so a
+// thread holds at most PNQ_PER (12) elements.
+func preNormThreads(dim int) int {
+	return min(1024, max(128, ceilDiv(ceilDiv(dim, 4), 32)*32))
+}
 
 // preNormQuant is [hc_pre →] rmsnorm [→ act_quant | fp4_quant of its value,
 // through views]: one pre_norm_quant launch. The rmsnorm's value is always
@@ -437,6 +446,11 @@ func (k *Kernels) HCMixSplit(s *driver.Stream, what string, pre, post, comb, h d
 		if err != nil {
 			return err
 		}
+		if hc == 4 { // a warp per token (the same bits)
+			g, b := grid1(32 * tokens)
+			return k.launch(s, "hc_sinkhorn_slots4", what, g, b, 0, driver.P(pre), driver.P(post), driver.P(comb), driver.I(tokens),
+				driver.P(scale), driver.P(base), driver.I(iters), driver.F(eps))
+		}
 		g, b := grid1(tokens)
 		return k.launch(s, "hc_sinkhorn_slots", what, g, b, 0, driver.P(pre), driver.P(post), driver.P(comb), driver.I(tokens), driver.I(hc),
 			driver.P(scale), driver.P(base), driver.I(iters), driver.F(eps))
@@ -459,7 +473,7 @@ func (k *Kernels) PreNormQuant(s *driver.Stream, what string, norm, q, x, pre dr
 	if dim < 1 || dim > preNormMaxDim || (qkind != 0 && (block < 1 || block > 32 || block&(block-1) != 0 || dim%block != 0)) {
 		return fmt.Errorf("cuda pre_norm_quant: rows of %d (at most %d) in blocks of %d", dim, preNormMaxDim, block)
 	}
-	return k.launch(s, "pre_norm_quant", what, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}, 4*dim,
+	return k.launch(s, "pre_norm_quant", what, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: uint32(preNormThreads(dim)), Y: 1, Z: 1}, 4*dim,
 		driver.P(norm), driver.P(q), driver.P(x), driver.P(pre), driver.I(preStride), driver.I(hc), driver.P(w), driver.I(dim),
 		driver.F(eps), driver.I(qkind), driver.I(block))
 }

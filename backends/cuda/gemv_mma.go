@@ -235,6 +235,24 @@ func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr
 // rows and by PlainFormat (PlainF32, PlainBF16, PlainFP8: its values).
 var gemvWarpByRows [4][3]string
 
+// gemvWarpSplit returns the rows a warp takes (rpw) and the warps that
+// share a row (kw) for n rows in each of groups: the most rows a warp that
+// still give four CTAs of 8 warps an SM (132 of them), then, with one row
+// a warp and still fewer CTAs, up to 8 warps a row, so that the loads in
+// flight are enough for the memory (the gate's 384 rows ran at ~8 µs on
+// 48 CTAs of one warp a row).
+func gemvWarpSplit(n, groups int) (rpw, kw int) {
+	const ctas = 4 * 132
+	rpw, kw = 8, 1
+	for rpw > 1 && ceilDiv(n, 8*rpw)*groups < ctas {
+		rpw /= 2
+	}
+	for rpw == 1 && kw < 8 && ceilDiv(n*kw, 8)*groups < ctas {
+		kw *= 2
+	}
+	return rpw, kw
+}
+
 // gemvWarp launches gemv_warp_mR_* (the plain decode products with a
 // warp's lanes along K) for m <= gemvMaxRows rows; ok is false when it does
 // not apply (Exact, or rows, activations or groups not 16-byte aligned).
@@ -251,17 +269,13 @@ func (k *Kernels) gemvWarp(s *driver.Stream, what string, out, a driver.Ptr, m, 
 	if k.Exact || size == 0 || (kdim*size)%16 != 0 || w.W%16 != 0 || a%16 != 0 || lda%4 != 0 || aZ%4 != 0 {
 		return false, nil
 	}
-	// rows a warp takes: the most that still give four CTAs an SM
-	rpw := 8
-	for rpw > 1 && ceilDiv(n, 8*rpw)*groups < 4*132 {
-		rpw /= 2
-	}
+	rpw, kw := gemvWarpSplit(n, groups)
 	name := gemvWarpByRows[bits.Len(uint(gemvMR(m)))-1][w.Format]
 	args := []driver.Arg{driver.P(out), driver.P(a), driver.I(m), driver.I(kdim), driver.P(w.W)}
 	if w.Format == PlainFP8 {
 		args = append(args, driver.P(w.Scale))
 	}
-	args = append(args, driver.I(n), driver.I(lda), driver.I(ldo), driver.L(aZ), driver.L(oZ), driver.I(round), driver.I(rpw))
-	g := driver.Dim3{X: uint32(ceilDiv(n, 8*rpw)), Y: 1, Z: uint32(groups)}
+	args = append(args, driver.I(n), driver.I(lda), driver.I(ldo), driver.L(aZ), driver.L(oZ), driver.I(round), driver.I(rpw), driver.I(kw))
+	g := driver.Dim3{X: uint32(ceilDiv(n*kw, 8*rpw)), Y: 1, Z: uint32(groups)}
 	return true, k.launch(s, name, what, g, driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}, 0, args...)
 }

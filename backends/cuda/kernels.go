@@ -10,7 +10,7 @@ import (
 var kernelNames = []string{
 	"rms_norm", "act_quant", "fp4_act_quant", "matmul_fp8", "matmul_fp4",
 	"matmul_fp4_routed", "matmul_fp8_routed", "matmul_fp8_gemv", "matmul_fp4_gemv", "swiglu_clamp", "rotary", "embed_bf16",
-	"gate_logits", "gate_select", "hc_mixes", "hc_mixes_fast", "hc_split_sinkhorn", "hc_sinkhorn_slots", "hc_pre", "hc_post",
+	"gate_logits", "gate_select", "hc_mixes", "hc_mixes_fast", "hc_split_sinkhorn", "hc_sinkhorn_slots", "hc_split_sinkhorn4", "hc_sinkhorn_slots4", "hc_pre", "hc_post",
 	"sparse_attn", "matmul_f32w", "matmul_bf16w", "index_score", "index_causal_mask",
 	"apply_candidates", "index_topk", "select_candidate_blocks", "compressor_pool_prefill",
 	"compressor_pool_decode", "engram_hash", "engram_lookup", "engram_gate",
@@ -71,6 +71,9 @@ func LoadKernels(c *driver.Context, image []byte) (*Kernels, error) {
 		}
 		k.fn[name] = f
 	}
+	if f, err := mod.Function("pre_norm_quant"); err == nil { // RMSNorm's few-row form (an older image lacks it)
+		k.fn["pre_norm_quant"] = f
+	}
 	if err := k.setupGMMA(c); err != nil {
 		mod.Unload()
 		return nil, err
@@ -104,9 +107,23 @@ func (k *Kernels) launch(s *driver.Stream, name, what string, grid, block driver
 	return s.Launch(k.fn[name], grid, block, shmem, what, args...)
 }
 
+// rmsNormBlockRows: RMSNorm of fewer rows runs pre_norm_quant's block per
+// row; a warp's row there is a chain of dependent loads (~65 µs for one
+// row of 5120 on the H200), which only many rows hide.
+const rmsNormBlockRows = 1024
+
 // RMSNorm is kernels.RMSNorm: out = bf16(w·fp32(x·rsqrt(mean(x²)+eps))) per
 // row of x [rows, dim]; out may alias x.
 func (k *Kernels) RMSNorm(s *driver.Stream, what string, out, x, w driver.Ptr, rows, dim int, eps float32) error {
+	if _, ok := k.fn["pre_norm_quant"]; ok && rows < rmsNormBlockRows && dim <= preNormMaxDim {
+		// a block per row: its loads in flight together, the same bits
+		return k.PreNormQuant(s, what, out, 0, x, 0, 0, 0, w, rows, dim, eps, 0, 0)
+	}
+	return k.rmsNormWarps(s, what, out, x, w, rows, dim, eps)
+}
+
+// rmsNormWarps is RMSNorm on rms_norm's warp per row.
+func (k *Kernels) rmsNormWarps(s *driver.Stream, what string, out, x, w driver.Ptr, rows, dim int, eps float32) error {
 	const warps = 4
 	return k.launch(s, "rms_norm", what, driver.Dim3{X: uint32(ceilDiv(rows, warps)), Y: 1, Z: 1}, driver.Dim3{X: 32 * warps, Y: 1, Z: 1}, 0,
 		driver.P(out), driver.P(x), driver.P(w), driver.I(rows), driver.I(dim), driver.F(eps))
@@ -309,6 +326,11 @@ func (k *Kernels) HCMixes(s *driver.Stream, what string, out, h driver.Ptr, toke
 func (k *Kernels) HCSplitSinkhorn(s *driver.Stream, what string, pre, post, comb, mixes driver.Ptr, tokens, hc int, scale, base driver.Ptr, iters int, eps float32) error {
 	if hc < 1 || hc > hcMax || iters < 1 {
 		return fmt.Errorf("cuda hc_split_sinkhorn: hc %d (1..%d) or iters %d (>= 1) not supported", hc, hcMax, iters)
+	}
+	if hc == 4 { // a warp per token (the same bits)
+		g, b := grid1(32 * tokens)
+		return k.launch(s, "hc_split_sinkhorn4", what, g, b, 0, driver.P(pre), driver.P(post), driver.P(comb), driver.P(mixes),
+			driver.I(tokens), driver.P(scale), driver.P(base), driver.I(iters), driver.F(eps))
 	}
 	g, b := grid1(tokens)
 	return k.launch(s, "hc_split_sinkhorn", what, g, b, 0, driver.P(pre), driver.P(post), driver.P(comb), driver.P(mixes),

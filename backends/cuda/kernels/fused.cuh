@@ -121,40 +121,74 @@ extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
 }
 
 // pre_norm_quant is [hc_pre →] rmsnorm [→ act_quant | fp4_quant] for one
-// row per block (blockDim a multiple of 32; dynamic shared memory dim
-// floats):
+// row per block (blockDim a multiple of 32 with dim <= PNQ_PER·blockDim;
+// dynamic shared memory dim floats):
 //   x   = hc > 0 ? bf16(Σ_i fp32(pre[i]·h[t,i,d])) (hc_pre, i ascending) : h[t,d]
-//   y   = bf16(w·fp32(x·rsqrt(torch_sum(x²)/dim + eps)))   (rms_norm, one warp's sum)
+//   y   = bf16(w·fp32(x·rsqrt(torch_sum(x²)/dim + eps)))   (rms_norm's bits)
 //   q   = act_quant(y) (qkind 1), fp4_quant(y) ue8m0 (2) or e4m3 (3) scales, per block of the row
 // norm_out (y) and q_out may be null. pre_stride is hc (a mix per token)
 // or 0 (one mix for all). block divides dim (the groups never cross rows).
-extern "C" __global__ void pre_norm_quant(float* norm_out, float* q_out, const float* h, const float* pre, int pre_stride,
-                                          int hc, const float* w, int dim, float eps, int qkind, int block) {
+// With hc 0 it is rms_norm for few rows (out may alias h: the row is in
+// shared memory before any of it is written). A row is one block's: every
+// load of x (and w) is issued before any is used, and the sum of squares
+// is torch_sum_block's (torch_sum_warp's bits over the block), so a decode
+// token's norm is not one warp's chain of dependent loads.
+#define PNQ_PER 12
+extern "C" __global__ void __launch_bounds__(1024)
+    pre_norm_quant(float* norm_out, float* q_out, const float* __restrict__ h, const float* __restrict__ pre, int pre_stride,
+                   int hc, const float* __restrict__ w, int dim, float eps, int qkind, int block) {
     HC_DYN_SHARED(float, row);
-    __shared__ float rs_sh;
-    const int t = blockIdx.x, tid = threadIdx.x;
-    if (hc > 0) {
+    __shared__ float bs[HCF_WIN * 32];
+    __shared__ float cols[32];
+    __shared__ float res;
+    const int t = blockIdx.x, tid = threadIdx.x, T = blockDim.x;
+    float wv[PNQ_PER];
+#pragma unroll
+    for (int k = 0; k < PNQ_PER; k++) {
+        const int d = k * T + tid;
+        wv[k] = d < dim ? w[d] : 0.0f;
+    }
+    if (hc == 4) { // the released hc: the four streams' loads in flight together
+        const float* p = pre + (size_t)t * pre_stride;
+        const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
+        const float* ht = h + (size_t)t * 4 * dim;
+#pragma unroll
+        for (int k = 0; k < PNQ_PER; k++) {
+            const int d = k * T + tid;
+            if (d < dim) {
+                float s = 0.0f;
+                s += p0 * ht[d];
+                s += p1 * ht[(size_t)dim + d];
+                s += p2 * ht[(size_t)2 * dim + d];
+                s += p3 * ht[(size_t)3 * dim + d];
+                row[d] = bf16r(s);
+            }
+        }
+    } else if (hc > 0) {
         const float* p = pre + (size_t)t * pre_stride;
         const float* ht = h + (size_t)t * hc * dim;
-        for (int d = tid; d < dim; d += blockDim.x) {
+        for (int d = tid; d < dim; d += T) {
             float s = 0.0f;
             for (int i = 0; i < hc; i++) s += p[i] * ht[(size_t)i * dim + d];
             row[d] = bf16r(s);
         }
     } else {
-        for (int d = tid; d < dim; d += blockDim.x) row[d] = h[(size_t)t * dim + d];
+        const float* hr = h + (size_t)t * dim;
+#pragma unroll
+        for (int k = 0; k < PNQ_PER; k++) {
+            const int d = k * T + tid;
+            if (d < dim) row[d] = hr[d];
+        }
     }
     __syncthreads();
-    if (tid < 32) {
-        const float ms = torch_sum_warp([&](int j) { float v = row[j]; return v * v; }, dim) / (float)dim;
-        if (tid == 0) rs_sh = rsqrtf32(ms + eps);
-    }
-    __syncthreads();
-    const float rs = rs_sh;
-    for (int d0 = 0; d0 < dim; d0 += blockDim.x) { // whole warps: the groups' shuffles
-        const int d = d0 + tid;
+    const float ms = torch_sum_block([&](int j) { float v = row[j]; return v * v; }, dim, bs, cols, &res) / (float)dim;
+    const float rs = rsqrtf32(ms + eps);
+#pragma unroll
+    for (int k = 0; k < PNQ_PER; k++) { // whole warps: the groups' shuffles
+        if (k * T >= dim) break;        // the same for the whole block
+        const int d = k * T + tid;
         const bool ok = d < dim;
-        const float y = ok ? bf16r(w[d] * (row[d] * rs)) : 0.0f;
+        const float y = ok ? bf16r(wv[k] * (row[d] * rs)) : 0.0f;
         const size_t u = (size_t)t * dim + d;
         if (ok && norm_out) norm_out[u] = y;
         if (qkind == 1) {

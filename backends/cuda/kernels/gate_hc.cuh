@@ -435,3 +435,66 @@ extern "C" __global__ void hc_sinkhorn_slots(float* pre, float* post, float* com
     for (int k = 0; k < hc * hc; k++) m[2 * hc + k] = co[k];
     hc_sinkhorn_token(pr, po, co, m, hc, scale, base, iters, eps);
 }
+
+// hc_sinkhorn4_warp is hc_sinkhorn_token_t<4> spread over one warp: lane l
+// (l & 15 = 4i + j) holds comb's element (i, j) and forms its row's and
+// its column's sums from the neighbours' values (shuffles) in the one-
+// thread order, so every rounding is the sequence's own and the bits are
+// the same; lanes 16-31 repeat 0-15 and write nothing. The 32 divisions of
+// an iteration, a thread's chain there, are two a lane here. m holds the
+// token's 24 mixes (pre's 4, post's 4, comb's 16); each lane reads its
+// values before any lane writes, so the outputs may be m's memory.
+__device__ __forceinline__ void hc_sinkhorn4_warp(float* pre, float* post, float* comb, const float* m, const float* scale,
+                                                  const float* base, int iters, float eps) {
+    const int lane = threadIdx.x & 31, e = lane & 15, half = lane & 16;
+    const int row0 = half + (e & ~3), col = half + (e & 3);
+    const float mpp = lane < 8 ? m[lane] : 0.0f;
+    float c = m[8 + e] * scale[2] + base[8 + e];
+    __syncwarp();
+    if (lane < 4) pre[lane] = sigmoidf32(mpp * scale[0] + base[lane]) + eps;
+    else if (lane < 8) post[lane - 4] = 2.0f * sigmoidf32(mpp * scale[1] + base[lane]);
+    float mx = __shfl_sync(FULL_MASK, c, row0); // row softmax, + eps
+    for (int k = 1; k < 4; k++) mx = gomax(mx, __shfl_sync(FULL_MASK, c, row0 + k));
+    const float x = expf32(c - mx);
+    float s = 0.0f;
+    for (int k = 0; k < 4; k++) s += __shfl_sync(FULL_MASK, x, row0 + k);
+    c = x / s + eps;
+    for (int it = 0; it < iters; it++) {
+        if (it > 0) { // rows
+            s = 0.0f;
+            for (int k = 0; k < 4; k++) s += __shfl_sync(FULL_MASK, c, row0 + k);
+            c /= s + eps;
+        }
+        s = 0.0f; // columns
+        for (int k = 0; k < 4; k++) s += __shfl_sync(FULL_MASK, c, col + 4 * k);
+        c /= s + eps;
+    }
+    if (lane < 16) comb[e] = c;
+}
+
+// hc_split_sinkhorn4 is hc_split_sinkhorn at hc 4 with a warp per token
+// (hc_sinkhorn4_warp: the same bits); blockDim a multiple of 32.
+extern "C" __global__ void hc_split_sinkhorn4(float* pre, float* post, float* comb, const float* mixes, int tokens,
+                                              const float* scale, const float* base, int iters, float eps) {
+    const int t = (int)(((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32);
+    if (t >= tokens) return; // whole warps leave together
+    hc_sinkhorn4_warp(pre + (size_t)t * 4, post + (size_t)t * 4, comb + (size_t)t * 16, mixes + (size_t)t * 24, scale, base,
+                      iters, eps);
+}
+
+// hc_sinkhorn_slots4 is hc_sinkhorn_slots at hc 4 with a warp per token:
+// the mixes in pre, post and comb turned into the split in place.
+extern "C" __global__ void hc_sinkhorn_slots4(float* pre, float* post, float* comb, int tokens, const float* scale,
+                                              const float* base, int iters, float eps) {
+    const int t = (int)(((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32);
+    if (t >= tokens) return;
+    float *pr = pre + (size_t)t * 4, *po = post + (size_t)t * 4, *co = comb + (size_t)t * 16;
+    const int lane = threadIdx.x & 31;
+    // the mixes in one array for the warp function: lane l < 24 gathers one
+    float v = lane < 4 ? pr[lane] : lane < 8 ? po[lane - 4] : lane < 24 ? co[lane - 8] : 0.0f;
+    __shared__ float mix_sh[32][24]; // a block's warps, at most 32
+    float* m = mix_sh[threadIdx.x / 32];
+    if (lane < 24) m[lane] = v;
+    __syncwarp();
+    hc_sinkhorn4_warp(pr, po, co, m, scale, base, iters, eps);
+}

@@ -542,86 +542,129 @@ GMMA_SWIGLU(gemv_mma_routed_swiglu_fp8, false)
 // 16-byte steps (lane, lane + 32, ...) in order, then lane 0 adds the 32
 // lane sums in lane order: a fixed order, not gemm_plain's single chain
 // (the Exact option keeps gemv_plain). A warp takes rpw consecutive rows;
-// grid (ceil(n / (8·rpw)), 1, groups), block 256. Rows must be 16-byte
-// aligned (k·sizeof(weight) % 16 == 0, the launcher checks), a and lda too.
+// with kw > 1 (few rows: rpw 1) kw warps share a row, warp part p taking
+// the step batches p, p + kw, ..., and the row's first warp adds their 32·kw
+// lane sums in (part, lane) order. grid (ceil(n·kw / (8·rpw)), 1, groups),
+// block 256, kw a power of two <= 8. Rows must be 16-byte aligned
+// (k·sizeof(weight) % 16 == 0, the launcher checks), a and lda too.
+//
+// bf16 and fp8 weights times activations holding bf16 values are exact
+// products in fp32, so they are fused multiply-adds (the same sums as a
+// product then an add, one instruction a weight). fp8 steps widen their 16
+// codes exactly with the hardware's e4m3 conversion (NaN codes to NaN) and
+// scale the step's partial by its 32×32 block's e8m0 factor (a power of
+// two) instead of each weight: the reference's bf16(e4m3 · 2^e) is the same
+// value for every scale in 2^-117 .. 2^118.
+template <class L> struct gemv_warp_kind { static constexpr int v = 0; }; // fp32: products rounded, then added
+template <> struct gemv_warp_kind<GemvBF16> { static constexpr int v = 1; };
+template <> struct gemv_warp_kind<GemvFP8W> { static constexpr int v = 2; };
+
 template <class L, int MR>
-__device__ void gemv_warp(float* out, const float* a, int m, int k, L ld, int n, int lda, int ldo, long long a_z, long long o_z, int round, int rpw) {
+__device__ void gemv_warp(float* out, const float* a, int m, int k, L ld, int n, int lda, int ldo, long long a_z, long long o_z, int round, int rpw,
+                          int kw) {
     __shared__ float red[GMMA_WARPS][MR][33];
+    constexpr int KIND = gemv_warp_kind<L>::v;
     const int z = blockIdx.z, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int part = warp & (kw - 1), rows_cta = GMMA_WARPS / kw;
     a += z * a_z;
     out += z * o_z;
     const int steps = k / L::V;
     constexpr int U = 8;
     for (int i = 0; i < rpw; i++) {
-        const int j = (blockIdx.x * GMMA_WARPS + warp) * rpw + i;
-        if (j >= n) break; // uniform in the warp
-        const size_t row = (size_t)z * n + j;
-        const uint4* src = (const uint4*)ld.row_ptr(row, k);
+        const int j = (blockIdx.x * rows_cta + warp / kw) * rpw + i;
+        const bool live = j < n; // uniform in the warp (and in a row's kw warps)
+        const size_t row = (size_t)z * n + (live ? j : 0);
         float acc[MR];
 #pragma unroll
         for (int mi = 0; mi < MR; mi++) acc[mi] = 0.0f;
-        for (int s0 = lane; s0 < steps; s0 += 32 * U) {
-            uint4 u[U];
+        if (live) {
+            const uint4* src = (const uint4*)ld.row_ptr(row, k);
+            for (int s0 = lane + 32 * U * part; s0 < steps; s0 += 32 * U * kw) {
+                uint4 u[U];
 #pragma unroll
-            for (int t = 0; t < U; t++) u[t] = s0 + 32 * t < steps ? __ldg(src + s0 + 32 * t) : make_uint4(0u, 0u, 0u, 0u);
+                for (int t = 0; t < U; t++) u[t] = s0 + 32 * t < steps ? __ldg(src + s0 + 32 * t) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-            for (int t = 0; t < U; t++) {
-                const int s = s0 + 32 * t;
-                if (s < steps) {
-                    float wv[L::V];
-                    ld.step(wv, u[t], row, s * L::V);
+                for (int t = 0; t < U; t++) {
+                    const int s = s0 + 32 * t;
+                    if (s < steps) {
+                        float wv[L::V];
+                        float sc = 1.0f;
+                        if constexpr (KIND == 2) {
+                            const unsigned x[4] = {u[t].x, u[t].y, u[t].z, u[t].w};
 #pragma unroll
-                    for (int mi = 0; mi < MR; mi++) {
-                        if (mi < m) {
-                            const float4* ar = (const float4*)(a + (size_t)mi * lda + s * L::V);
+                            for (int q = 0; q < 4; q++) {
+                                gmma_e4m3x2_back(x[q] & 0xffffu, wv[4 * q], wv[4 * q + 1]);
+                                gmma_e4m3x2_back(x[q] >> 16, wv[4 * q + 2], wv[4 * q + 3]);
+                            }
+                            sc = gemv_e8m0(ld.s[(row / 32) * ((k + 31) / 32) + s * L::V / 32]); // 16 values never straddle a block
+                        } else {
+                            ld.step(wv, u[t], row, s * L::V);
+                        }
 #pragma unroll
-                            for (int v4 = 0; v4 < L::V / 4; v4++) {
-                                const float4 x = __ldg(ar + v4);
-                                acc[mi] += x.x * wv[4 * v4];
-                                acc[mi] += x.y * wv[4 * v4 + 1];
-                                acc[mi] += x.z * wv[4 * v4 + 2];
-                                acc[mi] += x.w * wv[4 * v4 + 3];
+                        for (int mi = 0; mi < MR; mi++) {
+                            if (mi < m) {
+                                const float4* ar = (const float4*)(a + (size_t)mi * lda + s * L::V);
+                                float p = KIND == 2 ? 0.0f : acc[mi];
+#pragma unroll
+                                for (int v4 = 0; v4 < L::V / 4; v4++) {
+                                    const float4 x = __ldg(ar + v4);
+                                    if constexpr (KIND == 0) {
+                                        p += x.x * wv[4 * v4];
+                                        p += x.y * wv[4 * v4 + 1];
+                                        p += x.z * wv[4 * v4 + 2];
+                                        p += x.w * wv[4 * v4 + 3];
+                                    } else {
+                                        p = __fmaf_rn(x.x, wv[4 * v4], p);
+                                        p = __fmaf_rn(x.y, wv[4 * v4 + 1], p);
+                                        p = __fmaf_rn(x.z, wv[4 * v4 + 2], p);
+                                        p = __fmaf_rn(x.w, wv[4 * v4 + 3], p);
+                                    }
+                                }
+                                acc[mi] = KIND == 2 ? __fmaf_rn(p, sc, acc[mi]) : p;
                             }
                         }
                     }
                 }
             }
-        }
-        if (lane == 0) { // the columns past the last full step
-            for (int c = steps * L::V; c < k; c++) {
-                const float wv = ld.one(row, k, c);
+            if (lane == 0 && part == kw - 1) { // the columns past the last full step
+                for (int c = steps * L::V; c < k; c++) {
+                    const float wv = ld.one(row, k, c);
 #pragma unroll
-                for (int mi = 0; mi < MR; mi++)
-                    if (mi < m) acc[mi] += a[(size_t)mi * lda + c] * wv;
+                    for (int mi = 0; mi < MR; mi++)
+                        if (mi < m) acc[mi] += a[(size_t)mi * lda + c] * wv;
+                }
             }
         }
 #pragma unroll
         for (int mi = 0; mi < MR; mi++) red[warp][mi][lane] = acc[mi];
-        __syncwarp();
-        if (lane < m) {
+        if (kw == 1) __syncwarp();
+        else __syncthreads();
+        if (live && part == 0 && lane < m) {
             float sum = 0.0f;
-            for (int l = 0; l < 32; l++) sum += red[warp][lane][l];
+            for (int p = 0; p < kw; p++)
+                for (int l = 0; l < 32; l++) sum += red[warp + p][lane][l];
             out[(size_t)lane * ldo + j] = round ? bf16r(sum) : sum;
         }
-        __syncwarp();
+        if (kw == 1) __syncwarp();
+        else __syncthreads();
     }
 }
 
 #define GEMV_WARP(NAME, MR)                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS) NAME##_f32w(float* out, const float* a, int m, int k, const float* w, int n,  \
                                                                            int lda, int ldo, long long a_z, long long o_z, int round,       \
-                                                                           int rpw) {                                                      \
-        gemv_warp<GemvF32, MR>(out, a, m, k, GemvF32{w}, n, lda, ldo, a_z, o_z, round, rpw);                                               \
+                                                                           int rpw, int kw) {                                                      \
+        gemv_warp<GemvF32, MR>(out, a, m, k, GemvF32{w}, n, lda, ldo, a_z, o_z, round, rpw, kw);                                               \
     }                                                                                                                                      \
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS) NAME##_bf16w(float* out, const float* a, int m, int k,                       \
                                                                             const unsigned short* w, int n, int lda, int ldo,              \
-                                                                            long long a_z, long long o_z, int round, int rpw) {            \
-        gemv_warp<GemvBF16, MR>(out, a, m, k, GemvBF16{w}, n, lda, ldo, a_z, o_z, round, rpw);                                             \
+                                                                            long long a_z, long long o_z, int round, int rpw, int kw) {            \
+        gemv_warp<GemvBF16, MR>(out, a, m, k, GemvBF16{w}, n, lda, ldo, a_z, o_z, round, rpw, kw);                                             \
     }                                                                                                                                      \
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS) NAME##_fp8w(float* out, const float* a, int m, int k,                        \
                                                                            const unsigned char* w, const unsigned char* s, int n, int lda, \
-                                                                           int ldo, long long a_z, long long o_z, int round, int rpw) {    \
-        gemv_warp<GemvFP8W, MR>(out, a, m, k, GemvFP8W{w, s, k}, n, lda, ldo, a_z, o_z, round, rpw);                                       \
+                                                                           int ldo, long long a_z, long long o_z, int round, int rpw, int kw) {    \
+        gemv_warp<GemvFP8W, MR>(out, a, m, k, GemvFP8W{w, s, k}, n, lda, ldo, a_z, o_z, round, rpw, kw);                                       \
     }
 // gemv_warp_mR_{f32w,bf16w,fp8w}: matmul_f32w/bf16w/fp8w for m <= R rows.
 GEMV_WARP(gemv_warp_m1, 1)

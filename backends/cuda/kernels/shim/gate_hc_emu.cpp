@@ -269,6 +269,86 @@ static void test_hc(int tokens, int hc, int dim, int hoff, int iters) {
     if (bad) fails++;
 }
 
+// ---- hc_split_sinkhorn4, hc_sinkhorn_slots4: a warp per token ----
+
+// test_sinkhorn4: the warp kernels against hc_split_sinkhorn (a thread per
+// token), bit for bit, on random mixes (and a token of large ones).
+static void test_sinkhorn4(int tokens, int iters) {
+    const int hc = 4, mix = 24;
+    std::vector<float> m(tokens * mix), scale = {unif(0.1f, 2), unif(0.1f, 2), unif(0.1f, 2)}, base(mix);
+    for (auto& v : m) v = unif(-3, 3);
+    for (auto& v : base) v = bf16v(1);
+    for (int k = 0; k < mix; k++) m[k] *= 40; // token 0: saturating sigmoids, a peaked softmax
+    const float eps = 1e-6f;
+    std::vector<float> wPre(tokens * hc), wPost(tokens * hc), wComb(tokens * 16);
+    launch({1, 1, 1}, {64, 1, 1}, [&] {
+        hc_split_sinkhorn(wPre.data(), wPost.data(), wComb.data(), m.data(), tokens, hc, scale.data(), base.data(), iters, eps);
+    });
+    std::vector<float> pre(tokens * hc, -7), post(tokens * hc, -7), comb(tokens * 16, -7);
+    launch({(unsigned)((32 * tokens + 63) / 64), 1, 1}, {64, 1, 1}, [&] {
+        hc_split_sinkhorn4(pre.data(), post.data(), comb.data(), m.data(), tokens, scale.data(), base.data(), iters, eps);
+    });
+    // slots: the mixes in place
+    std::vector<float> sPre(tokens * hc), sPost(tokens * hc), sComb(tokens * 16);
+    for (int t = 0; t < tokens; t++) {
+        for (int k = 0; k < 4; k++) sPre[t * 4 + k] = m[t * mix + k], sPost[t * 4 + k] = m[t * mix + 4 + k];
+        for (int k = 0; k < 16; k++) sComb[t * 16 + k] = m[t * mix + 8 + k];
+    }
+    launch({(unsigned)((32 * tokens + 255) / 256), 1, 1}, {256, 1, 1}, [&] {
+        hc_sinkhorn_slots4(sPre.data(), sPost.data(), sComb.data(), tokens, scale.data(), base.data(), iters, eps);
+    });
+    int bad = 0, badS = 0;
+    for (int i = 0; i < tokens * hc; i++) {
+        bad += !same(pre[i], wPre[i]) + !same(post[i], wPost[i]);
+        badS += !same(sPre[i], wPre[i]) + !same(sPost[i], wPost[i]);
+    }
+    for (int i = 0; i < tokens * 16; i++) bad += !same(comb[i], wComb[i]), badS += !same(sComb[i], wComb[i]);
+    printf("hc_split_sinkhorn4 / hc_sinkhorn_slots4 tokens%d iters%d: %d / %d of %d differ from hc_split_sinkhorn%s\n", tokens, iters,
+           bad, badS, tokens * 24, bad + badS ? "  FAIL" : "");
+    if (bad + badS) fails++;
+}
+
+// ---- pre_norm_quant: a block per row ----
+
+// test_pre_norm: pre_norm_quant (blockDim as PreNormQuant picks it) against
+// hc_pre, rms_norm (a warp per row) and act_quant / fp4_act_quant one by
+// one, bit for bit; hc 0 and qkind 0 is RMSNorm's few-row form.
+static void test_pre_norm(int rows, int hc, int dim, int qkind, int block, bool constPre) {
+    const float eps = 1e-6f;
+    std::vector<float> w(dim), x(rows * std::max(hc, 1) * dim), pre(rows * std::max(hc, 1));
+    for (auto& v : w) v = bf16v(1);
+    for (auto& v : x) v = bf16v(2);
+    for (auto& v : pre) v = unif(0, 1);
+    if (constPre)
+        for (int i = 0; i < (int)pre.size(); i++) pre[i] = pre[i % hc];
+    const int preStride = constPre ? 0 : hc;
+    std::vector<float> ux(rows * dim), uNorm(rows * dim), uQ(rows * dim);
+    if (hc > 0)
+        launch({(unsigned)((rows * dim + 255) / 256), 1, 1}, {256, 1, 1}, [&] {
+            // hc_pre reads pre per token: a constant mix is the same values in every row here
+            hc_pre(ux.data(), x.data(), pre.data(), rows, hc, dim);
+        });
+    else
+        ux = x;
+    launch({(unsigned)((rows + 3) / 4), 1, 1}, {128, 1, 1}, [&] { rms_norm(uNorm.data(), ux.data(), w.data(), rows, dim, eps); });
+    const long long n = (long long)rows * dim;
+    if (qkind == 1)
+        launch({(unsigned)((n + 255) / 256), 1, 1}, {256, 1, 1}, [&] { act_quant(uQ.data(), uNorm.data(), nullptr, nullptr, n, block); });
+    else if (qkind >= 2)
+        launch({(unsigned)((n + 255) / 256), 1, 1}, {256, 1, 1},
+               [&] { fp4_act_quant(uQ.data(), uNorm.data(), nullptr, nullptr, n, block, qkind == 3); });
+    const int T = std::min(1024, std::max(128, ((dim + 3) / 4 + 31) / 32 * 32)); // preNormThreads
+    std::vector<float> norm(rows * dim, -7), q(rows * dim, -7);
+    launch({(unsigned)rows, 1, 1}, {(unsigned)T, 1, 1}, [&] {
+        pre_norm_quant(norm.data(), qkind ? q.data() : nullptr, x.data(), pre.data(), preStride, hc, w.data(), dim, eps, qkind, block);
+    });
+    int bad = 0;
+    for (int i = 0; i < rows * dim; i++) bad += !same(norm[i], uNorm[i]) + (qkind ? !same(q[i], uQ[i]) : 0);
+    printf("pre_norm_quant rows%d hc%d dim%d q%d/%d const%d (%d threads): %d differ from hc_pre + rms_norm + quant%s\n", rows, hc, dim,
+           qkind, block, constPre, T, bad, bad ? "  FAIL" : "");
+    if (bad) fails++;
+}
+
 int main(int argc, char** argv) {
     // quick (backends/cuda TestKernelEmulations): the released shapes and an odd one of each
     const bool quick = argc > 1 && std::string(argv[1]) == "quick";
@@ -292,6 +372,19 @@ int main(int argc, char** argv) {
         test_hc(2, 4, 5120, 0, 20);
         test_hc(1, 2, 20, 1, 3);
         test_hc(2, 8, 640, 0, 20);
+    }
+    test_sinkhorn4(3, 20);
+    test_sinkhorn4(1, 1);
+    test_pre_norm(1, 4, 5120, 1, 32, false);
+    test_pre_norm(2, 4, 5120, 0, 32, true);
+    test_pre_norm(2, 0, 1280, 1, 32, false);
+    test_pre_norm(1, 0, 512, 2, 32, false);
+    test_pre_norm(1, 0, 8192, 3, 16, false);
+    if (!quick) {
+        test_sinkhorn4(40, 20);
+        test_pre_norm(3, 3, 640, 1, 32, false);
+        test_pre_norm(2, 0, 100, 1, 4, false);
+        test_pre_norm(1, 0, 4100, 0, 32, false);
     }
     printf("fails=%d\n", fails);
     return fails != 0;

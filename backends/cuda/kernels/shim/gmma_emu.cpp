@@ -129,7 +129,7 @@ int main(){
         snprintf(name,sizeof name,"mma routed swiglu fp4=%d chunk%d %s",fp4,chunk,full32?"fallback":"fast"); check(name,got,want,true);
     }
     // gemv_warp: plain bf16, f32, fp8 widened (grouped), lanes along K
-    for (int fmt=0; fmt<3; fmt++) for (int m : {1, 3, 8}) for (int k : {256, 1024, 4096}) for (int rpw : {1, 4}) {
+    for (int fmt=0; fmt<3; fmt++) for (int m : {1, 3, 8}) for (int k : {256, 1024, 4096}) for (auto [rpw, kw] : {std::pair{1, 1}, {4, 1}, {1, 2}, {1, 8}}) {
         const int n = 45, groups = fmt==2 ? 3 : 1, kb = k/32;
         std::vector<float> a(m*groups*k); for(auto& x:a) x=bf16r((float)((int)(rng()%2001)-1000)/313.0f);
         std::vector<float> wf(groups*n*k); std::vector<unsigned short> wb(groups*n*k); std::vector<unsigned char> w8(groups*n*k), s8(((groups*n+31)/32)*kb);
@@ -141,14 +141,14 @@ int main(){
         std::vector<float> want(m*groups*n), got(m*groups*n,-1);
         for(int z=0;z<groups;z++) for(int i=0;i<m;i++) for(int j=0;j<n;j++){ float acc=0; for(int c=0;c<k;c++) acc += a[(size_t)i*groups*k + z*k + c]*wf[((size_t)z*n+j)*k+c]; want[(size_t)i*groups*n + z*n + j] = bf16r(acc); }
         const int lda=groups*k, ldo=groups*n;
-        dim3 gr={(unsigned)((n+8*rpw-1)/(8*rpw)),1,(unsigned)groups};
+        dim3 gr={(unsigned)((n*kw+8*rpw-1)/(8*rpw)),1,(unsigned)groups};
         launch(gr,{256,1,1},[&]{
             float* o=got.data(); const float* ap=a.data();
-            if(fmt==0){ if(m==1) gemv_warp_m1_bf16w(o,ap,m,k,wb.data(),n,lda,ldo,k,n,1,rpw); else if(m==3) gemv_warp_m4_bf16w(o,ap,m,k,wb.data(),n,lda,ldo,k,n,1,rpw); else gemv_warp_m8_bf16w(o,ap,m,k,wb.data(),n,lda,ldo,k,n,1,rpw);}
-            else if(fmt==1){ if(m==1) gemv_warp_m1_f32w(o,ap,m,k,wf.data(),n,lda,ldo,k,n,1,rpw); else if(m==3) gemv_warp_m4_f32w(o,ap,m,k,wf.data(),n,lda,ldo,k,n,1,rpw); else gemv_warp_m8_f32w(o,ap,m,k,wf.data(),n,lda,ldo,k,n,1,rpw);}
-            else { if(m==1) gemv_warp_m1_fp8w(o,ap,m,k,w8.data(),s8.data(),n,lda,ldo,k,n,1,rpw); else if(m==3) gemv_warp_m4_fp8w(o,ap,m,k,w8.data(),s8.data(),n,lda,ldo,k,n,1,rpw); else gemv_warp_m8_fp8w(o,ap,m,k,w8.data(),s8.data(),n,lda,ldo,k,n,1,rpw);} });
+            if(fmt==0){ if(m==1) gemv_warp_m1_bf16w(o,ap,m,k,wb.data(),n,lda,ldo,k,n,1,rpw,kw); else if(m==3) gemv_warp_m4_bf16w(o,ap,m,k,wb.data(),n,lda,ldo,k,n,1,rpw,kw); else gemv_warp_m8_bf16w(o,ap,m,k,wb.data(),n,lda,ldo,k,n,1,rpw,kw);}
+            else if(fmt==1){ if(m==1) gemv_warp_m1_f32w(o,ap,m,k,wf.data(),n,lda,ldo,k,n,1,rpw,kw); else if(m==3) gemv_warp_m4_f32w(o,ap,m,k,wf.data(),n,lda,ldo,k,n,1,rpw,kw); else gemv_warp_m8_f32w(o,ap,m,k,wf.data(),n,lda,ldo,k,n,1,rpw,kw);}
+            else { if(m==1) gemv_warp_m1_fp8w(o,ap,m,k,w8.data(),s8.data(),n,lda,ldo,k,n,1,rpw,kw); else if(m==3) gemv_warp_m4_fp8w(o,ap,m,k,w8.data(),s8.data(),n,lda,ldo,k,n,1,rpw,kw); else gemv_warp_m8_fp8w(o,ap,m,k,w8.data(),s8.data(),n,lda,ldo,k,n,1,rpw,kw);} });
         g_mmas = 0;
-        char name[128]; snprintf(name,sizeof name,"warp plain fmt%d m%d k%d groups%d rpw%d",fmt,m,k,groups,rpw); check(name,got,want,false);
+        char name[128]; snprintf(name,sizeof name,"warp plain fmt%d m%d k%d groups%d rpw%d kw%d",fmt,m,k,groups,rpw,kw); check(name,got,want,false);
     }
     printf("fails=%d\n",fails); return fails!=0;
 }
