@@ -109,8 +109,9 @@ func (k *Kernels) launch(s *driver.Stream, name, what string, grid, block driver
 
 // rmsNormBlockRows: RMSNorm of fewer rows runs pre_norm_quant's block per
 // row; a warp's row there is a chain of dependent loads (~65 µs for one
-// row of 5120 on the H200), which only many rows hide.
-const rmsNormBlockRows = 1024
+// row on the H200), which only many rows hide (256 rows of 5120: 12.5 µs
+// with a warp a row, 40.6 µs with a block a row).
+const rmsNormBlockRows = 32
 
 // RMSNorm is kernels.RMSNorm: out = bf16(w·fp32(x·rsqrt(mean(x²)+eps))) per
 // row of x [rows, dim]; out may alias x.
@@ -566,7 +567,7 @@ func (k *Kernels) EngramLookup(st *driver.Stream, what string, out, table, scale
 // EngramGate is kernels.EngramGate: h, key [tokens, hc, dim], value [tokens,
 // dim], omega [hc, dim]; hOut may alias h.
 func (k *Kernels) EngramGate(st *driver.Stream, what string, hOut, h driver.Ptr, tokens, hc, dim int, key, value, omega driver.Ptr, eps float32) error {
-	const warps = 4
-	return k.launch(st, "engram_gate", what, driver.Dim3{X: uint32(ceilDiv(tokens*hc, warps)), Y: 1, Z: 1}, driver.Dim3{X: 32 * warps, Y: 1, Z: 1}, 0,
+	const threads = 256 // ENGRAM_GATE_THREADS: a block per (token, copy)
+	return k.launch(st, "engram_gate", what, driver.Dim3{X: uint32(tokens * hc), Y: 1, Z: 1}, driver.Dim3{X: threads, Y: 1, Z: 1}, 0,
 		driver.P(hOut), driver.P(h), driver.I(tokens), driver.I(hc), driver.I(dim), driver.P(key), driver.P(value), driver.P(omega), driver.F(eps))
 }

@@ -127,13 +127,18 @@ extern "C" __global__ void engram_lookup(float* out, const unsigned char* table,
     out[u] = bf16r(e4m3_to_f32(table[r * width + c]) * e8m0_to_f32(scale[r * (width / 32) + c / 32]));
 }
 
-// engram_gate: kernels.EngramGate, one warp per (token, copy j) of h
-// [tokens, hc, dim]; the three sums in float64 (lane-strided, then a
-// butterfly: another order than the reference's, rounding to the same fp32
-// but across a boundary). h_out may alias h.
-extern "C" __global__ void engram_gate(float* h_out, const float* h, int tokens, int hc, int dim, const float* key, const float* value,
-                                       const float* omega, float eps) {
-    const int wid = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+// engram_gate: kernels.EngramGate, one block (blockDim ENGRAM_GATE_THREADS)
+// per (token, copy j) of h [tokens, hc, dim]; the three sums in float64
+// (thread-strided, a butterfly per warp, then the warps in order: another
+// order than the reference's, rounding to the same fp32 but across a
+// boundary). A decode token's four rows were four warps' chains of
+// dependent loads (~60 µs at dim 5120). h_out may alias h (each thread
+// writes only the elements it read).
+#define ENGRAM_GATE_THREADS 256
+extern "C" __global__ void __launch_bounds__(ENGRAM_GATE_THREADS)
+    engram_gate(float* h_out, const float* h, int tokens, int hc, int dim, const float* key, const float* value, const float* omega, float eps) {
+    __shared__ double red[3][ENGRAM_GATE_THREADS / 32];
+    const int wid = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (wid >= tokens * hc) return;
     const int t = wid / hc, j = wid % hc;
     const size_t o = (size_t)wid * dim;
@@ -141,7 +146,7 @@ extern "C" __global__ void engram_gate(float* h_out, const float* h, int tokens,
     const float* kj = key + o;
     const float* wj = omega + (size_t)j * dim;
     double sh = 0.0, sk = 0.0, sd = 0.0;
-    for (int d = lane; d < dim; d += 32) {
+    for (int d = tid; d < dim; d += ENGRAM_GATE_THREADS) {
         sh += (double)(hj[d] * hj[d]);
         sk += (double)(kj[d] * kj[d]);
         sd += (double)((hj[d] * wj[d]) * kj[d]);
@@ -151,6 +156,10 @@ extern "C" __global__ void engram_gate(float* h_out, const float* h, int tokens,
         sk += __shfl_xor_sync(FULL_MASK, sk, off);
         sd += __shfl_xor_sync(FULL_MASK, sd, off);
     }
+    if (lane == 0) red[0][warp] = sh, red[1][warp] = sk, red[2][warp] = sd;
+    __syncthreads();
+    sh = red[0][0], sk = red[1][0], sd = red[2][0];
+    for (int w = 1; w < ENGRAM_GATE_THREADS / 32; w++) sh += red[0][w], sk += red[1][w], sd += red[2][w];
     const float fdim = (float)dim;
     const float rho = rsqrtf32((float)sh / fdim + eps) * rsqrtf32((float)sk / fdim + eps);
     const float scale = (float)(1.0 / sqrt((double)dim));
@@ -159,5 +168,5 @@ extern "C" __global__ void engram_gate(float* h_out, const float* h, int tokens,
     const float arg = copysignf(mag, dot);
     const float gate = (float)(1.0 / (1.0 + exp(-(double)arg)));
     const float* v = value + (size_t)t * dim;
-    for (int d = lane; d < dim; d += 32) h_out[o + d] = bf16r(hj[d] + gate * v[d]);
+    for (int d = tid; d < dim; d += ENGRAM_GATE_THREADS) h_out[o + d] = bf16r(hj[d] + gate * v[d]);
 }

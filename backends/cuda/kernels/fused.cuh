@@ -132,7 +132,11 @@ extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
 // shared memory before any of it is written). A row is one block's: every
 // load of x (and w) is issued before any is used, and the sum of squares
 // is torch_sum_block's (torch_sum_warp's bits over the block), so a decode
-// token's norm is not one warp's chain of dependent loads.
+// token's norm is not one warp's chain of dependent loads. With gridDim.y
+// > 1 (few rows; outputs that are not h) each of a row's blocks computes
+// the row and its sum (the same bits) and writes the element steps k with
+// k % gridDim.y == blockIdx.y, so one row's elementwise work and
+// quantisation is spread over several multiprocessors.
 #define PNQ_PER 12
 extern "C" __global__ void __launch_bounds__(1024)
     pre_norm_quant(float* norm_out, float* q_out, const float* __restrict__ h, const float* __restrict__ pre, int pre_stride,
@@ -186,6 +190,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 #pragma unroll
     for (int k = 0; k < PNQ_PER; k++) { // whole warps: the groups' shuffles
         if (k * T >= dim) break;        // the same for the whole block
+        if (k % gridDim.y != blockIdx.y) continue;
         const int d = k * T + tid;
         const bool ok = d < dim;
         const float y = ok ? bf16r(wv[k] * (row[d] * rs)) : 0.0f;

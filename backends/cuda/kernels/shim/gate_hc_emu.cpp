@@ -338,14 +338,17 @@ static void test_pre_norm(int rows, int hc, int dim, int qkind, int block, bool 
         launch({(unsigned)((n + 255) / 256), 1, 1}, {256, 1, 1},
                [&] { fp4_act_quant(uQ.data(), uNorm.data(), nullptr, nullptr, n, block, qkind == 3); });
     const int T = std::min(1024, std::max(128, ((dim + 3) / 4 + 31) / 32 * 32)); // preNormThreads
-    std::vector<float> norm(rows * dim, -7), q(rows * dim, -7);
-    launch({(unsigned)rows, 1, 1}, {(unsigned)T, 1, 1}, [&] {
-        pre_norm_quant(norm.data(), qkind ? q.data() : nullptr, x.data(), pre.data(), preStride, hc, w.data(), dim, eps, qkind, block);
-    });
+    const int steps = (dim + T - 1) / T;
     int bad = 0;
-    for (int i = 0; i < rows * dim; i++) bad += !same(norm[i], uNorm[i]) + (qkind ? !same(q[i], uQ[i]) : 0);
-    printf("pre_norm_quant rows%d hc%d dim%d q%d/%d const%d (%d threads): %d differ from hc_pre + rms_norm + quant%s\n", rows, hc, dim,
-           qkind, block, constPre, T, bad, bad ? "  FAIL" : "");
+    for (int split : {1, steps}) { // PreNormQuant's split of a row over blocks
+        std::vector<float> norm(rows * dim, -7), q(rows * dim, -7);
+        launch({(unsigned)rows, (unsigned)split, 1}, {(unsigned)T, 1, 1}, [&] {
+            pre_norm_quant(norm.data(), qkind ? q.data() : nullptr, x.data(), pre.data(), preStride, hc, w.data(), dim, eps, qkind, block);
+        });
+        for (int i = 0; i < rows * dim; i++) bad += !same(norm[i], uNorm[i]) + (qkind ? !same(q[i], uQ[i]) : 0);
+    }
+    printf("pre_norm_quant rows%d hc%d dim%d q%d/%d const%d (%d threads, split 1 and %d): %d differ from hc_pre + rms_norm + quant%s\n", rows,
+           hc, dim, qkind, block, constPre, T, steps, bad, bad ? "  FAIL" : "");
     if (bad) fails++;
 }
 
