@@ -107,6 +107,19 @@ func (a *HostArena) Bytes() int64 {
 	return n
 }
 
+// PlannedBytes is the most the arena will hold: every slot at its planned
+// size.
+func (a *HostArena) PlannedBytes() int64 {
+	if a == nil {
+		return 0
+	}
+	var n int64
+	for _, z := range a.sizes {
+		n += int64(z.F32)*4 + int64(z.I64)*8 + int64(z.I32)*4
+	}
+	return n
+}
+
 // Close implements Arena: the slots are dropped for the garbage collector.
 func (a *HostArena) Close() error {
 	if a != nil {

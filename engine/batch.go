@@ -485,6 +485,9 @@ func (b *Batch) run(lane int, r *backends.Runner, call string, tokens [][]int64,
 	if err != nil {
 		return nil, err
 	}
+	if S > 1 {
+		boundHeap(arenas)
+	}
 	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: pos[0],
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(pos[0])}}},
 		Weight: s.m.weight, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes, Chunk: r == s.m.chunk || S > 1}

@@ -610,9 +610,13 @@ func (s *Session) call(r *backends.Runner, tokens [][]int64, prefix string) (lg 
 		}
 		ids.I64 = append(ids.I64, row...)
 	}
+	first := s.arenas[r] == nil
 	arenas, err := s.arenasFor(r)
 	if err != nil {
 		return nil, err
+	}
+	if S > 1 || first {
+		boundHeap(arenas)
 	}
 	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
