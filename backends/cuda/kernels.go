@@ -12,7 +12,7 @@ var kernelNames = []string{
 	"matmul_fp4_routed", "matmul_fp8_routed", "matmul_fp8_gemv", "matmul_fp4_gemv", "swiglu_clamp", "rotary", "embed_bf16",
 	"gate_logits", "gate_select", "hc_mixes", "hc_mixes_fast", "hc_split_sinkhorn", "hc_sinkhorn_slots", "hc_split_sinkhorn4", "hc_sinkhorn_slots4", "hc_pre", "hc_post",
 	"sparse_attn", "matmul_f32w", "matmul_bf16w", "index_score", "index_causal_mask",
-	"apply_candidates", "index_topk", "select_candidate_blocks", "compressor_pool_prefill",
+	"apply_candidates", "rope_rows", "index_topk", "select_candidate_blocks", "compressor_pool_prefill",
 	"compressor_pool_decode", "engram_hash", "engram_lookup", "engram_gate",
 	"matmul_fp8w", "matmul_bf16w_tc", "matmul_fp8w_tc", "unary_op", "binary_op", "copy_strided", "mean_sq", "sum_inner", "sum_outer",
 	"softmax_rows", "topk_idx", "gather_rows", "moe_combine", "token_map",
@@ -256,6 +256,18 @@ func (k *Kernels) Rotary(s *driver.Stream, what string, x driver.Ptr, rows, widt
 	}
 	g, b := grid1(rows * ropeDim / 2)
 	return k.launch(s, "rotary", what, g, b, 0, driver.P(x), driver.I(rows), driver.I(width), driver.I(ropeDim), driver.P(cosSin), driver.I(maxPos), driver.P(pos), driver.I(inv))
+}
+
+// RopeRows is the rope op in one launch (rope_rows): out = x [rows, width]
+// with RoPE on the last ropeDim channels of each row, the others copied;
+// row r's position is pos[(r / perT) % tLen]. out may be x.
+func (k *Kernels) RopeRows(s *driver.Stream, what string, out, x driver.Ptr, rows, width, ropeDim int, cosSin driver.Ptr, maxPos int, pos driver.Ptr, perT, tLen int, inverse bool) error {
+	if ropeDim%2 != 0 || ropeDim > width || (width-ropeDim)%2 != 0 || perT < 1 || tLen < 1 {
+		return fmt.Errorf("cuda rope_rows: rope dim %d of width %d (both even, rope <= width), %d rows a position of %d", ropeDim, width, perT, tLen)
+	}
+	g, b := grid1(rows * width / 2)
+	return k.launch(s, "rope_rows", what, g, b, 0, driver.P(out), driver.P(x), driver.I(rows), driver.I(width), driver.I(ropeDim), driver.P(cosSin),
+		driver.I(maxPos), driver.P(pos), driver.I(perT), driver.I(tLen), driver.I(b2i(inverse)))
 }
 
 // EmbedBF16 gathers rows of a bf16 table [vocab, dim] for ids (int64 [n])

@@ -752,6 +752,10 @@ func opRope(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	W, T := last(x), x.Shape[1]
 	perT := x.Numel() / (x.Shape[0] * T * W) // rows per (b, t)
 	nrows := rows(x)
+	dim := int(n.Attrs.Int("dim", 0))
+	if (W-dim)%2 == 0 && dim%2 == 0 && dim <= W { // one launch: no positions' broadcast, no copy of x
+		return out, c.k.RopeRows(c.st, what(n), out.Ptr, x.Ptr, nrows, W, dim, tab.Ptr, tab.Shape[0], pos.Ptr, perT, T, n.Attrs.Bool("inverse", false))
+	}
 	ps, err := c.scratch(i, 0, int64(nrows*8))
 	if err != nil {
 		return nil, err

@@ -47,6 +47,45 @@ extern "C" __global__ void rotary(float* x, int rows, int width, int rope_dim, c
     z[1] = bf16r(im);
 }
 
+// rope_rows is the rope op in one launch: out = x [rows, width] with
+// rotary's RoPE on the last rope_dim channels of each row and the others
+// copied; row r takes the position pos[(r / per_t) % t_len] (rows = B ·
+// t_len · per_t, the graph's positions int64 [t_len]). It replaces the
+// positions' broadcast (a copy_strided kernel), the copy of x and rotary
+// with the same arithmetic. One thread per (row, pair); width - rope_dim
+// even. out may alias x.
+extern "C" __global__ void rope_rows(float* out, const float* x, int rows, int width, int rope_dim, const float* cos_sin, int max_pos,
+                                     const long long* pos, int per_t, int t_len, int inverse) {
+    const int pairs = width / 2, half = rope_dim / 2, nope = pairs - half;
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (long long)rows * pairs) return;
+    const int r = (int)(t / pairs), k2 = (int)(t % pairs);
+    const float* z = x + (size_t)r * width + 2 * k2;
+    float* o = out + (size_t)r * width + 2 * k2;
+    const float a = z[0], b = z[1];
+    if (k2 < nope) {
+        o[0] = a, o[1] = b;
+        return;
+    }
+    const int k = k2 - nope;
+    const long long p = pos[(r / per_t) % t_len];
+    if (p < 0 || p >= max_pos) {
+        o[0] = o[1] = __uint_as_float(0x7fc00000u);
+        return;
+    }
+    const float c = cos_sin[((size_t)p * half + k) * 2], s = cos_sin[((size_t)p * half + k) * 2 + 1];
+    float re, im;
+    if (inverse) {
+        re = a * c + b * s;
+        im = b * c - a * s;
+    } else {
+        re = a * c - b * s;
+        im = a * s + b * c;
+    }
+    o[0] = bf16r(re);
+    o[1] = bf16r(im);
+}
+
 // embed: out[i, :] = table[ids[i], :] (ids int64, the graph's token ids) for a bf16 table [vocab, dim] (stored
 // bits), widened to fp32. An id outside [0, vocab) poisons its row and
 // records i+1 in *bad (the largest such i+1), for the host to report after

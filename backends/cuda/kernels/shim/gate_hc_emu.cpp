@@ -1,7 +1,8 @@
 // Runs the MoE gate and hyper-connection mix kernels of gate_hc.cuh and
 // fused.cuh (gate_logits + gate_select, gate_tail, hc_mixes_fast +
-// hc_sinkhorn_slots, torch_sum_block) on the CPU (emu.h, warp shuffles
-// emulated) against references written here from cpu-ref's definitions
+// hc_sinkhorn_slots, torch_sum_block; the warp-per-token Sinkhorn,
+// pre_norm_quant and rope_rows against the launches they replace, bit for
+// bit) on the CPU (emu.h, warp shuffles emulated) against references written here from cpu-ref's definitions
 // (backends/cpu/kernels: Gate, HCMixes, HCSplitSinkhorn, TorchSum): odd
 // shapes, unaligned rows, ties, every score function. Gate: indices equal,
 // weights and logits bit-identical (the float64 sums run in another order;
@@ -18,6 +19,7 @@
 #include "../common.cuh"
 #define FUSED_NO_CPASYNC
 #include "../fused.cuh"
+#include "../elementwise.cuh"
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
@@ -352,6 +354,35 @@ static void test_pre_norm(int rows, int hc, int dim, int qkind, int block, bool 
     if (bad) fails++;
 }
 
+// ---- rope_rows: the rope op in one launch ----
+
+// test_rope_rows: rope_rows against the copy of x and rotary on the
+// positions broadcast to every row (the launches it replaces), bit for bit,
+// a position outside the table included.
+static void test_rope_rows(int B, int T, int perT, int width, int ropeDim, int inverse) {
+    const int rows = B * T * perT, maxPos = 50, half = ropeDim / 2;
+    std::vector<float> x(rows * width), cs(maxPos * half * 2);
+    for (auto& v : x) v = bf16v(3);
+    for (auto& v : cs) v = unif(-1, 1);
+    std::vector<long long> pos(T), rowPos(rows);
+    for (int t = 0; t < T; t++) pos[t] = (t * 7 + 3) % maxPos;
+    if (T > 1) pos[T - 1] = maxPos + 2; // outside: NaN pairs
+    for (int r = 0; r < rows; r++) rowPos[r] = pos[(r / perT) % T];
+    std::vector<float> want = x, got(rows * width, -7);
+    launch({(unsigned)((rows * half + 255) / 256), 1, 1}, {256, 1, 1},
+           [&] { rotary(want.data(), rows, width, ropeDim, cs.data(), maxPos, rowPos.data(), inverse); });
+    launch({(unsigned)((rows * width / 2 + 255) / 256), 1, 1}, {256, 1, 1},
+           [&] { rope_rows(got.data(), x.data(), rows, width, ropeDim, cs.data(), maxPos, pos.data(), perT, T, inverse); });
+    std::vector<float> inplace = x;
+    launch({(unsigned)((rows * width / 2 + 255) / 256), 1, 1}, {256, 1, 1},
+           [&] { rope_rows(inplace.data(), inplace.data(), rows, width, ropeDim, cs.data(), maxPos, pos.data(), perT, T, inverse); });
+    int bad = 0;
+    for (int i = 0; i < rows * width; i++) bad += !same(got[i], want[i]) + !same(inplace[i], want[i]);
+    printf("rope_rows B%d T%d perT%d width%d rope%d inverse%d: %d differ from copy + rotary%s\n", B, T, perT, width, ropeDim, inverse, bad,
+           bad ? "  FAIL" : "");
+    if (bad) fails++;
+}
+
 int main(int argc, char** argv) {
     // quick (backends/cuda TestKernelEmulations): the released shapes and an odd one of each
     const bool quick = argc > 1 && std::string(argv[1]) == "quick";
@@ -376,6 +407,9 @@ int main(int argc, char** argv) {
         test_hc(1, 2, 20, 1, 3);
         test_hc(2, 8, 640, 0, 20);
     }
+    test_rope_rows(1, 1, 64, 512, 64, 0);
+    test_rope_rows(2, 3, 4, 192, 64, 1);
+    test_rope_rows(1, 5, 1, 64, 64, 0);
     test_sinkhorn4(3, 20);
     test_sinkhorn4(1, 1);
     test_pre_norm(1, 4, 5120, 1, 32, false);
