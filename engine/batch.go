@@ -485,7 +485,7 @@ func (b *Batch) run(lane int, r *backends.Runner, call string, tokens [][]int64,
 	if err != nil {
 		return nil, err
 	}
-	if S > 1 {
+	if r == s.m.chunk { // a long prompt's chunk (heap.go)
 		boundHeap(arenas)
 	}
 	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: pos[0],

@@ -15,12 +15,14 @@ import (
 // pacing (GOGC 100) the heap grows to about twice what is live between
 // collections: prefilling 8,192 tokens on the mini benchmark model, the
 // process held 2.9 GiB of anonymous memory for 0.4 GiB of caches and
-// arenas. So before a prompt call (and a graph's first call) the engine
-// raises the runtime's soft memory limit to the heap live at the last
-// collection, plus what the call's arenas may still grow to, plus
-// heapHeadroom for the kernels' own temporaries; past it the collector runs
-// early. The limit only rises (sessions on other goroutines keep theirs),
-// and a GOMEMLIMIT in the environment is the user's: then it is left alone.
+// arenas. So before each chunk call of a long prompt the engine raises the
+// runtime's soft memory limit to the heap live at the last collection, plus
+// what the call's arenas may still grow to, plus heapHeadroom for the
+// kernels' own temporaries; past it the collector runs early. The limit
+// only rises (sessions on other goroutines keep theirs), and a GOMEMLIMIT
+// in the environment is the user's: then it is left alone. Prompts that
+// fit one call keep the default pacing: on mini's 1,024-token prefill the
+// limit's extra collections cost 5-10 % of the time for 0.8 GiB less peak.
 
 // heapHeadroom is what a call may allocate outside its arenas before the
 // collector must run.

@@ -610,12 +610,11 @@ func (s *Session) call(r *backends.Runner, tokens [][]int64, prefix string) (lg 
 		}
 		ids.I64 = append(ids.I64, row...)
 	}
-	first := s.arenas[r] == nil
 	arenas, err := s.arenasFor(r)
 	if err != nil {
 		return nil, err
 	}
-	if S > 1 || first {
+	if r == s.m.chunk { // a long prompt's chunk (heap.go)
 		boundHeap(arenas)
 	}
 	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
