@@ -102,7 +102,7 @@ func (a *HostArena) Bytes() int64 {
 	}
 	var n int64
 	for _, s := range a.slots {
-		n += int64(cap(s.f32))*4 + int64(cap(s.i64))*8 + int64(cap(s.i32))*4
+		n += slotBytes(cap(s.f32), cap(s.i64), cap(s.i32))
 	}
 	return n
 }
@@ -115,10 +115,13 @@ func (a *HostArena) PlannedBytes() int64 {
 	}
 	var n int64
 	for _, z := range a.sizes {
-		n += int64(z.F32)*4 + int64(z.I64)*8 + int64(z.I32)*4
+		n += slotBytes(z.F32, z.I64, z.I32)
 	}
 	return n
 }
+
+// slotBytes is the memory of a slot's storage of each kind.
+func slotBytes(f32, i64, i32 int) int64 { return int64(f32)*4 + int64(i64)*8 + int64(i32)*4 }
 
 // Close implements Arena: the slots are dropped for the garbage collector.
 func (a *HostArena) Close() error {
