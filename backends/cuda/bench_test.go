@@ -151,7 +151,7 @@ func BenchmarkSparseAttnDecode(b *testing.B) {
 	idx := up(b, e, ids)
 	out := alloc(b, e, 4*h*d)
 	timeLaunches(b, e, 4*(2*h*d+t*d), func() error {
-		return e.k.SparseAttn(e.s, "bench", out, q, 1, 1, h, d, kv, n, sink, idx, t, 0.04)
+		return e.k.SparseAttn(e.s, "bench", out, q, 1, 1, h, d, kv, n, 0, 0, sink, idx, t, 0.04)
 	})
 }
 

@@ -362,21 +362,25 @@ func (k *Kernels) HCPost(s *driver.Stream, what string, out, y, res, post, comb 
 	return k.launch(s, "hc_post", what, g, b, 0, driver.P(out), driver.P(y), driver.P(res), driver.P(post), driver.P(comb), driver.I(tokens), driver.I(hc), driver.I(dim))
 }
 
-// SparseAttn is kernels.SparseAttn: q [b,m,h,d], kv [b,n,d], sink [h], idx
-// int32 [b,m,t], out [b,m,h,d]. One block of 512 threads (attention.cuh)
-// takes hg heads of one (b, m), sharing each gathered kv row among them:
-// the most heads (8, 4, 2 dividing h) that still leave 2 blocks per SM of
-// the H200, else one (a decode step: 64 blocks, one per head). Head dims up
-// to 512 (d % 4 == 0) take the fast path, which stages each block of 64 kv
-// rows in up to 160 KiB of shared memory (its limit raised on first use).
-func (k *Kernels) SparseAttn(s *driver.Stream, what string, out, q driver.Ptr, b, m, h, d int, kv driver.Ptr, n int, sink, idx driver.Ptr, t int, scale float32) error {
+// SparseAttn is kernels.SparseAttn: q [b,m,h,d], kv [b,n,d] then kv2
+// [b,n2,d] (entries n.. of idx are kv2's rows; kv2 may be 0 with n2 = 0),
+// sink [h], idx int32 [b,m,t], out [b,m,h,d]. Both kv tensors are read in
+// place. One block of 512 threads (attention.cuh) takes hg heads of one
+// (b, m), sharing each gathered kv row among them: the most heads (8, 4, 2
+// dividing h) that still leave 2 blocks per SM of the H200, else one (a
+// decode step: 64 blocks, one per head). Head dims up to 512 (d % 4 == 0)
+// take the fast path, which stages each block of 64 kv rows in up to 160
+// KiB of shared memory (its limit raised on first use). Its float64 sums
+// give cpu-ref's bits with either kernel set.
+func (k *Kernels) SparseAttn(s *driver.Stream, what string, out, q driver.Ptr, b, m, h, d int, kv driver.Ptr, n int, kv2 driver.Ptr, n2 int,
+	sink, idx driver.Ptr, t int, scale float32) error {
 	if d*4 > 48<<10 {
 		return fmt.Errorf("cuda sparse_attn: head dim %d is too large", d)
 	}
 	const threads, fastShared = 512, (2*8*512 + 64*512) * 4
 	var fn driver.Function
 	fast := 0
-	if d%4 == 0 && d <= 512 && kv%16 == 0 {
+	if d%4 == 0 && d <= 512 && kv%16 == 0 && kv2%16 == 0 {
 		if f, err := k.tcFunc("sparse_attn", fastShared); err == nil {
 			fn, fast = f, 1
 		}
@@ -393,8 +397,8 @@ func (k *Kernels) SparseAttn(s *driver.Stream, what string, out, q driver.Ptr, b
 		shmem = (2*hg*d + 64*d) * 4
 	}
 	grid, block := driver.Dim3{X: uint32(b * m * h / hg), Y: 1, Z: 1}, driver.Dim3{X: threads, Y: 1, Z: 1}
-	args := []driver.Arg{driver.P(out), driver.P(q), driver.I(b), driver.I(m), driver.I(h), driver.I(d), driver.P(kv), driver.I(n), driver.P(sink), driver.P(idx), driver.I(t), driver.F(scale),
-		driver.I(hg), driver.I(fast)}
+	args := []driver.Arg{driver.P(out), driver.P(q), driver.I(b), driver.I(m), driver.I(h), driver.I(d), driver.P(kv), driver.I(n),
+		driver.P(kv2), driver.I(n2), driver.P(sink), driver.P(idx), driver.I(t), driver.F(scale), driver.I(hg), driver.I(fast)}
 	if fast == 0 || grid.X == 0 {
 		return k.launch(s, "sparse_attn", what, grid, block, shmem, args...)
 	}

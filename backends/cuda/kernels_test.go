@@ -585,34 +585,42 @@ func TestSparseAttnGPU(t *testing.T) {
 	// Each case reaches one of the launcher's paths (attention.cuh): the
 	// decode shape (one head a block, the staged fast path), a prefill shape
 	// (8 heads a block), and a head dim that is not a multiple of 4 (the
-	// plain path) with one head and with 8 a block. The last query of each
-	// sees nothing.
-	for _, c := range []struct{ b, m, h, d, n, t int }{
-		{1, 3, 16, 512, 700, 640}, // released head dim, window + top-k = 128 + 512 slots
-		{2, 17, 64, 512, 300, 200},
-		{1, 5, 8, 70, 100, 150},
-		{1, 264, 8, 70, 50, 100},
+	// plain path) with one head and with 8 a block; n2 > 0 puts rows in a
+	// second tensor (the window's rows after the compressed ones). The last
+	// query of each sees nothing, and one block of 64 entries of the first
+	// query is empty (the kernel skips it). Bit for bit: the kernel's
+	// float64 sums only change their order.
+	for _, c := range []struct{ b, m, h, d, n, n2, t int }{
+		{1, 3, 16, 512, 700, 0, 640}, // released head dim, window + top-k = 128 + 512 slots
+		{1, 3, 16, 512, 500, 128, 640},
+		{2, 17, 64, 512, 300, 40, 200},
+		{1, 5, 8, 70, 100, 0, 150},
+		{1, 264, 8, 70, 50, 30, 100},
 	} {
-		b, m, h, d, n, tt := c.b, c.m, c.h, c.d, c.n, c.t
-		q, kv := bf16s(r, b*m*h*d, 1), bf16s(r, b*n*d, 1)
+		b, m, h, d, n, n2, tt := c.b, c.m, c.h, c.d, c.n, c.n2, c.t
+		q, kv, kv2 := bf16s(r, b*m*h*d, 1), bf16s(r, b*n*d, 1), bf16s(r, b*n2*d, 1)
 		sink := make([]float32, h)
 		for i := range sink {
 			sink[i] = float32(r.NormFloat64())
 		}
 		idx := make([]int32, b*m*tt)
 		for i := range idx {
-			idx[i] = int32(r.IntN(n))
-			if r.IntN(7) == 0 || i/tt == b*m-1 {
+			idx[i] = int32(r.IntN(n + n2))
+			if r.IntN(7) == 0 || i/tt == b*m-1 || (i < tt && i >= 64 && i < 128) {
 				idx[i] = -1
 			}
 		}
 		scale := float32(1 / math.Sqrt(float64(d)))
 		want := make([]float32, b*m*h*d)
-		kernels.SparseAttn(want, q, b, m, h, d, kv, n, sink, idx, tt, scale)
+		kernels.SparseAttnSplit(want, q, b, m, h, d, kv, n, kv2, n2, sink, idx, tt, scale)
+		var kv2p driver.Ptr
+		if n2 > 0 {
+			kv2p = up(t, e, kv2)
+		}
 		out := alloc(t, e, 4*len(want))
-		if err := e.k.SparseAttn(e.s, "attn", out, up(t, e, q), b, m, h, d, up(t, e, kv), n, up(t, e, sink), up(t, e, idx), tt, scale); err != nil {
+		if err := e.k.SparseAttn(e.s, "attn", out, up(t, e, q), b, m, h, d, up(t, e, kv), n, kv2p, n2, up(t, e, sink), up(t, e, idx), tt, scale); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, fmt.Sprintf("sparse_attn %v", c), down[float32](t, e, out, len(want)), want)
+		exact(t, fmt.Sprintf("sparse_attn %v", c), down[float32](t, e, out, len(want)), want)
 	}
 }

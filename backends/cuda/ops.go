@@ -831,27 +831,12 @@ func opSparseAttn(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	kvp, N := kv.Ptr, kv.Shape[1]
+	var kv2 driver.Ptr
+	N2 := 0
 	if len(a) == 5 {
-		// kv's rows then kv2's: the kernel takes one [B, N+N2, D] tensor,
-		// made here in the node's scratch (the cpu kernels read both in
-		// place), sized for the longest kv2 of the session (at most M rows)
-		// so that it is allocated once, not while a graph is recorded
-		kv2 := a[4]
-		shape := []int{B, N + kv2.Shape[1], D}
-		if kvp, err = c.scratch(i, 0, int64(B*(N+max(kv2.Shape[1], c.M))*D)*elemBytes(kv.DType)); err != nil {
-			return nil, err
-		}
-		os := contiguous(shape)
-		if err := c.copyStrided(n, kv.DType, kvp, kv.Ptr, kv.Shape, contiguous(kv.Shape), os); err != nil {
-			return nil, err
-		}
-		if err := c.copyStrided(n, kv2.DType, offset(kvp, N*os[1], kv2.DType), kv2.Ptr, kv2.Shape, contiguous(kv2.Shape), os); err != nil {
-			return nil, err
-		}
-		N = shape[1]
+		kv2, N2 = a[4].Ptr, a[4].Shape[1]
 	}
-	return out, c.k.SparseAttn(c.st, what(n), out.Ptr, q.Ptr, B, M, H, D, kvp, N, sp, idx.Ptr, idx.Shape[2], float32(n.Attrs.Float("scale", 1)))
+	return out, c.k.SparseAttn(c.st, what(n), out.Ptr, q.Ptr, B, M, H, D, kv.Ptr, kv.Shape[1], kv2, N2, sp, idx.Ptr, idx.Shape[2], float32(n.Attrs.Float("scale", 1)))
 }
 
 func opGroupState(c *call, _ int, n *ir.Node, a []*Value) (*Value, error) {

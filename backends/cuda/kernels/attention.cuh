@@ -17,8 +17,8 @@
 #define ATTN_SHFL_XOR(v, o) __shfl_xor_sync(FULL_MASK, (v), (o)) // (shim/attn_emu.cpp emulates it)
 #endif
 
-// attn_sum_warp is the float64 sum of v over the warp by a butterfly: every
-// lane gets the same value (each level adds the same two values).
+// attn_sum_warp is the sum of v over the warp by a butterfly: every lane
+// gets the same value (each level adds the same two values).
 __device__ __forceinline__ double attn_sum_warp(double v) {
     for (int off = 16; off > 0; off >>= 1) v += ATTN_SHFL_XOR(v, off);
     return v;
@@ -49,12 +49,17 @@ __device__ __forceinline__ void attn_softmax(int hh, int lane, int len, const fl
     if (lane == 0) alphas[hh] = alpha;
 }
 
+// attn_row is kv row ix: kv's rows 0..n-1, then kv2's.
+__device__ __forceinline__ const float* attn_row(const float* kvb, const float* kv2b, int n, int ix, int d) {
+    return ix < n ? kvb + (size_t)ix * d : kv2b + (size_t)(ix - n) * d;
+}
+
 // attn_pv is step 3 for the dims di ≡ tid: acc = fp32(acc·α) + fp32(Σ_j
 // bf16(p_j)·v_j[di] in float64, in index order; zero p skipped as cpu-ref
 // does), v_j row j of the staged tile, or without one kv row rix[j].
 template <int HG>
-__device__ __forceinline__ void attn_pv(int tid, int d, int len, const int* rix, const float* kvb, const float* tile, const float* pbs,
-                                        const float* alphas, float* acc) {
+__device__ __forceinline__ void attn_pv(int tid, int d, int len, const int* rix, const float* kvb, const float* kv2b, int n,
+                                        const float* tile, const float* pbs, const float* alphas, float* acc) {
     for (int di = tid; di < d; di += ATTN_THREADS) {
         double pv[HG];
 #pragma unroll
@@ -67,7 +72,7 @@ __device__ __forceinline__ void attn_pv(int tid, int d, int len, const int* rix,
             double x[4];
 #pragma unroll
             for (int k = 0; k < 4; k++)
-                x[k] = rs[k] < 0 ? 0.0 : (double)(tile ? tile[(j + k) * d + di] : __ldg(kvb + (size_t)rs[k] * d + di));
+                x[k] = rs[k] < 0 ? 0.0 : (double)(tile ? tile[(j + k) * d + di] : __ldg(attn_row(kvb, kv2b, n, rs[k], d) + di));
 #pragma unroll
             for (int hh = 0; hh < HG; hh++) {
                 const float4 p4 = *(const float4*)(pbs + hh * ATTN_BLOCK + j);
@@ -85,14 +90,14 @@ __device__ __forceinline__ void attn_pv(int tid, int d, int len, const int* rix,
 // attn_fetch loads the kv rows of entries j0..j0+3 of rix into kr (lane:
 // the float4 chunks 4·lane + 128c; zero for an empty entry).
 __device__ __forceinline__ void attn_fetch(float4 (&kr)[ATTN_SLOTS][ATTN_FASTD / 128], int (&rr)[ATTN_SLOTS], const int* rix, int j0, int lane,
-                                           const float* kvb, int d) {
+                                           const float* kvb, const float* kv2b, int n, int d) {
 #pragma unroll
     for (int sl = 0; sl < ATTN_SLOTS; sl++) {
         rr[sl] = rix[j0 + sl];
 #pragma unroll
         for (int c = 0; c < ATTN_FASTD / 128; c++) {
             const int e = 4 * lane + 128 * c;
-            if (rr[sl] >= 0 && e < d) kr[sl][c] = __ldg((const float4*)(kvb + (size_t)rr[sl] * d + e));
+            if (rr[sl] >= 0 && e < d) kr[sl][c] = __ldg((const float4*)(attn_row(kvb, kv2b, n, rr[sl], d) + e));
             else kr[sl][c] = float4{0.0f, 0.0f, 0.0f, 0.0f};
         }
     }
@@ -107,25 +112,31 @@ __device__ __forceinline__ int attn_entry(const int* row, int i, int t, int n) {
 
 // sparse_attn_run is one block's work: the HG heads h0.. of one (b, m),
 // walking idx in blocks of 64 entries. Per block of entries:
+//   0. a block whose entries are all empty is skipped: it would leave μ, l
+//      and acc as they are (α = exp(0) = 1, p = 0), so the bits are the same.
 //   1. logits: warp w computes entries 4w..4w+3 for every head. FAST (d <=
-//      512, d % 4 == 0, kv 16-byte aligned): those four kv rows are in
-//      registers (float4 loads, fetched during the previous block's steps 2
-//      and 3, with the index entries one block ahead of them), q is staged
+//      512, d % 4 == 0, kv and kv2 16-byte aligned): those four kv rows are
+//      in registers (float4 loads, fetched during the previous block's steps
+//      2 and 3, with the index entries one block ahead of them), q is staged
 //      in shared memory, and the rows are stored to a shared tile [64][d]
 //      for step 3. Else lane-strided loads, step 3 reading kv again.
 //      s = fp32(q·kv in float64) · scale; -inf for an empty entry.
 //   2. softmax (attn_softmax), 3. P·V (attn_pv).
 // The fp32 roundings are cpu-ref's, in its order; only the float64 sums
-// (q·kv, Σ p) are added in another order, which changes at most float64's
-// last bit before the one rounding to fp32.
+// (q·kv, Σ p, P·V) are added in another order, which changes at most
+// float64's last bit before the one rounding to fp32. (fp32 sums were no
+// faster on the H200 and missed the golden tolerance by up to 72 bf16 ulp
+// where P·V cancels.)
 template <int HG, bool FAST>
-__device__ __forceinline__ void sparse_attn_run(float* out, const float* q, int m, int h, int d, const float* kv, int n,
-                                                const float* sink, const int* idx, int t, float scale, float* dyn, float* ss,
+__device__ __forceinline__ void sparse_attn_run(float* out, const float* q, int m, int h, int d, const float* kv, int n, const float* kv2,
+                                                int n2, const float* sink, const int* idx, int t, float scale, float* dyn, float* ss,
                                                 float* pbs, float* alphas, float* fin, int* rowix) {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
     const int groups = h / HG;
     const int u = blockIdx.x, bi = u / (m * groups), mi = (u / groups) % m, h0 = (u % groups) * HG;
     const float* kvb = kv + (size_t)bi * n * d;
+    const float* kv2b = kv2 + (size_t)bi * n2 * d;
+    const int nt = n + n2;
     const int* row = idx + ((size_t)bi * m + mi) * t;
     const float* qg = q + (((size_t)bi * m + mi) * h + h0) * d; // the HG heads, consecutive
     float* acc = dyn;                                           // [HG][d]
@@ -140,69 +151,77 @@ __device__ __forceinline__ void sparse_attn_run(float* out, const float* q, int 
     float4 kr[ATTN_SLOTS][KC];
     int rr[ATTN_SLOTS];
     if (FAST) {
-        if (tid < ATTN_BLOCK) rowix[tid] = attn_entry(row, tid, t, n);
+        if (tid < ATTN_BLOCK) rowix[tid] = attn_entry(row, tid, t, nt);
         __syncthreads();
-        attn_fetch(kr, rr, rowix, j0, lane, kvb, d);
+        attn_fetch(kr, rr, rowix, j0, lane, kvb, kv2b, n, d);
     }
     float mu = -1e30f, l = 0.0f; // warp hh < HG: head hh's running max and denominator
     for (int t0 = 0, buf = 0; t0 < t; t0 += ATTN_BLOCK, buf ^= 1) {
         const int len = min(ATTN_BLOCK, t - t0);
         const int* rix = rowix + buf * ATTN_BLOCK;
+        bool live;
         if (FAST) {
-            const int next = tid < ATTN_BLOCK ? attn_entry(row, t0 + ATTN_BLOCK + tid, t, n) : -1;
+            // (the previous block's barriers make rix, and its tile reads, done)
+            live = __syncthreads_or(tid < ATTN_BLOCK && rix[tid] >= 0);
+            const int next = tid < ATTN_BLOCK ? attn_entry(row, t0 + ATTN_BLOCK + tid, t, nt) : -1;
+            if (live) {
 #pragma unroll
-            for (int sl = 0; sl < ATTN_SLOTS; sl++)
+                for (int sl = 0; sl < ATTN_SLOTS; sl++)
 #pragma unroll
-                for (int c = 0; c < KC; c++) {
-                    const int e = 4 * lane + 128 * c;
-                    if (e < d) *(float4*)(tile + (j0 + sl) * d + e) = kr[sl][c];
-                }
+                    for (int c = 0; c < KC; c++) {
+                        const int e = 4 * lane + 128 * c;
+                        if (e < d) *(float4*)(tile + (j0 + sl) * d + e) = kr[sl][c];
+                    }
 #pragma unroll
-            for (int hh = 0; hh < HG; hh++) {
-                double sum[ATTN_SLOTS];
+                for (int hh = 0; hh < HG; hh++) {
+                    double sum[ATTN_SLOTS];
 #pragma unroll
-                for (int sl = 0; sl < ATTN_SLOTS; sl++) sum[sl] = 0.0;
+                    for (int sl = 0; sl < ATTN_SLOTS; sl++) sum[sl] = 0.0;
 #pragma unroll
-                for (int c = 0; c < KC; c++) {
-                    const int e = 4 * lane + 128 * c;
-                    if (e < d) {
-                        const float4 qv = *(const float4*)(qs + hh * d + e);
+                    for (int c = 0; c < KC; c++) {
+                        const int e = 4 * lane + 128 * c;
+                        if (e < d) {
+                            const float4 qv = *(const float4*)(qs + hh * d + e);
 #pragma unroll
-                        for (int sl = 0; sl < ATTN_SLOTS; sl++) {
-                            sum[sl] += (double)qv.x * (double)kr[sl][c].x;
-                            sum[sl] += (double)qv.y * (double)kr[sl][c].y;
-                            sum[sl] += (double)qv.z * (double)kr[sl][c].z;
-                            sum[sl] += (double)qv.w * (double)kr[sl][c].w;
+                            for (int sl = 0; sl < ATTN_SLOTS; sl++) {
+                                sum[sl] += (double)qv.x * (double)kr[sl][c].x;
+                                sum[sl] += (double)qv.y * (double)kr[sl][c].y;
+                                sum[sl] += (double)qv.z * (double)kr[sl][c].z;
+                                sum[sl] += (double)qv.w * (double)kr[sl][c].w;
+                            }
                         }
                     }
-                }
 #pragma unroll
-                for (int sl = 0; sl < ATTN_SLOTS; sl++) {
-                    const double dot = attn_sum_warp(sum[sl]);
-                    if (lane == sl) ss[hh * ATTN_BLOCK + j0 + sl] = rr[sl] >= 0 ? (float)dot * scale : NEG_INF;
+                    for (int sl = 0; sl < ATTN_SLOTS; sl++) {
+                        const double dot = attn_sum_warp(sum[sl]);
+                        if (lane == sl) ss[hh * ATTN_BLOCK + j0 + sl] = rr[sl] >= 0 ? (float)dot * scale : NEG_INF;
+                    }
                 }
             }
             if (tid < ATTN_BLOCK) rowix[(buf ^ 1) * ATTN_BLOCK + tid] = next;
             __syncthreads();
-            if (t0 + ATTN_BLOCK < t) attn_fetch(kr, rr, rowix + (buf ^ 1) * ATTN_BLOCK, j0, lane, kvb, d);
+            if (t0 + ATTN_BLOCK < t) attn_fetch(kr, rr, rowix + (buf ^ 1) * ATTN_BLOCK, j0, lane, kvb, kv2b, n, d);
         } else {
-            if (tid < ATTN_BLOCK) rowix[buf * ATTN_BLOCK + tid] = attn_entry(row, t0 + tid, t, n);
-            __syncthreads();
-            for (int j = warp; j < ATTN_BLOCK; j += ATTN_WARPS) {
-                const int r = rix[j];
-                for (int hh = 0; hh < HG; hh++) {
-                    double dot = 0.0;
-                    if (r >= 0)
-                        for (int di = lane; di < d; di += 32) dot += (double)qg[hh * d + di] * (double)kvb[(size_t)r * d + di];
-                    dot = attn_sum_warp(dot);
-                    if (lane == 0) ss[hh * ATTN_BLOCK + j] = r >= 0 ? (float)dot * scale : NEG_INF;
+            if (tid < ATTN_BLOCK) rowix[buf * ATTN_BLOCK + tid] = attn_entry(row, t0 + tid, t, nt);
+            live = __syncthreads_or(tid < ATTN_BLOCK && rix[tid] >= 0);
+            if (live)
+                for (int j = warp; j < ATTN_BLOCK; j += ATTN_WARPS) {
+                    const int r = rix[j];
+                    const float* kr0 = r >= 0 ? attn_row(kvb, kv2b, n, r, d) : kvb;
+                    for (int hh = 0; hh < HG; hh++) {
+                        double dot = 0.0;
+                        if (r >= 0)
+                            for (int di = lane; di < d; di += 32) dot += (double)qg[hh * d + di] * (double)kr0[di];
+                        dot = attn_sum_warp(dot);
+                        if (lane == 0) ss[hh * ATTN_BLOCK + j] = r >= 0 ? (float)dot * scale : NEG_INF;
+                    }
                 }
-            }
             __syncthreads();
         }
+        if (!live) continue; // (uniform: every thread took the same vote)
         if (warp < HG) attn_softmax(warp, lane, len, ss, pbs, alphas, mu, l);
         __syncthreads();
-        attn_pv<HG>(tid, d, len, rix, kvb, FAST ? tile : nullptr, pbs, alphas, acc);
+        attn_pv<HG>(tid, d, len, rix, kvb, kv2b, n, FAST ? tile : nullptr, pbs, alphas, acc);
         __syncthreads();
     }
     if (warp < HG && lane == 0) fin[warp] = l + expf32(sink[h0 + warp] - mu);
@@ -211,37 +230,37 @@ __device__ __forceinline__ void sparse_attn_run(float* out, const float* q, int 
     for (int e = tid; e < HG * d; e += ATTN_THREADS) o[e] = bf16r(acc[e] / fin[e / d]);
 }
 
-// sparse_attn: q [b,m,h,d], kv [b,n,d], sink [h], idx [b,m,t] (int32, -1 =
-// empty; an index outside [0, n) counts as empty), out [b,m,h,d]. One block
-// of ATTN_THREADS per (b, m, group of hg heads): hg in {1, 2, 4, 8} divides
-// h, grid b·m·h/hg. fast (1: d <= 512, d % 4 == 0, kv 16-byte aligned)
-// picks the register-cached, prefetched logits. Dynamic shared memory: hg ·
-// d floats (the accumulators), and when fast hg · d more (q) and 64 · d (the
-// tile of kv rows): up to 160 KiB, past the default limit of 48 KiB.
+// sparse_attn: q [b,m,h,d], kv [b,n,d] then kv2 [b,n2,d] (the compressed
+// rows, read in place; n2 may be 0), sink [h], idx [b,m,t] (int32, -1 =
+// empty; an index outside [0, n+n2) counts as empty; entries >= n are kv2's
+// rows), out [b,m,h,d]. One block of ATTN_THREADS per (b, m, group of hg
+// heads): hg in {1, 2, 4, 8} divides h, grid b·m·h/hg. fast (1: d <= 512,
+// d % 4 == 0, kv and kv2 16-byte aligned) picks the register-cached,
+// prefetched logits. Dynamic shared memory: hg · d floats (the accumulators), and when
+// fast hg · d more (q) and 64 · d (the tile of kv rows): up to 160 KiB, past
+// the default limit of 48 KiB.
 //   out = bf16(acc / (l + exp(sink − μ)))
 extern "C" __global__ void __launch_bounds__(ATTN_THREADS) sparse_attn(float* out, const float* q, int b, int m, int h, int d,
-                                                                      const float* kv, int n, const float* sink, const int* idx, int t,
-                                                                      float scale, int hg, int fast) {
+                                                                      const float* kv, int n, const float* kv2, int n2, const float* sink,
+                                                                      const int* idx, int t, float scale, int hg, int fast) {
     ATTN_DYN_SHARED(float, dyn);
     __shared__ float ss[ATTN_MAXHG * ATTN_BLOCK], alphas[ATTN_MAXHG], fin[ATTN_MAXHG];
     __shared__ __align__(16) float pbs[ATTN_MAXHG * ATTN_BLOCK]; // read 4 at a time
     __shared__ __align__(16) int rowix[2 * ATTN_BLOCK]; // the entries of a block of 64, double-buffered
     (void)b;
-#define ATTN_RUN(G, F) sparse_attn_run<G, F>(out, q, m, h, d, kv, n, sink, idx, t, scale, dyn, ss, pbs, alphas, fin, rowix)
-    if (fast) {
-        switch (hg) {
-        case 8: ATTN_RUN(8, true); break;
-        case 4: ATTN_RUN(4, true); break;
-        case 2: ATTN_RUN(2, true); break;
-        default: ATTN_RUN(1, true); break;
-        }
-    } else {
-        switch (hg) {
-        case 8: ATTN_RUN(8, false); break;
-        case 4: ATTN_RUN(4, false); break;
-        case 2: ATTN_RUN(2, false); break;
-        default: ATTN_RUN(1, false); break;
-        }
+#define ATTN_RUN(G, F) sparse_attn_run<G, F>(out, q, m, h, d, kv, n, kv2, n2, sink, idx, t, scale, dyn, ss, pbs, alphas, fin, rowix)
+#define ATTN_HG(F)                                                                                                                         \
+    switch (hg) {                                                                                                                          \
+    case 8: ATTN_RUN(8, F); break;                                                                                                         \
+    case 4: ATTN_RUN(4, F); break;                                                                                                         \
+    case 2: ATTN_RUN(2, F); break;                                                                                                         \
+    default: ATTN_RUN(1, F); break;                                                                                                        \
     }
+    if (fast) {
+        ATTN_HG(true)
+    } else {
+        ATTN_HG(false)
+    }
+#undef ATTN_HG
 #undef ATTN_RUN
 }

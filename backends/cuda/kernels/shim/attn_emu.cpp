@@ -4,10 +4,12 @@
 // head group (hg 1, 2, 4, 8) and both logit paths (fast: d <= 512, d % 4 ==
 // 0), odd shapes (t not a multiple of 64, t < 64, t = 0, d < 128, d not a
 // multiple of 4, d > 512), empty and out-of-range indices, a row with none,
-// and logits so large that most probabilities round to zero. The kernel adds
-// its float64 sums in another order than cpu-ref, which changes nothing
-// while they are exact (bf16 inputs of a moderate range, as here), so every
-// output must be bit-identical. No GPU needed:
+// and logits so large that most probabilities round to zero, blocks of
+// entries all empty (skipped), kv split into kv and kv2 (the compressed rows
+// read in place). The kernel adds its float64 sums in another order than
+// cpu-ref, which changes nothing while they are exact (bf16 inputs of a
+// moderate range, as here), so every output must be bit-identical.
+// No GPU needed:
 //   g++ -O1 -std=c++20 -ffp-contract=off -pthread \
 //     backends/cuda/kernels/shim/attn_emu.cpp -o /tmp/attn_emu && /tmp/attn_emu
 #include "emu.h"
@@ -85,7 +87,7 @@ static void ref(float* out, const float* q, int b, int m, int h, int d, const fl
     }
 }
 
-struct Case { const char* name; int b, m, h, d, n, t; float qamp, scale; int emptyPct; };
+struct Case { const char* name; int b, m, h, d, n, t; float qamp, scale; int emptyPct, n2, tailEmpty; };
 
 int main(int argc, char** argv) {
     // quick (backends/cuda TestKernelEmulations): three cases, one head per
@@ -93,21 +95,23 @@ int main(int argc, char** argv) {
     const bool quick = argc > 1 && strcmp(argv[1], "quick") == 0;
     for (auto& w : attn_wbar) w = std::make_unique<std::barrier<>>(32);
     const Case cases[] = {
-        {"decode-like h8 d512 t640", 1, 1, 8, 512, 300, 640, 1, 0.044f, 0},
-        {"b2 m3 h8 d128 t150, empties", 2, 3, 8, 128, 97, 150, 1, 0.09f, 15},
-        {"b1 m2 h8 d100 t64", 1, 2, 8, 100, 40, 64, 1, 0.1f, 10},
-        {"b1 m2 h4 d70 t33 (d % 4 != 0)", 1, 2, 4, 70, 50, 33, 1, 0.12f, 10},
-        {"b1 m1 h2 d640 t100 (d > 512)", 1, 1, 2, 640, 120, 100, 1, 0.04f, 5},
-        {"b1 m2 h8 d256 t200, huge logits", 1, 2, 8, 256, 64, 200, 4, 1.0f, 5},
-        {"b1 m1 h2 d64 t0", 1, 1, 2, 64, 8, 0, 1, 0.1f, 0},
+        {"decode-like h8 d512 t640", 1, 1, 8, 512, 300, 640, 1, 0.044f, 0, 0, 0},
+        {"b2 m3 h8 d128 t150, empties, kv2", 2, 3, 8, 128, 97, 150, 1, 0.09f, 15, 30, 0},
+        {"decode h8 d512 t640, kv2, 400 empty", 1, 1, 8, 512, 128, 640, 1, 0.044f, 0, 170, 400},
+        {"b1 m2 h8 d100 t64", 1, 2, 8, 100, 40, 64, 1, 0.1f, 10, 0, 0},
+        {"b1 m2 h4 d70 t33 (d % 4 != 0), kv2", 1, 2, 4, 70, 50, 33, 1, 0.12f, 10, 9, 0},
+        {"b1 m1 h2 d640 t100 (d > 512)", 1, 1, 2, 640, 120, 100, 1, 0.04f, 5, 0, 0},
+        {"b1 m2 h8 d256 t200, huge logits", 1, 2, 8, 256, 64, 200, 4, 1.0f, 5, 0, 0},
+        {"b1 m1 h2 d64 t0", 1, 1, 2, 64, 8, 0, 1, 0.1f, 0, 0, 0},
     };
     bool ok = true;
     printf("%-36s %4s %4s %10s %10s %10s\n", "case", "hg", "fast", "outputs", "nonzero", "differ");
     int ci = -1;
     for (const Case& c : cases) {
         ci++;
-        if (quick && ci != 0 && ci != 1 && ci != 3) continue;
-        const int b = c.b, m = c.m, h = c.h, d = c.d, n = c.n, t = c.t;
+        if (quick && ci != 1 && ci != 2 && ci != 4) continue;
+        // kv's rows: the first n1 in kv, the other n2 in kv2 (both [b, rows, d])
+        const int b = c.b, m = c.m, h = c.h, d = c.d, n = c.n + c.n2, t = c.t, n1 = c.n, n2 = c.n2;
         std::vector<float> q((size_t)b * m * h * d), kv((size_t)b * n * d), sink(h);
         std::vector<int> idx((size_t)b * m * t);
         for (auto& x : q) x = bf16rand(c.qamp);
@@ -118,7 +122,12 @@ int main(int argc, char** argv) {
             if ((int)(rng() % 100) < c.emptyPct) idx[i] = -1;
             if (rng() % 50 == 0) idx[i] = n + (int)(rng() % 5); // out of range: empty
             if (m > 1 && i / t == (size_t)(b * m - 1)) idx[i] = -1; // the last row sees nothing
+            if ((int)(i % t) >= t - c.tailEmpty) idx[i] = -1;        // as index_topk leaves them
         }
+        std::vector<float> kv1((size_t)b * n1 * d), kv2((size_t)b * std::max(n2, 1) * d);
+        for (int bi = 0; bi < b; bi++)
+            for (int r = 0; r < n; r++)
+                memcpy(r < n1 ? &kv1[((size_t)bi * n1 + r) * d] : &kv2[((size_t)bi * n2 + r - n1) * d], &kv[((size_t)bi * n + r) * d], d * 4);
         std::vector<float> want(q.size());
         ref(want.data(), q.data(), b, m, h, d, kv.data(), n, sink.data(), idx.data(), t, c.scale);
         for (int fast = 0; fast < 2; fast++) {
@@ -129,7 +138,8 @@ int main(int argc, char** argv) {
                 if ((fast ? 2 * hg * d + ATTN_BLOCK * d : hg * d) > (int)(sizeof(emu_dyn_shared) / 4)) continue;
                 std::vector<float> got(q.size(), NAN);
                 launch(dim3{(unsigned)(b * m * h / hg), 1, 1}, dim3{ATTN_THREADS, 1, 1}, [&] {
-                    sparse_attn(got.data(), q.data(), b, m, h, d, kv.data(), n, sink.data(), idx.data(), t, c.scale, hg, fast);
+                    sparse_attn(got.data(), q.data(), b, m, h, d, kv1.data(), n1, kv2.data(), n2, sink.data(), idx.data(), t, c.scale, hg,
+                                fast);
                 });
                 size_t bad = 0, nonzero = 0;
                 for (size_t i = 0; i < got.size(); i++) nonzero += want[i] != 0.0f;

@@ -49,6 +49,7 @@ inline int __syncthreads_and(int p) {
     if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) emu_fail = 0;
     return r;
 }
+inline int __syncthreads_or(int p) { return !__syncthreads_and(!p); }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T __ldcg(const T* p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
