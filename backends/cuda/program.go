@@ -2,6 +2,9 @@ package cuda
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/ds4go/ds4/backends"
@@ -350,6 +353,21 @@ type call struct {
 // 5.86 ms with one graph, 4.85 ms with plain launches).
 const graphChunkNodes = 48
 
+// graphChunks is the first chunk's size and the others' (graphChunkNodes
+// both unless DS4_CUDA_GRAPH_CHUNKS=FIRST,REST says otherwise: for
+// measuring the choice on a GPU).
+var graphChunks = sync.OnceValues(func() (first, rest int) {
+	first, rest = graphChunkNodes, graphChunkNodes
+	if f, r, ok := strings.Cut(os.Getenv("DS4_CUDA_GRAPH_CHUNKS"), ","); ok {
+		a, errA := strconv.Atoi(f)
+		b, errB := strconv.Atoi(r)
+		if errA == nil && errB == nil && a > 0 && b > 0 {
+			first, rest = a, b
+		}
+	}
+	return first, rest
+})
+
 // graphsFor is the graph cache of chunk k.
 func (p *Program) graphsFor(k int) *driver.Graphs {
 	for len(p.graphs) <= k {
@@ -394,6 +412,8 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 	var tape *driver.Tape // recording: graphs, memos
 	verify := false
 	chunk := 0 // the chunk being recorded
+	first, rest := graphChunks()
+	next := first // the node that starts the next chunk
 	if p.graphsOn && env.S == 1 && env.Probe == nil && env.OpTimes == nil && env.NodeTimes == nil {
 		tape, verify = p.gpu.tapeFor(0), memoMode() == "verify"
 		c.st.BeginTape(tape)
@@ -425,7 +445,8 @@ func (p *Program) Launch(env *backends.Env) (err error) {
 		}
 	}()
 	for i, n := range p.seg.Nodes {
-		if tape != nil && i > 0 && i%graphChunkNodes == 0 {
+		if tape != nil && i == next {
+			next += rest
 			// the previous chunk's graph runs while this one is recorded
 			if err := c.st.RunTape(c.st.EndTape(), p.graphsFor(chunk)); err != nil {
 				return err
