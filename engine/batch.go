@@ -498,9 +498,10 @@ func (b *Batch) stepArgs(slots []int, tokens []int64) (pos []int, uniform bool, 
 
 // StepPrefill is Step of slots and PrefillMany of pslots side by side, so
 // that the prompts joining a running batch do not stop it: on a ragged
-// batch with more than one core the prefills take min(len(pslots), cores−1)
-// lanes and the step's row groups the other cores (else Step, then
-// PrefillMany). A prefill slot must not be one of the step's (that prefill
+// batch with more than one core the prefills take min(len(pslots), cores)
+// lanes and the step's row groups the cores left, one at least (2 cores,
+// 2 prefills: 3 goroutines, one lane more than Step or PrefillMany use;
+// else Step, then PrefillMany). A prefill slot must not be one of the step's (that prefill
 // fails). The results are those of Step and PrefillMany called one after
 // the other: every call reads and writes only its own slots' rows.
 func (b *Batch) StepPrefill(slots []int, tokens []int64, pslots []int, prompts [][]int64) (logits, plogits [][]float32, perrs []error, err error) {
@@ -532,7 +533,7 @@ func (b *Batch) StepPrefill(slots []int, tokens []int64, pslots []int, prompts [
 	for i, t := range tokens {
 		rows[i] = []int64{t}
 	}
-	pl := min(len(pslots), p-1)
+	pl := min(len(pslots), p)
 	sl := max(1, min(len(slots), p-pl))
 	b.lane(sl + pl - 1) // (the lanes are made here, not by the goroutines)
 	release := backends.Inline()

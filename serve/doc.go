@@ -4,7 +4,7 @@
 //
 // One scheduler goroutine owns the engine's batch (Engine): requests wait
 // in a bounded queue (full: 429) and join between decode steps: while
-// sequences run, up to cores−1 queued prompts are prefilled beside the next
+// sequences run, up to one queued prompt per core is prefilled beside the next
 // step (an engine with StepPrefill, on more than one core); otherwise one
 // prefill, and more while the prefills take less than the last step (the
 // running streams wait at most about one step more). Every step decodes

@@ -116,13 +116,13 @@ type stepPrefiller interface {
 
 // stepAdmitting runs the next step with prefills of queued requests beside
 // it, on an engine that can (stepPrefiller, more than one core, a step to
-// run, a free slot and a request waiting): up to cores−1 requests join,
-// and the running streams do not wait for their prefills. It reports
-// whether it ran the step.
+// run, a free slot and a request waiting): up to one request per core
+// joins, and the running streams do not wait for their prefills. It
+// reports whether it ran the step.
 func (sc *scheduler) stepAdmitting() bool {
 	sp, ok := sc.eng.(stepPrefiller)
-	width := runtime.GOMAXPROCS(0) - 1
-	if !ok || width < 1 || !sc.eng.Ragged() || sc.count() == 0 {
+	width := runtime.GOMAXPROCS(0)
+	if !ok || width < 2 || !sc.eng.Ragged() || sc.count() == 0 {
 		return false
 	}
 	var qs []*seq
