@@ -331,25 +331,91 @@ func (d *HostDevice) RowView(b Buffer, row int) (Buffer, error) {
 	return v, nil
 }
 
-// CopyRow implements RowDevice.
+// CopyRow implements RowDevice (no view is made: a ragged step copies
+// thousands of rows).
 func (d *HostDevice) CopyRow(dst Buffer, row int, src Buffer) error {
-	v, err := d.RowView(dst, row)
+	t, s, err := hostPair(dst, src)
 	if err != nil {
 		return err
 	}
-	s, err := HostTensor(src)
+	lo, hi, err := rowRange(t, row)
 	if err != nil {
 		return err
 	}
-	r := v.(*Tensor)
-	if len(s.F32) != len(r.F32) || len(s.I64) != len(r.I64) || len(s.I32) != len(r.I32) || len(s.U8) != len(r.U8) {
-		return fmt.Errorf("copying a %v %s tensor into a row of %v", s.Shape, s.DType, dst.(*Tensor).Shape)
+	n := hi - lo
+	width := func(has bool) int {
+		if has {
+			return n
+		}
+		return 0
 	}
-	copy(r.F32, s.F32)
-	copy(r.I64, s.I64)
-	copy(r.I32, s.I32)
-	copy(r.U8, s.U8)
+	if len(s.F32) != width(t.F32 != nil) || len(s.I64) != width(t.I64 != nil) || len(s.I32) != width(t.I32 != nil) || len(s.U8) != width(t.U8 != nil) {
+		return fmt.Errorf("copying a %v %s tensor into a row of %v", s.Shape, s.DType, t.Shape)
+	}
+	copyRange(t, lo, s, 0, n)
 	return nil
+}
+
+// CopyRows copies row srow of src's leading axis into row drow of dst's:
+// CopyRow of a RowView of src, without the view.
+func (d *HostDevice) CopyRows(dst Buffer, drow int, src Buffer, srow int) error {
+	t, s, err := hostPair(dst, src)
+	if err != nil {
+		return err
+	}
+	dlo, dhi, err := rowRange(t, drow)
+	if err != nil {
+		return err
+	}
+	slo, shi, err := rowRange(s, srow)
+	if err != nil {
+		return err
+	}
+	if shi-slo != dhi-dlo || (s.F32 == nil) != (t.F32 == nil) || (s.I64 == nil) != (t.I64 == nil) || (s.I32 == nil) != (t.I32 == nil) || (s.U8 == nil) != (t.U8 == nil) {
+		return fmt.Errorf("copying row %d of a %v %s tensor into a row of %v", srow, s.Shape, s.DType, t.Shape)
+	}
+	copyRange(t, dlo, s, slo, shi-slo)
+	return nil
+}
+
+func hostPair(dst, src Buffer) (t, s *Tensor, err error) {
+	if t, err = HostTensor(dst); err != nil {
+		return nil, nil, err
+	}
+	if s, err = HostTensor(src); err != nil {
+		return nil, nil, err
+	}
+	return t, s, nil
+}
+
+// copyRange copies n elements of s from slo into t at dlo, in every slice
+// t has.
+func copyRange(t *Tensor, dlo int, s *Tensor, slo, n int) {
+	if t.F32 != nil {
+		copy(t.F32[dlo:dlo+n], s.F32[slo:slo+n])
+	}
+	if t.I64 != nil {
+		copy(t.I64[dlo:dlo+n], s.I64[slo:slo+n])
+	}
+	if t.I32 != nil {
+		copy(t.I32[dlo:dlo+n], s.I32[slo:slo+n])
+	}
+	if t.U8 != nil {
+		copy(t.U8[dlo:dlo+n], s.U8[slo:slo+n])
+	}
+}
+
+// rowRange is the element range of row row of t's leading axis (RowView's
+// checks).
+func rowRange(t *Tensor, row int) (lo, hi int, err error) {
+	if len(t.Shape) == 0 || row < 0 || row >= t.Shape[0] {
+		return 0, 0, fmt.Errorf("row %d of a tensor of shape %v", row, t.Shape)
+	}
+	if t.Scale != nil || t.Parts != nil {
+		return 0, 0, fmt.Errorf("row view of a quantised or stacked tensor")
+	}
+	n := t.NumElements() / t.Shape[0]
+	return row * n, (row + 1) * n, nil
 }
 
 // Clone implements RowDevice.

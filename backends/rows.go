@@ -41,6 +41,12 @@ type RowDevice interface {
 	Clone(b Buffer) (Buffer, error)
 }
 
+// rowsCopier is a RowDevice that copies a row of one buffer into a row of
+// another without a view (HostDevice).
+type rowsCopier interface {
+	CopyRows(dst Buffer, drow int, src Buffer, srow int) error
+}
+
 // RowsCapable reports whether every device of the placement can run rows
 // at different positions (RowDevice).
 func RowsCapable(pl *Placement, devs map[string]Device) bool {
@@ -809,7 +815,14 @@ func (rc *rowCall) scatter(be string, names []string) error {
 		if all == nil {
 			return fmt.Errorf("state %q: updated by a segment of all rows that was not given it", name)
 		}
+		rows, _ := d.(rowsCopier)
 		for b := range rc.c.B {
+			if rows != nil { // (no view of the row)
+				if err := rows.CopyRows(rc.c.RowState[b][name], 0, all, b); err != nil {
+					return fmt.Errorf("backend %s: state %q row %d: %w", be, name, b, err)
+				}
+				continue
+			}
 			v, err := d.RowView(all, b)
 			if err != nil {
 				return fmt.Errorf("backend %s: state %q row %d: %w", be, name, b, err)

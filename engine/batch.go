@@ -343,47 +343,68 @@ func (b *Batch) PrefillMany(slots []int, prompts [][]int64) (logits [][]float32,
 	release := backends.Inline()
 	defer release()
 	var wg sync.WaitGroup
+	b.prefillLanes(&wg, slots, prompts, 0, lanes, logits, errs, true)
+	wg.Wait()
+	return logits, errs
+}
+
+// validPrefills checks PrefillMany's arguments into errs (a slot listed
+// twice, out of range, an empty or too long prompt; an error already there
+// is kept) and zeroes the positions of the slots that pass.
+func (b *Batch) validPrefills(slots []int, prompts [][]int64, errs []error) {
+	if len(prompts) != len(slots) {
+		for i := range errs {
+			errs[i] = fmt.Errorf("prefill of %d slots with %d prompts", len(slots), len(prompts))
+		}
+		return
+	}
+	seen := map[int]bool{}
+	for i, sl := range slots {
+		switch {
+		case errs[i] != nil:
+		case seen[sl] && sl >= 0 && sl < len(b.pos):
+			errs[i] = fmt.Errorf("slot %d listed twice", sl)
+		case sl < 0 || sl >= len(b.pos):
+			errs[i] = fmt.Errorf("slot %d of a batch of %d", sl, len(b.pos))
+		case len(prompts[i]) == 0:
+			errs[i] = fmt.Errorf("empty prompt")
+		case len(prompts[i]) > b.s.opt.MaxLen:
+			errs[i] = fmt.Errorf("%d tokens exceed the maximum length %d", len(prompts[i]), b.s.opt.MaxLen)
+		default:
+			b.pos[sl] = 0
+		}
+		seen[sl] = true
+	}
+}
+
+// prefillLanes runs the prefills of slots (those without an error yet) in
+// lanes base..base+lanes-1, each lane's on a goroutine of wg (the last
+// lane's on the caller's when inline); the caller holds backends.Inline
+// and waits.
+func (b *Batch) prefillLanes(wg *sync.WaitGroup, slots []int, prompts [][]int64, base, lanes int, logits [][]float32, errs []error, inline bool) {
 	for g := range lanes {
 		work := func() {
 			for i := g; i < len(slots); i += lanes {
 				if errs[i] == nil {
-					logits[i], errs[i] = b.prefillOn(g, slots[i], prompts[i])
+					logits[i], errs[i] = b.prefillOn(base+g, slots[i], prompts[i])
 				}
 			}
 		}
-		if g == lanes-1 {
+		if inline && g == lanes-1 {
 			work()
 			continue
 		}
 		wg.Go(work)
 	}
-	wg.Wait()
-	return logits, errs
 }
 
 // Step runs one decode step for each listed slot, each at its own position,
 // in one call of the decode graph; logits[i] belongs to slots[i] (the
 // caller's to keep).
 func (b *Batch) Step(slots []int, tokens []int64) ([][]float32, error) {
-	if len(slots) == 0 || len(slots) != len(tokens) {
-		return nil, fmt.Errorf("step of %d slots with %d tokens", len(slots), len(tokens))
-	}
-	seen := map[int]bool{}
-	pos := make([]int, len(slots))
-	uniform := len(slots) == len(b.pos)
-	for i, sl := range slots {
-		if sl < 0 || sl >= len(b.pos) || seen[sl] {
-			return nil, fmt.Errorf("slot %d: out of range or listed twice", sl)
-		}
-		seen[sl] = true
-		pos[i] = b.pos[sl]
-		if pos[i] == 0 {
-			return nil, fmt.Errorf("slot %d: decode needs a prefill first", sl)
-		}
-		if pos[i]+1 > b.s.opt.MaxLen {
-			return nil, fmt.Errorf("slot %d: a token at position %d exceeds the maximum length %d", sl, pos[i], b.s.opt.MaxLen)
-		}
-		uniform = uniform && sl == i && pos[i] == pos[0]
+	pos, uniform, err := b.stepArgs(slots, tokens)
+	if err != nil {
+		return nil, err
 	}
 	if !b.ragged {
 		return b.stepLone(slots, tokens)
@@ -403,14 +424,24 @@ func (b *Batch) Step(slots []int, tokens []int64) ([][]float32, error) {
 		}
 		return ownRows(lg.Last()), nil
 	}
-	// Row groups side by side, one per lane: a row's result does not
-	// depend on the rows beside it (the host kernels compute every row of
-	// a decode call as a call of its own would).
-	out := make([][]float32, len(slots))
-	errs := make([]error, lanes)
-	var wg sync.WaitGroup
 	b.lane(lanes - 1) // (the lanes are made here, not by the goroutines)
 	release := backends.Inline()
+	var wg sync.WaitGroup
+	finish := b.stepLanes(&wg, slots, rows, pos, lanes, true)
+	wg.Wait()
+	release()
+	return finish()
+}
+
+// stepLanes runs a ragged step's row groups in lanes 0..lanes-1, each on a
+// goroutine of wg (the last on the caller's when inline); the caller holds
+// backends.Inline, waits for wg and then calls finish, which returns the
+// logits and advances the slots' positions (or returns the first error).
+// A row's result does not depend on the rows beside it (the host kernels
+// compute every row of a decode call as a call of its own would).
+func (b *Batch) stepLanes(wg *sync.WaitGroup, slots []int, rows [][]int64, pos []int, lanes int, inline bool) (finish func() ([][]float32, error)) {
+	out := make([][]float32, len(slots))
+	errs := make([]error, lanes)
 	for g := range lanes {
 		lo, hi := g*len(slots)/lanes, (g+1)*len(slots)/lanes
 		group := func() {
@@ -420,23 +451,99 @@ func (b *Batch) Step(slots []int, tokens []int64) ([][]float32, error) {
 			}
 			errs[g] = err
 		}
-		if g == lanes-1 {
+		if inline && g == lanes-1 {
 			group()
 			continue
 		}
 		wg.Go(group)
 	}
-	wg.Wait()
-	release()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err // (the caller frees the slots of a failed step)
+	return func() ([][]float32, error) {
+		for _, err := range errs {
+			if err != nil {
+				return nil, err // (the caller frees the slots of a failed step)
+			}
+		}
+		for _, sl := range slots {
+			b.pos[sl]++
+		}
+		return out, nil
+	}
+}
+
+// stepArgs checks Step's arguments; it returns the slots' positions and
+// whether the step is uniform (every slot in order, at one position).
+func (b *Batch) stepArgs(slots []int, tokens []int64) (pos []int, uniform bool, err error) {
+	if len(slots) == 0 || len(slots) != len(tokens) {
+		return nil, false, fmt.Errorf("step of %d slots with %d tokens", len(slots), len(tokens))
+	}
+	seen := map[int]bool{}
+	pos = make([]int, len(slots))
+	uniform = len(slots) == len(b.pos)
+	for i, sl := range slots {
+		if sl < 0 || sl >= len(b.pos) || seen[sl] {
+			return nil, false, fmt.Errorf("slot %d: out of range or listed twice", sl)
+		}
+		seen[sl] = true
+		pos[i] = b.pos[sl]
+		if pos[i] == 0 {
+			return nil, false, fmt.Errorf("slot %d: decode needs a prefill first", sl)
+		}
+		if pos[i]+1 > b.s.opt.MaxLen {
+			return nil, false, fmt.Errorf("slot %d: a token at position %d exceeds the maximum length %d", sl, pos[i], b.s.opt.MaxLen)
+		}
+		uniform = uniform && sl == i && pos[i] == pos[0]
+	}
+	return pos, uniform, nil
+}
+
+// StepPrefill is Step of slots and PrefillMany of pslots side by side, so
+// that the prompts joining a running batch do not stop it: on a ragged
+// batch with more than one core the prefills take min(len(pslots), cores)
+// lanes and the step's row groups the cores left, one at least (2 cores,
+// 2 prefills: 3 goroutines, one lane more than Step or PrefillMany use;
+// else Step, then PrefillMany). A prefill slot must not be one of the step's (that prefill
+// fails). The results are those of Step and PrefillMany called one after
+// the other: every call reads and writes only its own slots' rows.
+func (b *Batch) StepPrefill(slots []int, tokens []int64, pslots []int, prompts [][]int64) (logits, plogits [][]float32, perrs []error, err error) {
+	p := runtime.GOMAXPROCS(0)
+	if !b.ragged || p < 2 || len(pslots) == 0 || b.lanesFor(2) == 1 {
+		logits, err = b.Step(slots, tokens)
+		if len(pslots) > 0 {
+			plogits, perrs = b.PrefillMany(pslots, prompts)
+		}
+		return logits, plogits, perrs, err
+	}
+	pos, _, err := b.stepArgs(slots, tokens)
+	if err != nil {
+		plogits, perrs = b.PrefillMany(pslots, prompts)
+		return nil, plogits, perrs, err
+	}
+	plogits, perrs = make([][]float32, len(pslots)), make([]error, len(pslots))
+	stepping := map[int]bool{}
+	for _, sl := range slots {
+		stepping[sl] = true
+	}
+	for i, sl := range pslots {
+		if stepping[sl] {
+			perrs[i] = fmt.Errorf("slot %d is stepped by the same call", sl)
 		}
 	}
-	for _, sl := range slots {
-		b.pos[sl]++
+	b.validPrefills(pslots, prompts, perrs)
+	rows := make([][]int64, len(tokens))
+	for i, t := range tokens {
+		rows[i] = []int64{t}
 	}
-	return out, nil
+	pl := min(len(pslots), p)
+	sl := max(1, min(len(slots), p-pl))
+	b.lane(sl + pl - 1) // (the lanes are made here, not by the goroutines)
+	release := backends.Inline()
+	var wg sync.WaitGroup
+	finish := b.stepLanes(&wg, slots, rows, pos, sl, false)
+	b.prefillLanes(&wg, pslots, prompts, sl, pl, plogits, perrs, false)
+	wg.Wait()
+	release()
+	logits, err = finish()
+	return logits, plogits, perrs, err
 }
 
 // lanesFor is the number of row groups a ragged step of rows rows runs

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"maps"
+	"runtime"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/ir"
@@ -192,6 +193,111 @@ func TestBatchWideStepEqualsLoneSessions(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStepPrefillEqualsLoneSessions: slots joining a running batch through
+// StepPrefill (their prefills beside the step of the others, 1 to 3 at a
+// time, on 2 cores) and the slots stepped meanwhile give a lone session's
+// logits bit for bit; a prefill of a slot the call steps is refused and
+// leaves that slot's stream unchanged.
+func TestStepPrefillEqualsLoneSessions(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	const slots, steps = 8, 6
+	md := openTinyPlan(t, "cpu", true)
+	b, err := md.NewBatch(BatchOptions{Slots: slots, MaxLen: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	want := make([][][]float32, slots)
+	prompts := make([][]int64, slots)
+	for s := range slots {
+		p := make([]int64, 2+(5*s)%7)
+		for i := range p {
+			p[i] = int64(1 + (7*s+i)%50)
+		}
+		prompts[s], want[s] = p, lone(t, md, p, steps)
+	}
+	// slot 0 first; then slots join 1, 2, 3 at a time beside the steps
+	last := make([][]float32, slots)
+	done := make([]int, slots) // steps taken
+	lg, err := b.Prefill(0, prompts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	last[0] = lg
+	active := []int{0}
+	next := 1
+	for round := 1; len(active) > 0; round++ {
+		var join []int
+		for range min(round, slots-next) {
+			join = append(join, next)
+			next++
+		}
+		var run []int
+		var toks []int64
+		for _, s := range active {
+			if done[s] < steps {
+				run = append(run, s)
+				toks = append(toks, Sampling{}.Sample([][]float32{last[s]}, nil)[0])
+			}
+		}
+		if len(run) == 0 && len(join) == 0 {
+			break
+		}
+		jp := make([][]int64, len(join))
+		for i, s := range join {
+			jp[i] = prompts[s]
+		}
+		if len(run) > 0 && round == 2 { // a prefill of a slot being stepped is refused
+			_, _, perrs, err := b.StepPrefill(run[:1], toks[:1], run[:1], [][]int64{{1, 2}})
+			if err != nil || perrs[0] == nil {
+				t.Fatalf("a prefill of a stepped slot: step error %v, prefill error %v", err, perrs[0])
+			}
+			s := run[0]
+			done[s]++
+			// (the step above was a real step of slot s)
+			if done[s] > steps {
+				t.Fatal("test setup: too many steps")
+			}
+			run, toks = run[1:], toks[1:]
+			// its logits were not kept: take them from the lone session
+			last[s] = want[s][done[s]]
+		}
+		var lgs [][]float32
+		var perrs []error
+		var plg [][]float32
+		if len(run) > 0 {
+			lgs, plg, perrs, err = b.StepPrefill(run, toks, join, jp)
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			plg, perrs = b.PrefillMany(join, jp)
+		}
+		for i, s := range run {
+			done[s]++
+			if !slices.Equal(lgs[i], want[s][done[s]]) {
+				t.Fatalf("round %d: slot %d step %d: logits differ from a lone session's", round, s, done[s])
+			}
+			last[s] = lgs[i]
+		}
+		for i, s := range join {
+			if perrs[i] != nil {
+				t.Fatal(perrs[i])
+			}
+			if !slices.Equal(plg[i], want[s][0]) || b.Pos(s) != len(prompts[s]) {
+				t.Fatalf("round %d: slot %d's prefill beside the step differs from a lone session's", round, s)
+			}
+			last[s] = plg[i]
+			active = append(active, s)
+		}
+	}
+	for s := range slots {
+		if done[s] != steps {
+			t.Errorf("slot %d took %d steps, want %d", s, done[s], steps)
+		}
 	}
 }
 

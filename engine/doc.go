@@ -23,7 +23,8 @@
 // (backends.Runner.RunRows: the nodes whose shapes depend on the position
 // once per row, the rest, and the ops whose kernels take every row's
 // position, once for all rows of the call), the rows split into groups run side
-// by side, one per core. Greedy answers equal a lone session's bit for bit
+// by side, one per core; StepPrefill runs a Step and prefills of other
+// slots side by side (the results those of one after the other). Greedy answers equal a lone session's bit for bit
 // on the host backends (cpu-ref, cpu, gorgonia): a decode call computes
 // each row as a one-row call would. On a backend without row views (cuda,
 // for now) Ragged is false and a Step runs the slots' own sessions one

@@ -3,7 +3,9 @@
 // Server-Sent Events), /health and /metrics (Prometheus).
 //
 // One scheduler goroutine owns the engine's batch (Engine): requests wait
-// in a bounded queue (full: 429) and join between decode steps: one
+// in a bounded queue (full: 429) and join between decode steps: while
+// sequences run, up to one queued prompt per core is prefilled beside the next
+// step (an engine with StepPrefill, on more than one core); otherwise one
 // prefill, and more while the prefills take less than the last step (the
 // running streams wait at most about one step more). Every step decodes
 // all active sequences at once (continuous batching; an engine that is not

@@ -152,3 +152,20 @@ func (m *manyFake) Prefill(slot int, tokens []int64) ([]float32, error) {
 	}
 	return m.fakeEngine.Prefill(slot, tokens)
 }
+
+// stepFake is a manyFake that also runs a step and prefills in one call
+// (StepPrefill, as engine.Batch: Step, then PrefillMany), recording the
+// step's slots and the prefills' of each call.
+type stepFake struct {
+	*manyFake
+	joint [][2][]int
+}
+
+func (m *stepFake) StepPrefill(slots []int, tokens []int64, pslots []int, prompts [][]int64) ([][]float32, [][]float32, []error, error) {
+	m.mu.Lock()
+	m.joint = append(m.joint, [2][]int{append([]int(nil), slots...), append([]int(nil), pslots...)})
+	m.mu.Unlock()
+	logits, err := m.Step(slots, tokens)
+	plogits, perrs := m.PrefillMany(pslots, prompts)
+	return logits, plogits, perrs, err
+}

@@ -99,9 +99,94 @@ func (sc *scheduler) run(stop <-chan struct{}) {
 				return
 			}
 		}
+		if first == nil && sc.stepAdmitting() {
+			continue
+		}
 		sc.admitMore(first)
 		sc.step()
 	}
+}
+
+// stepPrefiller is an Engine that runs a step and prefills of other slots
+// side by side (engine.Batch.StepPrefill); the results are those of Step
+// and PrefillMany called one after the other.
+type stepPrefiller interface {
+	StepPrefill(slots []int, tokens []int64, pslots []int, prompts [][]int64) (logits, plogits [][]float32, perrs []error, err error)
+}
+
+// stepAdmitting runs the next step with prefills of queued requests beside
+// it, on an engine that can (stepPrefiller, more than one core, a step to
+// run, a free slot and a request waiting): up to one request per core
+// joins, and the running streams do not wait for their prefills. It
+// reports whether it ran the step.
+func (sc *scheduler) stepAdmitting() bool {
+	sp, ok := sc.eng.(stepPrefiller)
+	width := runtime.GOMAXPROCS(0)
+	if !ok || width < 2 || !sc.eng.Ragged() || sc.count() == 0 {
+		return false
+	}
+	var qs []*seq
+take:
+	for len(qs) < min(width, sc.freeCount()) {
+		select {
+		case q := <-sc.queue:
+			sc.s.metrics.queueDepth.Dec()
+			if q.ctx.Err() != nil {
+				q.finish(event{err: ctxError(q.ctx)})
+				continue
+			}
+			qs = append(qs, q)
+		default:
+			break take
+		}
+	}
+	if len(qs) == 0 {
+		return false
+	}
+	slots := sc.pick()
+	tokens := make([]int64, len(slots))
+	for i, slot := range slots {
+		tokens[i] = sc.active[slot].next
+	}
+	taken := map[int]bool{}
+	pslots := make([]int, len(qs))
+	prompts := make([][]int64, len(qs))
+	for i, q := range qs {
+		q.slot = -1
+		for j, a := range sc.active {
+			if a == nil && !taken[j] {
+				q.slot = j
+				break
+			}
+		}
+		taken[q.slot] = true
+		pslots[i], prompts[i] = q.slot, q.prompt
+	}
+	t0 := time.Now()
+	var plogits [][]float32
+	var perrs []error
+	logits, err := guard(func() ([][]float32, error) {
+		lg, plg, pes, err := sp.StepPrefill(slots, tokens, pslots, prompts)
+		plogits, perrs = plg, pes
+		return lg, err
+	})
+	if err == nil && len(logits) != len(slots) {
+		err = fmt.Errorf("step returned %d rows of logits for %d slots", len(logits), len(slots))
+	}
+	if len(plogits) != len(qs) || len(perrs) != len(qs) {
+		e := err
+		if e == nil {
+			e = fmt.Errorf("prefill of %d slots returned %d logits and %d errors", len(qs), len(plogits), len(perrs))
+		}
+		plogits, perrs = make([][]float32, len(qs)), make([]error, len(qs))
+		for i := range perrs {
+			perrs[i] = e
+		}
+	}
+	sc.lastStep = time.Since(t0)
+	sc.stepDone(slots, logits, err)
+	sc.admitted(qs, plogits, perrs)
+	return true
 }
 
 // admitMore admits queued requests (first, when not nil, taken from the
@@ -242,6 +327,13 @@ func (sc *scheduler) admit(qs ...*seq) {
 		return
 	}
 	logits, errs := sc.prefill(slots, run)
+	sc.admitted(run, logits, errs)
+}
+
+// admitted takes the prefills of run (logits[i] and errs[i] of run[i], in
+// slot run[i].slot) into the batch and sends each its first token; a failed
+// one frees its slot and ends its request.
+func (sc *scheduler) admitted(run []*seq, logits [][]float32, errs []error) {
 	for i, q := range run {
 		slot, err := q.slot, errs[i]
 		if err != nil {
@@ -419,6 +511,12 @@ func (sc *scheduler) step() {
 		err = fmt.Errorf("step returned %d rows of logits for %d slots", len(logits), len(slots))
 	}
 	sc.lastStep = time.Since(t0)
+	sc.stepDone(slots, logits, err)
+}
+
+// stepDone records a step of slots that took sc.lastStep and samples each
+// slot's next token from its logits (or fails them all on err).
+func (sc *scheduler) stepDone(slots []int, logits [][]float32, err error) {
 	sc.s.metrics.stepSeconds.Observe(sc.lastStep.Seconds())
 	sc.s.metrics.stepRows.Observe(float64(len(slots)))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -517,6 +518,76 @@ func TestPrefillManyEqualsAlone(t *testing.T) {
 	}
 	if wide == 0 || failed.Load() != 1 {
 		t.Errorf("%d PrefillMany calls of several slots (of %d), %d failed", wide, len(m.calls), failed.Load())
+	}
+}
+
+// TestStepPrefillJoinsRunningStreams: on an engine that runs a step and
+// prefills side by side (two cores), requests that arrive while others
+// are decoding are prefilled beside a step (StepPrefill: at most one per
+// core, into free slots the call does not step), every answer equals
+// the one it gets alone, and a prefill that fails there fails only its own
+// request.
+func TestStepPrefillJoinsRunningStreams(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	f := newFake(4)
+	f.delay = 2 * time.Millisecond
+	m := &stepFake{manyFake: &manyFake{fakeEngine: f}}
+	m.fail = testTokenizer(t).Encode("boom")
+	_, hs := newTest(t, f, func(c *Config) { c.MaxQueue = 16; c.Engine = m })
+	prompts := []string{"a", "bb", "ccc", "dddd", "e", "ff", "ggg", "hhhh"}
+	// answers of different lengths, so that slots free while others run
+	req := func(i int, p string) string {
+		return fmt.Sprintf(`{"model":"%s","prompt":"%s","max_tokens":%d}`, model, p, 3+2*i)
+	}
+	alone := map[string]string{}
+	for i, p := range prompts {
+		alone[p] = complete(t, hs, "/v1/completions", req(i, p)).Choices[0].Text
+	}
+	var wg sync.WaitGroup
+	got := make([]string, len(prompts))
+	var failed atomic.Int32
+	for i, p := range append(prompts, "boom") {
+		wg.Go(func() {
+			code, body := post(t, hs, "/v1/completions", req(i, p))
+			if p == "boom" {
+				if code != 500 {
+					t.Errorf("the failing prefill answered %d: %s", code, body)
+				}
+				failed.Add(1)
+				return
+			}
+			var r chatResult
+			if err := json.Unmarshal([]byte(body), &r); err != nil || code != 200 {
+				t.Errorf("prompt %q: %d %s", p, code, body)
+				return
+			}
+			got[i] = r.Choices[0].Text
+		})
+	}
+	wg.Wait()
+	for i, p := range prompts {
+		if got[i] != alone[p] {
+			t.Errorf("prompt %q: with the others %q, alone %q", p, got[i], alone[p])
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.joint {
+		stepped := map[int]bool{}
+		for _, sl := range c[0] {
+			stepped[sl] = true
+		}
+		if len(c[0]) == 0 || len(c[1]) == 0 || len(c[1]) > 2 {
+			t.Errorf("StepPrefill of slots %v with prefills of %v (2 cores: two prefills at most)", c[0], c[1])
+		}
+		for _, sl := range c[1] {
+			if stepped[sl] || sl < 0 || sl >= f.slots {
+				t.Errorf("StepPrefill of slots %v prefills slot %d", c[0], sl)
+			}
+		}
+	}
+	if len(m.joint) == 0 || failed.Load() != 1 {
+		t.Errorf("%d StepPrefill calls, %d failed requests", len(m.joint), failed.Load())
 	}
 }
 

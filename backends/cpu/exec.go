@@ -139,7 +139,7 @@ func (r *run) packed() bool { return r.env != nil && r.env.Chunk }
 // newF returns the zeroed output tensor of the current node: in its arena
 // slot when the plan assigned one (attribute buf), else freshly allocated.
 func (r *run) newF(dt ir.DType, shape ...int) *backends.Tensor {
-	t := &backends.Tensor{DType: dt, Shape: shape}
+	t := newTensor(dt, shape)
 	t.F32 = r.arena.F32(r.slot(), t.NumElements())
 	return t
 }
@@ -147,21 +147,42 @@ func (r *run) newF(dt ir.DType, shape ...int) *backends.Tensor {
 // newFFull is newF for a kernel that writes every element: the slot is not
 // zeroed first.
 func (r *run) newFFull(dt ir.DType, shape ...int) *backends.Tensor {
-	t := &backends.Tensor{DType: dt, Shape: shape}
+	t := newTensor(dt, shape)
 	t.F32 = r.arena.F32Dirty(r.slot(), t.NumElements())
 	return t
 }
 
 func (r *run) newI64(shape ...int) *backends.Tensor {
-	t := &backends.Tensor{DType: ir.I64, Shape: shape}
+	t := newTensor(ir.I64, shape)
 	t.I64 = r.arena.I64(r.slot(), t.NumElements())
 	return t
 }
 
 func (r *run) newI32(shape ...int) *backends.Tensor {
-	t := &backends.Tensor{DType: ir.I32, Shape: shape}
+	t := newTensor(ir.I32, shape)
 	t.I32 = r.arena.I32(r.slot(), t.NumElements())
 	return t
+}
+
+// shapedTensor is a kernel's output tensor with room for its shape, so
+// that the tensor and its shape are one allocation (a decode step makes
+// thousands of them).
+type shapedTensor struct {
+	t    backends.Tensor
+	dims [6]int
+}
+
+// newTensor is a tensor of dtype dt with a copy of shape (the caller's
+// slice is not kept: a variadic shape stays on the caller's stack).
+func newTensor(dt ir.DType, shape []int) *backends.Tensor {
+	st := &shapedTensor{t: backends.Tensor{DType: dt}}
+	if len(shape) <= len(st.dims) {
+		n := copy(st.dims[:], shape)
+		st.t.Shape = st.dims[:n:n]
+	} else {
+		st.t.Shape = append([]int(nil), shape...)
+	}
+	return &st.t
 }
 
 func (r *run) slot() int {
@@ -196,10 +217,21 @@ func rows(t *backends.Tensor) int { return t.NumElements() / max(last(t), 1) }
 
 func cloneShape(s []int) []int { return append([]int(nil), s...) }
 
+// shapeCopy is cloneShape for a shape that is only passed to newF and the
+// like: with inlining, a shape of up to 6 dims is copied into an array the
+// caller keeps on its stack.
+func shapeCopy(s []int) []int {
+	var a [6]int
+	if len(s) <= len(a) {
+		return append(a[:0], s...)
+	}
+	return cloneShape(s)
+}
+
 func unary(fn func(float32) float32) kernel {
 	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 		x := a[0]
-		out := r.newFFull(x.DType, cloneShape(x.Shape)...) // every element is written
+		out := r.newFFull(x.DType, x.Shape...) // every element is written
 		kernels.ParallelChunks(len(out.F32), 1, func(lo, hi int) {
 			for i, v := range x.F32[lo:hi] {
 				out.F32[lo+i] = fn(v)

@@ -180,7 +180,7 @@ func host(b backends.Buffer, err error) (*backends.Tensor, error) {
 // slice wraps an elementwise reference kernel over whole slices.
 func slice(fn func(out, x []float32)) kernel {
 	return func(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
-		out := r.newF(a[0].DType, cloneShape(a[0].Shape)...)
+		out := r.newF(a[0].DType, a[0].Shape...)
 		fn(out.F32, a[0].F32)
 		r.round(a[0].DType, out.F32)
 		return out, nil
@@ -220,7 +220,7 @@ func kState(r *run, n *ir.Node, _ []*backends.Tensor) (*backends.Tensor, error) 
 
 func kCast(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	to, _ := ir.ParseDType(n.Attrs.Str("to", ""))
-	out := r.newFFull(to, cloneShape(a[0].Shape)...) // every element is written
+	out := r.newFFull(to, a[0].Shape...) // every element is written
 	kernels.ParallelChunks(len(out.F32), 1, func(lo, hi int) {
 		copy(out.F32[lo:hi], a[0].F32[lo:hi])
 		r.round(to, out.F32[lo:hi])
@@ -247,14 +247,14 @@ func kScalar(fn func(x, v float32) float32) kernel {
 }
 
 func kMaskFill(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
-	out := r.newF(a[0].DType, cloneShape(a[0].Shape)...)
+	out := r.newF(a[0].DType, a[0].Shape...)
 	copy(out.F32, a[0].F32)
 	kernels.ApplyCandidates(out.F32, a[1].U8)
 	return out, nil
 }
 
 func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
-	out := r.newF(ir.BF16, cloneShape(a[0].Shape)...)
+	out := r.newF(ir.BF16, a[0].Shape...)
 	copy(out.F32, a[0].F32)
 	block := int(n.Attrs.Int("block", 32))
 	if r.fast {
@@ -271,7 +271,7 @@ func kActQuant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 }
 
 func kFP4Quant(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
-	out := r.newFFull(ir.BF16, cloneShape(a[0].Shape)...) // every element is written
+	out := r.newFFull(ir.BF16, a[0].Shape...) // every element is written
 	block := int(n.Attrs.Int("block", 32))
 	e4m3 := n.Attrs.Str("scale", "e8m0") == "e4m3"
 	quant := numfmt.FP4ActQuantE8M0
@@ -330,7 +330,7 @@ func kSoftmax(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 	if axis(n, len(a[0].Shape)) != len(a[0].Shape)-1 {
 		return nil, fmt.Errorf("softmax supports the last axis only")
 	}
-	out := r.newF(a[0].DType, cloneShape(a[0].Shape)...)
+	out := r.newF(a[0].DType, a[0].Shape...)
 	kernels.Softmax(out.F32, a[0].F32, rows(a[0]), last(a[0]))
 	r.round(a[0].DType, out.F32)
 	return out, nil
@@ -381,7 +381,7 @@ func kLast(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 
 // sliceAxis copies elements st..en-1 along axis ax of x.
 func sliceAxis(r *run, x *backends.Tensor, ax, st, en int) *backends.Tensor {
-	shape := cloneShape(x.Shape)
+	shape := shapeCopy(x.Shape) // (on the stack: newF copies it)
 	shape[ax] = en - st
 	outer, inner := splitAxis(x.Shape, ax)
 	out := r.newF(x.DType, shape...)
@@ -393,7 +393,7 @@ func sliceAxis(r *run, x *backends.Tensor, ax, st, en int) *backends.Tensor {
 
 func kConcat(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	ax := axis(n, len(a[0].Shape))
-	shape := cloneShape(a[0].Shape)
+	shape := shapeCopy(a[0].Shape) // (on the stack: newF copies it)
 	shape[ax] = 0
 	for _, t := range a {
 		shape[ax] += t.Shape[ax]
@@ -465,7 +465,7 @@ func kEmbed(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 
 func kTokenMap(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	m, ids := a[0], a[1]
-	out := r.newI64(cloneShape(ids.Shape)...)
+	out := r.newI64(ids.Shape...)
 	for i, id := range ids.I64 {
 		if id < 0 || int(id) >= len(m.I64) {
 			return nil, fmt.Errorf("token id %d out of range of the Engram token map [0,%d)", id, len(m.I64))
@@ -478,7 +478,7 @@ func kTokenMap(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 func kGather(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, idx := a[0], a[1]
 	E, k := x.Shape[1], idx.Shape[1]
-	out := r.newF(x.DType, cloneShape(idx.Shape)...)
+	out := r.newF(x.DType, idx.Shape...)
 	for i := 0; i < idx.Shape[0]; i++ {
 		for j := 0; j < k; j++ {
 			out.F32[i*k+j] = x.F32[i*E+int(idx.I64[i*k+j])]
@@ -509,7 +509,7 @@ func kTopkIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, w := a[0], a[1]
 	N, K := w.Shape[0], w.Shape[1]
-	shape := cloneShape(x.Shape)
+	shape := shapeCopy(x.Shape) // (on the stack: newF copies it)
 	shape[len(shape)-1] = N
 	var out *backends.Tensor
 	if r.fast {
@@ -558,7 +558,7 @@ func kMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 func kMatmulQ(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, w := a[0], a[1]
 	N, K := w.Shape[0], w.Shape[1]
-	shape := cloneShape(x.Shape)
+	shape := shapeCopy(x.Shape) // (on the stack: newF copies it)
 	shape[len(shape)-1] = N
 	var out *backends.Tensor
 	if r.fast {
@@ -587,7 +587,7 @@ func kMatmulQ(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 func kGrouped(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, w := a[0], a[1]
 	G := int(n.Attrs.Int("groups", 1))
-	shape := cloneShape(x.Shape)
+	shape := shapeCopy(x.Shape) // (on the stack: newF copies it)
 	shape[len(shape)-1] = w.Shape[0]
 	out := r.newF(ir.BF16, shape...)
 	grouped := fast.GroupedLoRA
@@ -684,7 +684,7 @@ func kMoECombine(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 
 func kRMSNorm(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, w := a[0], a[1]
-	out := r.newF(x.DType, cloneShape(x.Shape)...)
+	out := r.newF(x.DType, x.Shape...)
 	if r.fast {
 		fast.RMSNorm(out.F32, x.F32, rows(x), last(x), w.F32, float32(n.Attrs.Float("eps", 0))) // bit-identical
 	} else {
@@ -725,7 +725,7 @@ func kHCPost(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	s := res.Shape
 	hc, D := s[len(s)-2], s[len(s)-1]
 	tokens := res.NumElements() / (hc * D)
-	out := r.newF(ir.BF16, cloneShape(s)...)
+	out := r.newF(ir.BF16, s...)
 	if r.fast {
 		fast.HCPost(out.F32, y.F32, res.F32, post.F32, comb.F32, tokens, hc, D)
 	} else {
@@ -790,7 +790,7 @@ func kPositions(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, err
 
 func kRope(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, tab, pos := a[0], a[1], a[2]
-	out := r.newFFull(x.DType, cloneShape(x.Shape)...) // every element is written below
+	out := r.newFFull(x.DType, x.Shape...) // every element is written below
 	if x.NumElements() == 0 {
 		return out, nil
 	}
@@ -893,7 +893,7 @@ func kSparseAttn(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 			return nil, fmt.Errorf("attention index %d beyond %d kv rows", i, N+N2)
 		}
 	}
-	out := r.newF(ir.BF16, cloneShape(q.Shape)...)
+	out := r.newF(ir.BF16, q.Shape...)
 	if r.fast {
 		// f32 dot products where the reference sums in float64: a few outputs
 		// differ in the last bf16 bit (backendtest bounds it)
@@ -995,7 +995,7 @@ func kIndexScore(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 
 func kIndexMask(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	s := a[0]
-	out := r.newF(s.DType, cloneShape(s.Shape)...)
+	out := r.newF(s.DType, s.Shape...)
 	copy(out.F32, s.F32)
 	kernels.IndexCausalMask(out.F32, s.Shape[0], s.Shape[1], s.Shape[2], int(a[1].I64[0]), int(n.Attrs.Int("ratio", 1)))
 	return out, nil
@@ -1091,7 +1091,7 @@ func kEngramGate(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 	s := h.Shape
 	hc, D := s[2], s[3]
 	tokens := s[0] * s[1]
-	out := r.newF(ir.BF16, cloneShape(s)...)
+	out := r.newF(ir.BF16, s...)
 	kernels.EngramGate(out.F32, h.F32, tokens, hc, D, key.F32, val.F32, om.F32, float32(n.Attrs.Float("eps", 0)))
 	return out, nil
 }
@@ -1129,7 +1129,7 @@ func kSinkhorn(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 	tokens := m.NumElements() / mix
 	pre, post, comb := make([]float32, tokens*hc), make([]float32, tokens*hc), make([]float32, tokens*hc*hc)
 	kernels.HCSplitSinkhorn(pre, post, comb, m.F32, tokens, hc, scale.F32, base.F32, int(n.Attrs.Int("iters", 20)), float32(n.Attrs.Float("eps", 0)))
-	out := r.newF(ir.F32, cloneShape(m.Shape)...)
+	out := r.newF(ir.F32, m.Shape...)
 	for t := 0; t < tokens; t++ {
 		o := out.F32[t*mix : (t+1)*mix]
 		copy(o[:hc], pre[t*hc:(t+1)*hc])
@@ -1146,7 +1146,7 @@ func kSwiGLU(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 		w = a[2].F32
 	}
 	inter := last(g)
-	out := r.newF(ir.BF16, cloneShape(g.Shape)...)
+	out := r.newF(ir.BF16, g.Shape...)
 	if r.fast {
 		fast.SwiGLUClamp(out.F32, g.F32, u.F32, rows(g), inter, float32(n.Attrs.Float("limit", 0)), w)
 	} else {

@@ -1,6 +1,9 @@
 package fast
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Expert is one expert's stored weight matrix [O, K] for ExpertMatmul.
 type Expert struct {
@@ -32,17 +35,42 @@ func expertMatmulRows(out, x []float32, N, k, K, O int, perSlot bool, idx []int6
 	} else {
 		check("ExpertMatmul", len(x), N*K)
 	}
+	sc := expertScratchPool.Get().(*expertScratch)
+	defer sc.put()
 	// Group slots by expert, keeping the first-seen order of experts and
-	// slot order within an expert.
-	groups := map[int64][]int{}
-	var order []int64
+	// slot order within an expert: rows[start[g]:start[g+1]] are group g's
+	// slots.
+	order := sc.order[:0]
+	groupOf := grown(sc.groupOf, slots)
+	if sc.index == nil {
+		sc.index = map[int64]int{}
+	}
 	for s := range slots {
 		e := idx[s]
-		if _, ok := groups[e]; !ok {
+		g, ok := sc.index[e]
+		if !ok {
+			g = len(order)
+			sc.index[e] = g
 			order = append(order, e)
 		}
-		groups[e] = append(groups[e], s)
+		groupOf[s] = g
 	}
+	start := grown(sc.start, len(order)+1)
+	clear(start)
+	for _, g := range groupOf {
+		start[g+1]++
+	}
+	for g := range order {
+		start[g+1] += start[g]
+	}
+	rows := grown(sc.rows, slots)
+	fill := grown(sc.fill, len(order))
+	copy(fill, start[:len(order)])
+	for s, g := range groupOf {
+		rows[fill[g]] = s
+		fill[g]++
+	}
+	sc.order, sc.groupOf, sc.start, sc.rows, sc.fill = order, groupOf, start, rows, fill
 	// srcRow is the row of x that slot s reads
 	srcRow := func(s int) int {
 		if perSlot {
@@ -50,7 +78,8 @@ func expertMatmulRows(out, x []float32, N, k, K, O int, perSlot bool, idx []int6
 		}
 		return s / k
 	}
-	ws := make([]Expert, len(order))
+	ws := grown(sc.ws, len(order))
+	sc.ws = ws
 	for g, e := range order {
 		w, ok := expert(int(e))
 		if !ok {
@@ -61,12 +90,7 @@ func expertMatmulRows(out, x []float32, N, k, K, O int, perSlot bool, idx []int6
 	// The experts on the streaming path (few rows each, every decode step)
 	// run as one parallel job over all their row chunks: one fork-join per
 	// call instead of one per expert.
-	type job struct {
-		task   func(c int)
-		chunks int
-	}
-	var jobs []job
-	var releases []func()
+	jobs := sc.jobs[:0]
 	// fp4 experts read 16-bit packed activations: pack each row of x once
 	// (a decode token feeds all its k experts) instead of once per expert
 	ks := current()
@@ -79,16 +103,17 @@ func expertMatmulRows(out, x []float32, N, k, K, O int, perSlot bool, idx []int6
 			rowsX = slots
 		}
 		if packed, qb = packFP4QRows(ks, x, rowsX, K); packed != nil {
-			releases = append(releases, func() { putBuf(qb) })
+			sc.bufs = append(sc.bufs, qb)
 		}
 	}
-	outs := make([][]float32, len(order))
-	for g, e := range order {
-		rows := groups[e]
+	outs := grown(sc.outs, len(order))
+	sc.outs = outs
+	for g := range order {
+		rows := rows[start[g]:start[g+1]]
 		m := len(rows)
 		xb := getBuf(m * K)
 		ob := getBuf(m * O)
-		releases = append(releases, func() { putBuf(xb); putBuf(ob) })
+		sc.bufs = append(sc.bufs, xb, ob)
 		xe, oe := *xb, *ob
 		outs[g] = oe
 		for r, s := range rows {
@@ -108,7 +133,7 @@ func expertMatmulRows(out, x []float32, N, k, K, O int, perSlot bool, idx []int6
 					q = packed[src*qlda : (src+1)*qlda]
 				} else {
 					qb := getBuf(m * qlda / 4)
-					releases = append(releases, func() { putBuf(qb) })
+					sc.bufs = append(sc.bufs, qb)
 					q = asBytes(*qb)
 					for r, s := range rows {
 						src := srcRow(s)
@@ -117,10 +142,11 @@ func expertMatmulRows(out, x []float32, N, k, K, O int, perSlot bool, idx []int6
 				}
 			}
 			task, chunks, release := decodeTasks(ks, oe, xe, m, kw, true, q)
-			jobs = append(jobs, job{task, chunks})
-			releases = append(releases, release)
+			jobs = append(jobs, expertJob{task, chunks})
+			sc.releases = append(sc.releases, release)
 		}
 	}
+	sc.jobs = jobs
 	if len(jobs) > 0 {
 		total := 0
 		for _, j := range jobs {
@@ -136,15 +162,62 @@ func expertMatmulRows(out, x []float32, N, k, K, O int, perSlot bool, idx []int6
 			}
 		})
 	}
-	for g, e := range order {
-		for r, s := range groups[e] {
+	for g := range order {
+		for r, s := range rows[start[g]:start[g+1]] {
 			copy(out[s*O:(s+1)*O], outs[g][r*O:(r+1)*O])
 		}
 	}
-	for _, r := range releases {
+	return nil
+}
+
+// expertJob is one expert's streaming matmul: its per-chunk task.
+type expertJob struct {
+	task   func(c int)
+	chunks int
+}
+
+// expertScratch is the reusable bookkeeping of an ExpertMatmul call (a
+// decode step makes one per MoE layer: its maps and slices were thousands
+// of allocations a step).
+type expertScratch struct {
+	index                      map[int64]int // expert → group
+	order                      []int64
+	groupOf, start, rows, fill []int
+	ws                         []Expert
+	jobs                       []expertJob
+	outs                       [][]float32
+	bufs                       []*[]float32 // getBuf's, put back by put
+	releases                   []func()     // decodeTasks'
+}
+
+var expertScratchPool = sync.Pool{New: func() any { return new(expertScratch) }}
+
+// put releases the call's buffers and returns sc to the pool (nothing it
+// holds points into the call's operands).
+func (sc *expertScratch) put() {
+	for _, r := range sc.releases {
 		r()
 	}
-	return nil
+	for _, b := range sc.bufs {
+		putBuf(b)
+	}
+	clear(sc.index)
+	clear(sc.ws)
+	clear(sc.jobs)
+	clear(sc.outs)
+	clear(sc.bufs)
+	clear(sc.releases)
+	sc.ws, sc.jobs, sc.outs, sc.bufs, sc.releases = sc.ws[:0], sc.jobs[:0], sc.outs[:0], sc.bufs[:0], sc.releases[:0]
+	expertScratchPool.Put(sc)
+}
+
+// grown is s resized to n elements (reallocated when its capacity is
+// short; the contents are not kept).
+func grown[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // anyFP4 reports whether one of the experts is fp4.

@@ -4,6 +4,7 @@ package fast
 
 import (
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -96,10 +97,30 @@ func check(op string, lens ...int) {
 func parallel(n int, fn func(i int)) { workpool.Run(n, fn) }
 
 // bufPool recycles the f32 scratch buffers (packed panels, permuted
-// activations).
-var bufPool sync.Pool
+// activations) of more than 1<<maxClass elements; smaller ones are kept by
+// size class (classPools[c]: capacity at least 1<<c), so that the many small
+// buffers of different sizes a decode step asks for are reused instead of
+// replacing each other in one pool (a buffer too small for a request was
+// dropped and a new one made).
+var (
+	bufPool    sync.Pool
+	classPools [maxClass + 1]sync.Pool
+)
+
+// maxClass is the largest size class: 1<<20 floats (4 MiB); above it
+// buffers are not rounded up.
+const maxClass = 20
 
 func getBuf(n int) *[]float32 {
+	if n <= 1<<maxClass {
+		c := bits.Len(uint(max(n, 1) - 1)) // 1<<c ≥ n
+		if p, ok := classPools[c].Get().(*[]float32); ok {
+			*p = (*p)[:n]
+			return p
+		}
+		b := make([]float32, n, 1<<c)
+		return &b
+	}
 	if p, ok := bufPool.Get().(*[]float32); ok && cap(*p) >= n {
 		*p = (*p)[:n]
 		return p
@@ -108,7 +129,13 @@ func getBuf(n int) *[]float32 {
 	return &b
 }
 
-func putBuf(p *[]float32) { bufPool.Put(p) }
+func putBuf(p *[]float32) {
+	if c := cap(*p); c > 0 && c <= 1<<maxClass {
+		classPools[bits.Len(uint(c))-1].Put(p) // 1<<class ≤ c
+		return
+	}
+	bufPool.Put(p)
+}
 
 // Dot returns Σ a[i]·b[i] over len(a) elements with the vector kernel of the
 // current level (summation order unspecified). It is exported for streaming

@@ -221,15 +221,18 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 	// the partials and, for fp8, the block factors of the chunk's 32-row
 	// group (decodeRows = block, so a chunk is one group).
 	var tmps, facs []float32
-	if gemv && (qrows == nil || nbv != kb) { // (the whole-block fp4 path writes out directly)
-		tb := getBuf(chunks * gemvRows * decodeRows)
-		tmps = *tb
+	if gemv && (qrows == nil || nbv != kb) { // (the whole-block paths write out directly)
 		prev := release // (the packed or permuted activations)
-		release = func() { prev(); putBuf(tb) }
+		if w.kind != kindFP8 || nbv != kb {
+			tb := getBuf(chunks * gemvRows * decodeRows)
+			tmps = *tb
+			release = func() { prev(); putBuf(tb) }
+		}
 		if w.kind == kindFP8 {
 			fb := getBuf(chunks * max(nb, 1))
 			facs = *fb
-			release = func() { prev(); putBuf(tb); putBuf(fb) }
+			prevT := release
+			release = func() { prevT(); putBuf(fb) }
 		}
 	}
 	task = func(c int) {
@@ -252,6 +255,28 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 					if round {
 						for i := range r {
 							BF16RoundSlice(out[(i0+i)*n+j0 : (i0+i)*n+j1])
+						}
+					}
+				}
+				return
+			}
+			if w.kind == kindFP8 && whole {
+				// whole blocks: the kernel writes the chunk's sums into out,
+				// rounded there by rows (the same bits as the per-element
+				// loop below, with no Go pass per output)
+				for i0 := 0; i0 < m; i0 += gemvRows {
+					r := min(gemvRows, m-i0)
+					nan := fs.gemvFP8(act[i0*k:], k, r, w.q[j0*k:], fac, nb, j1-j0, out[i0*n+j0:], n)
+					for i := range r {
+						o := out[(i0+i)*n+j0 : (i0+i)*n+j1]
+						if nan { // the vector kernels do not decode NaN codes
+							ar := a[(i0+i)*k : (i0+i+1)*k]
+							for j := j0; j < j1; j++ {
+								o[j-j0], _ = dotFP8Go(ar, w.q[j*k:(j+1)*k], w.s[(j/block)*kb:(j/block)*kb+nb])
+							}
+						}
+						if round {
+							BF16RoundSlice(o)
 						}
 					}
 				}
