@@ -280,6 +280,14 @@ type Options struct {
 	// ([B,S,V]); otherwise only the last position's ([B,1,V]), which is
 	// all generation reads. A tracer implies it; prefill is then one call.
 	FullLogits bool
+	// FullRows turns bounded replay off: a prompt call whose last logits
+	// alone are wanted computes every layer on every row anyway. With it
+	// off (the default) the cpu backends compute each node the plan's
+	// bounded-rows pass marked on the prompt's last rows it needs only
+	// (passes.BoundedRows: the last layers, after the last one whose
+	// caches later layers read, on the last token's window dependency
+	// cone), with the same last logits and caches.
+	FullRows bool
 	// MaxMemory caps the bytes the session may need (engine/memory.go):
 	// 0 = MemAvailable of /proc/meminfo, < 0 = no check.
 	MaxMemory int64
@@ -298,6 +306,10 @@ type Session struct {
 	Pos    int                          // tokens processed so far
 	Calls  int                          // decode calls so far
 	Tracer *Tracer
+	// replay, when set, makes the prompt call it is set around a bounded
+	// replay ending tail rows before the prompt's end (backends.Env.Replay).
+	replay bool
+	tail   int
 	arenas map[*backends.Runner]map[string]backends.Arena
 	ratios map[string]int // compression ratio of each cache, from its M/r rows
 
@@ -619,7 +631,8 @@ func (s *Session) call(r *backends.Runner, tokens [][]int64, prefix string) (lg 
 	}
 	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
-		Weight: s.m.weight, State: s.state, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes, Chunk: r == s.m.chunk || S > 1}
+		Weight: s.m.weight, State: s.state, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes, Chunk: r == s.m.chunk || S > 1,
+		Replay: s.replay && B == 1, Tail: s.tail}
 	var forced []forcedValue
 	c.Probe = s.probe(prefix, B, S, &forced)
 	outs, err := r.Run(c)
@@ -746,7 +759,9 @@ func (s *Session) Prefill(tokens [][]int64) (*Logits, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.replay, s.tail = s.bounded(), 0
 	lg, err := s.call(r, tokens, "prefill.")
+	s.replay = false
 	if err == nil && s.Tracer != nil {
 		s.Tracer.logits("prefill.", lg, true)
 		s.Tracer.caches("after_prefill.", s)
@@ -757,6 +772,11 @@ func (s *Session) Prefill(tokens [][]int64) (*Logits, error) {
 // fullLogits reports whether the session's prefills compute every
 // position's logits.
 func (s *Session) fullLogits() bool { return s.opt.FullLogits || s.Tracer != nil }
+
+// bounded reports whether the session's prompt calls are bounded replays
+// (Options.FullRows): they return the last position's logits only and no
+// tracer watches their rows.
+func (s *Session) bounded() bool { return !s.opt.FullRows && !s.fullLogits() }
 
 // prefillRunner is the runner of the session's prefill calls: the plan's
 // prefill graph when every position's logits are wanted (made on first
@@ -845,7 +865,10 @@ func (s *Session) chunked(tokens [][]int64, n int) (*Logits, error) {
 			rows[b] = tokens[b][p : p+size]
 		}
 		var err error
-		if lg, err = s.call(s.m.chunk, rows, "chunk."); err != nil {
+		s.replay, s.tail = s.bounded(), S-(p+size)
+		lg, err = s.call(s.m.chunk, rows, "chunk.")
+		s.replay = false
+		if err != nil {
 			if i > 0 {
 				return nil, fmt.Errorf("prefill chunk at position %d: %w", p, err)
 			}
