@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -537,6 +540,49 @@ func (s *Session) State(name string) *backends.Tensor {
 	return t
 }
 
+// StateDigest is a hash (FNV-1a, 64 bits, hex) of every state's bits in
+// name order: two sessions whose caches, compressor states and Engram
+// history hold the same bits have the same digest.
+func (s *Session) StateDigest() string {
+	names := make([]string, 0, len(s.state))
+	for name := range s.state {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	h := fnv.New64a()
+	var b [8]byte
+	for _, name := range names {
+		h.Write([]byte(name))
+		t := s.State(name)
+		if t == nil {
+			continue
+		}
+		for _, v := range t.F32 {
+			binary.LittleEndian.PutUint32(b[:4], math.Float32bits(v))
+			h.Write(b[:4])
+		}
+		for _, v := range t.I64 {
+			binary.LittleEndian.PutUint64(b[:], uint64(v))
+			h.Write(b[:])
+		}
+		h.Write(t.U8)
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// FloatDigest is StateDigest's hash of float bits.
+func FloatDigest(rows ...[]float32) string {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, r := range rows {
+		for _, v := range r {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+			h.Write(b[:])
+		}
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
 // rope returns the RoPE table of node n on backend be's device: computed
 // on the host once per session and uploaded.
 func (s *Session) rope(be string, n *ir.Node) (backends.Buffer, error) {
@@ -650,8 +696,9 @@ func (s *Session) call(r *backends.Runner, tokens [][]int64, prefix string) (lg 
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading the logits: %w", call, err)
 	}
-	lg, err = checkLogits(out, B, S, s.Pos, call)
-	if err != nil {
+	// (a chunk before the prompt's last in a bounded replay: its logits
+	// are not wanted, and the head's rows were left uncomputed)
+	if lg, err = checkLogits(out, B, S, s.Pos, call, !(c.Replay && s.tail > 0)); err != nil {
 		return nil, err
 	}
 	s.Pos += S
@@ -726,7 +773,7 @@ func (s *Session) download(r *backends.Runner, outs map[string]backends.Buffer, 
 // become token 0 (argmax over NaN) and the run would go on producing
 // garbage with exit status 0; bad weights or an edited plan are the likely
 // cause, so it is reported as bad input (exit 2), naming the first place.
-func checkLogits(out *backends.Tensor, B, S, pos int, call string) (*Logits, error) {
+func checkLogits(out *backends.Tensor, B, S, pos int, call string, finite bool) (*Logits, error) {
 	if out == nil {
 		return nil, fmt.Errorf("%s: the plan's graph has no logits output", call)
 	}
@@ -736,6 +783,9 @@ func checkLogits(out *backends.Tensor, B, S, pos int, call string) (*Logits, err
 	rows := out.Shape[1]
 	lg := &Logits{B: B, S: rows, V: out.Shape[2], Data: out.F32}
 	for i, v := range lg.Data {
+		if !finite {
+			break
+		}
 		if v-v != 0 { // NaN or ±Inf
 			row, t := i/(rows*lg.V), i/lg.V%rows
 			return nil, fmt.Errorf("%s: logits hold %v at row %d, position %d: the weights or the plan are bad", call, v, row, pos+S-rows+t)
