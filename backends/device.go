@@ -100,6 +100,14 @@ type Env struct {
 	// in chunks keeps the bits of one call, and the head on the last
 	// position alone those of the head over every position.
 	Chunk bool
+	// Replay makes the call a bounded replay (passes.BoundedRows): its
+	// rows are positions of one prompt ending Tail rows after the call's
+	// last, and only the prompt's last logits and the caches are wanted,
+	// so a node with the attribute rows = k is computed on its last
+	// k − Tail rows only (at least one; the others hold whatever its
+	// buffer held). Host devices apply it to calls of one row of the batch.
+	Replay bool
+	Tail   int
 }
 
 // Buffer is a value held by a device. Host devices use *Tensor; a GPU

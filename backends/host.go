@@ -82,7 +82,7 @@ func HostTensor(b Buffer) (*Tensor, error) {
 
 // Prepare implements Device: the segment's kernels, run in order.
 func (d *HostDevice) Prepare(seg *Segment) (Program, error) {
-	p := &hostProgram{seg: seg, kernels: make([]HostKernel, len(seg.Nodes)), args: make([][]int, len(seg.Nodes)), uses: make([]int, len(seg.Nodes))}
+	p := &hostProgram{seg: seg, kernels: make([]HostKernel, len(seg.Nodes)), args: make([][]int, len(seg.Nodes)), uses: make([]int, len(seg.Nodes)), replay: make([]replayNode, len(seg.Nodes))}
 	index := make(map[*ir.Node]int, len(seg.Nodes))
 	for i, n := range seg.Nodes {
 		k, err := d.Kernel(n)
@@ -90,6 +90,7 @@ func (d *HostDevice) Prepare(seg *Segment) (Program, error) {
 			return nil, fmt.Errorf("%%%d (%s): %v", n.ID, n.Op, err)
 		}
 		p.kernels[i] = k
+		p.replay[i] = replayOf(n)
 		index[n] = i
 		for _, a := range n.Args {
 			j, ok := index[a]
@@ -116,6 +117,7 @@ type hostProgram struct {
 	args    [][]int // positions of each node's arguments in the segment (-1: env.Values)
 	uses    []int   // readers of each node's value in the segment (outputs count as one)
 	outputs []int   // positions of seg.Out
+	replay  []replayNode
 }
 
 // Launch implements Program: it runs every kernel before it returns,
@@ -149,7 +151,12 @@ func (p *hostProgram) Launch(env *Env) (err error) {
 		if env.OpTimes != nil || env.NodeTimes != nil {
 			t0 = time.Now()
 		}
-		v, err := p.kernels[i](env, n, args)
+		var v *Tensor
+		if local := p.replay[i].replayRows(env); local < env.S {
+			v, err = p.replay[i].launchRows(p.kernels[i], env, n, args, local)
+		} else {
+			v, err = p.kernels[i](env, n, args)
+		}
 		if env.OpTimes != nil || env.NodeTimes != nil {
 			d := time.Since(t0).Nanoseconds()
 			if env.OpTimes != nil {

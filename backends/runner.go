@@ -76,6 +76,9 @@ type Call struct {
 	NodeTimes map[*ir.Node]*OpTime
 	// Chunk is Env.Chunk: the call's rows are positions of one prompt.
 	Chunk bool
+	// Replay and Tail are Env.Replay and Env.Tail.
+	Replay bool
+	Tail   int
 	// RowPos and RowState make a ragged call (RunRows): each row's start
 	// position and its state (views of its rows of the state buffers).
 	RowPos   []int
@@ -141,7 +144,7 @@ func (r *Runner) env(c *Call, seg *Segment, inputs []string, envs map[string]*En
 	env, ok := envs[be]
 	if !ok {
 		env = &Env{B: c.B, S: c.S, M: c.M, StartPos: c.StartPos, State: c.State, Arena: c.Arenas[be],
-			Inputs: map[string]Buffer{}, Values: make(map[*ir.Node]Buffer, r.values[be]), OpTimes: c.OpTimes, NodeTimes: c.NodeTimes, Chunk: c.Chunk}
+			Inputs: map[string]Buffer{}, Values: make(map[*ir.Node]Buffer, r.values[be]), OpTimes: c.OpTimes, NodeTimes: c.NodeTimes, Chunk: c.Chunk, Replay: c.Replay, Tail: c.Tail}
 		if c.Weight != nil {
 			env.Weight = func(n *ir.Node) (Buffer, error) { return c.Weight(be, n) }
 		}

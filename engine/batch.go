@@ -629,7 +629,7 @@ func (b *Batch) run(lane int, r *backends.Runner, call string, tokens [][]int64,
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading the logits: %w", call, err)
 	}
-	return checkLogits(out, B, S, pos[0], call)
+	return checkLogits(out, B, S, pos[0], call, true)
 }
 
 // prefillLone is Prefill on a backend without row views: a fresh session.

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -280,6 +283,14 @@ type Options struct {
 	// ([B,S,V]); otherwise only the last position's ([B,1,V]), which is
 	// all generation reads. A tracer implies it; prefill is then one call.
 	FullLogits bool
+	// FullRows turns bounded replay off: a prompt call whose last logits
+	// alone are wanted computes every layer on every row anyway. With it
+	// off (the default) the cpu backends compute each node the plan's
+	// bounded-rows pass marked on the prompt's last rows it needs only
+	// (passes.BoundedRows: the last layers, after the last one whose
+	// caches later layers read, on the last token's window dependency
+	// cone), with the same last logits and caches.
+	FullRows bool
 	// MaxMemory caps the bytes the session may need (engine/memory.go):
 	// 0 = MemAvailable of /proc/meminfo, < 0 = no check.
 	MaxMemory int64
@@ -298,6 +309,10 @@ type Session struct {
 	Pos    int                          // tokens processed so far
 	Calls  int                          // decode calls so far
 	Tracer *Tracer
+	// replay, when set, makes the prompt call it is set around a bounded
+	// replay ending tail rows before the prompt's end (backends.Env.Replay).
+	replay bool
+	tail   int
 	arenas map[*backends.Runner]map[string]backends.Arena
 	ratios map[string]int // compression ratio of each cache, from its M/r rows
 
@@ -525,6 +540,49 @@ func (s *Session) State(name string) *backends.Tensor {
 	return t
 }
 
+// StateDigest is a hash (FNV-1a, 64 bits, hex) of every state's bits in
+// name order: two sessions whose caches, compressor states and Engram
+// history hold the same bits have the same digest.
+func (s *Session) StateDigest() string {
+	names := make([]string, 0, len(s.state))
+	for name := range s.state {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	h := fnv.New64a()
+	var b [8]byte
+	for _, name := range names {
+		h.Write([]byte(name))
+		t := s.State(name)
+		if t == nil {
+			continue
+		}
+		for _, v := range t.F32 {
+			binary.LittleEndian.PutUint32(b[:4], math.Float32bits(v))
+			h.Write(b[:4])
+		}
+		for _, v := range t.I64 {
+			binary.LittleEndian.PutUint64(b[:], uint64(v))
+			h.Write(b[:])
+		}
+		h.Write(t.U8)
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// FloatDigest is StateDigest's hash of float bits.
+func FloatDigest(rows ...[]float32) string {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, r := range rows {
+		for _, v := range r {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+			h.Write(b[:])
+		}
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
 // rope returns the RoPE table of node n on backend be's device: computed
 // on the host once per session and uploaded.
 func (s *Session) rope(be string, n *ir.Node) (backends.Buffer, error) {
@@ -619,7 +677,8 @@ func (s *Session) call(r *backends.Runner, tokens [][]int64, prefix string) (lg 
 	}
 	c := &backends.Call{B: B, S: S, M: s.opt.MaxLen, StartPos: s.Pos,
 		Inputs: map[string]*backends.Tensor{"tokens": ids, "start_pos": {DType: ir.I64, Shape: []int{}, I64: []int64{int64(s.Pos)}}},
-		Weight: s.m.weight, State: s.state, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes, Chunk: r == s.m.chunk || S > 1}
+		Weight: s.m.weight, State: s.state, Rope: s.rope, Arenas: arenas, OpTimes: s.OpTimes, NodeTimes: s.NodeTimes, Chunk: r == s.m.chunk || S > 1,
+		Replay: s.replay && B == 1, Tail: s.tail}
 	var forced []forcedValue
 	c.Probe = s.probe(prefix, B, S, &forced)
 	outs, err := r.Run(c)
@@ -637,8 +696,9 @@ func (s *Session) call(r *backends.Runner, tokens [][]int64, prefix string) (lg 
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading the logits: %w", call, err)
 	}
-	lg, err = checkLogits(out, B, S, s.Pos, call)
-	if err != nil {
+	// (a chunk before the prompt's last in a bounded replay: its logits
+	// are not wanted, and the head's rows were left uncomputed)
+	if lg, err = checkLogits(out, B, S, s.Pos, call, !(c.Replay && s.tail > 0)); err != nil {
 		return nil, err
 	}
 	s.Pos += S
@@ -713,7 +773,7 @@ func (s *Session) download(r *backends.Runner, outs map[string]backends.Buffer, 
 // become token 0 (argmax over NaN) and the run would go on producing
 // garbage with exit status 0; bad weights or an edited plan are the likely
 // cause, so it is reported as bad input (exit 2), naming the first place.
-func checkLogits(out *backends.Tensor, B, S, pos int, call string) (*Logits, error) {
+func checkLogits(out *backends.Tensor, B, S, pos int, call string, finite bool) (*Logits, error) {
 	if out == nil {
 		return nil, fmt.Errorf("%s: the plan's graph has no logits output", call)
 	}
@@ -723,6 +783,9 @@ func checkLogits(out *backends.Tensor, B, S, pos int, call string) (*Logits, err
 	rows := out.Shape[1]
 	lg := &Logits{B: B, S: rows, V: out.Shape[2], Data: out.F32}
 	for i, v := range lg.Data {
+		if !finite {
+			break
+		}
 		if v-v != 0 { // NaN or ±Inf
 			row, t := i/(rows*lg.V), i/lg.V%rows
 			return nil, fmt.Errorf("%s: logits hold %v at row %d, position %d: the weights or the plan are bad", call, v, row, pos+S-rows+t)
@@ -746,7 +809,9 @@ func (s *Session) Prefill(tokens [][]int64) (*Logits, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.replay, s.tail = s.bounded(), 0
 	lg, err := s.call(r, tokens, "prefill.")
+	s.replay = false
 	if err == nil && s.Tracer != nil {
 		s.Tracer.logits("prefill.", lg, true)
 		s.Tracer.caches("after_prefill.", s)
@@ -757,6 +822,11 @@ func (s *Session) Prefill(tokens [][]int64) (*Logits, error) {
 // fullLogits reports whether the session's prefills compute every
 // position's logits.
 func (s *Session) fullLogits() bool { return s.opt.FullLogits || s.Tracer != nil }
+
+// bounded reports whether the session's prompt calls are bounded replays
+// (Options.FullRows): they return the last position's logits only and no
+// tracer watches their rows.
+func (s *Session) bounded() bool { return !s.opt.FullRows && !s.fullLogits() }
 
 // prefillRunner is the runner of the session's prefill calls: the plan's
 // prefill graph when every position's logits are wanted (made on first
@@ -845,7 +915,10 @@ func (s *Session) chunked(tokens [][]int64, n int) (*Logits, error) {
 			rows[b] = tokens[b][p : p+size]
 		}
 		var err error
-		if lg, err = s.call(s.m.chunk, rows, "chunk."); err != nil {
+		s.replay, s.tail = s.bounded(), S-(p+size)
+		lg, err = s.call(s.m.chunk, rows, "chunk.")
+		s.replay = false
+		if err != nil {
 			if i > 0 {
 				return nil, fmt.Errorf("prefill chunk at position %d: %w", p, err)
 			}

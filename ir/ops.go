@@ -62,8 +62,11 @@ func (o *OpInfo) Has(f Flags) bool { return o.Flags&f == f }
 
 // ScheduleAttrs are attributes any non-source op may carry; scheduling
 // passes set them and executors read them. buf is the activation buffer
-// slot the node's result is written to (see passes/assign_buffers.go).
-var ScheduleAttrs = []AttrSpec{opt("buf", AInt)}
+// slot the node's result is written to (see passes/assign_buffers.go);
+// rows is the number of trailing positions of the prompt a call that
+// needs only the last position's logits computes the node on (see
+// passes/bounded_rows.go and RowOp).
+var ScheduleAttrs = []AttrSpec{opt("buf", AInt), opt("rows", AInt)}
 
 // Ops is the op table, keyed by name.
 var Ops = map[string]*OpInfo{}

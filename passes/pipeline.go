@@ -36,6 +36,7 @@ var Pipeline = []Pass{
 	{Name: "dce", Optional: true, Run: DCE},
 	{Name: "renumber", Run: Renumber},
 	{Name: "assign-buffers", Run: AssignBuffers},
+	{Name: "bounded-rows", Optional: true, Run: BoundedRows},
 }
 
 // PassNames lists the distinct pass names in pipeline order.

@@ -15,6 +15,13 @@ type PipelineStats struct {
 	DecodeKernelsAfter   int            `json:"decode_kernels_after"`
 	PeakActivationBytes  int64          `json:"peak_activation_bytes"`  // prefill graph, first-fit arena
 	NaiveActivationBytes int64          `json:"naive_activation_bytes"` // prefill graph, every value its own buffer
+	// RowsPerLayer is LayerRows of the prefill graph for the prompt: the
+	// rows each layer computes when only the last logits and the caches
+	// are wanted (bounded replay, BoundedRows); every row without the pass.
+	RowsPerLayer []int64 `json:"rows_per_layer"`
+	// PromptRows is RowsPerLayer summed, against PromptTokens × layers.
+	PromptRows   int64 `json:"prompt_rows"`
+	PromptTokens int   `json:"prompt_tokens"`
 }
 
 // IsKernel reports whether a node launches work: not a source, not a probe,
@@ -55,5 +62,9 @@ func Stats(before, after *ir.Module, batch, tokens int) (PipelineStats, error) {
 		return st, err
 	}
 	st.PeakActivationBytes, st.NaiveActivationBytes = plan.PeakBytes, plan.NaiveBytes
+	st.RowsPerLayer, st.PromptTokens = LayerRows(pg, int64(tokens)), tokens
+	for _, r := range st.RowsPerLayer {
+		st.PromptRows += r
+	}
 	return st, nil
 }

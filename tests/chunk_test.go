@@ -25,8 +25,17 @@ type chunkRun struct {
 // steps greedy tokens after it.
 func chunkPrefill(t *testing.T, model *engine.Model, sts []unseenState, ids [][]int64, chunk, steps int) chunkRun {
 	t.Helper()
+	return optPrefill(t, model, sts, ids, engine.Options{PrefillChunk: chunk}, steps)
+}
+
+// optPrefill is chunkPrefill with the session's options (Batch and MaxLen
+// set here).
+func optPrefill(t *testing.T, model *engine.Model, sts []unseenState, ids [][]int64, opt engine.Options, steps int) chunkRun {
+	t.Helper()
 	S := len(ids[0])
-	s, err := model.NewSession(engine.Options{Batch: len(ids), MaxLen: S + steps + 1, PrefillChunk: chunk})
+	chunk := opt.PrefillChunk
+	opt.Batch, opt.MaxLen = len(ids), S+steps+1
+	s, err := model.NewSession(opt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ type benchOptions struct {
 	prefill, long        string
 	lens, longLens       []int // prefill and long parsed by check
 	prefillChunk         int   // -prefill-chunk (options.prefillChunk)
+	fullRows             bool  // -full-rows
 	context, steps, reps int
 	probeMB              int64
 	cpuProfile           string
@@ -109,7 +110,7 @@ func lengths(name, list string) ([]int, error) {
 func runBench(b *benchOptions, model *engine.Model, batch int, maxMemory int64, floorGBs float64, fill func(*bench.Report)) error {
 	opt := bench.Options{PrefillTokens: b.lens, Batch: batch, DecodeContext: b.context, DecodeSteps: b.steps,
 		Repeats: b.reps, ProbeBytes: b.probeMB << 20, Seed: 1, MaxMemory: maxMemory, OpTimes: b.opTimes, LayerTimes: b.layerTimes, FloorBytesPerS: floorGBs * 1e9,
-		PrefillChunk: b.prefillChunk, LongContext: b.longLens}
+		PrefillChunk: b.prefillChunk, FullRows: b.fullRows, LongContext: b.longLens}
 	if b.probeMB == 0 {
 		opt.ProbeBytes = -1
 	}

@@ -34,6 +34,7 @@ func asInternal(err error) error {
 type options struct {
 	plan, model, prompt, dump, traceOut, traceIn, backend string
 	maxNew, maxLen, prefillChunk                          int
+	fullRows                                              bool // -full-rows
 	temperature                                           float64
 	seed                                                  uint64
 	maxMemory                                             int64
@@ -66,6 +67,7 @@ func newFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.maxNew, "max-new-tokens", 8, "tokens to generate per row")
 	fs.IntVar(&o.maxLen, "max-len", 0, "maximum sequence length that sizes the caches (default: prompt + new tokens)")
 	fs.IntVar(&o.prefillChunk, "prefill-chunk", engine.DefaultPrefillChunk, "prefill a longer prompt in calls of at most `N` tokens (memory of a chunk, not of the prompt; the same results); 0: one call")
+	fs.BoolVar(&o.fullRows, "full-rows", false, "compute every layer on every prompt row (bounded replay off: by default a prompt whose last logits alone are wanted runs the layers after the last one whose caches later layers read on the last token's window cone only, with the same results)")
 	fs.Float64Var(&o.temperature, "temperature", 0, "sampling temperature; 0 = greedy")
 	fs.Uint64Var(&o.seed, "seed", 1, "sampling seed")
 	fs.StringVar(&o.dump, "dump", "", "write logits and ids to this safetensors file")
@@ -101,6 +103,7 @@ func run(args []string) error {
 		return err
 	}
 	o.bench.prefillChunk = o.prefillChunk
+	o.bench.fullRows = o.fullRows
 	bopts, err := o.synth.options(set)
 	if err != nil {
 		return err
@@ -216,7 +219,7 @@ func run(args []string) error {
 	}
 	// a dump or a trace holds every prompt position's logits
 	full := o.dump != "" || o.traceOut != "" || teacher != nil
-	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen, PrefillLen: S, PrefillChunk: chunk, FullLogits: full, MaxMemory: o.maxMemory})
+	sess, err := model.NewSession(engine.Options{Batch: len(prompt), MaxLen: o.maxLen, PrefillLen: S, PrefillChunk: chunk, FullLogits: full, FullRows: o.fullRows, MaxMemory: o.maxMemory})
 	if err != nil {
 		return err
 	}

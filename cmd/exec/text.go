@@ -234,7 +234,7 @@ func runText(o *options, p *plan.Plan, md modelDir) error {
 	if err := checkOutputs(*o); err != nil {
 		return err
 	}
-	sess, err := model.NewSession(engine.Options{Batch: 1, MaxLen: o.maxLen, PrefillLen: len(ids), PrefillChunk: o.prefillChunk, MaxMemory: o.maxMemory})
+	sess, err := model.NewSession(engine.Options{Batch: 1, MaxLen: o.maxLen, PrefillLen: len(ids), PrefillChunk: o.prefillChunk, FullRows: o.fullRows, MaxMemory: o.maxMemory})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ type Options struct {
 	Seed          uint64
 	MaxMemory     int64 // Options.MaxMemory of the sessions
 	PrefillChunk  int   // Options.PrefillChunk of the sessions (0: one prefill call)
+	FullRows      bool  // Options.FullRows of the sessions (bounded replay off)
 	// LongContext are the prompt lengths of the long-context rows: one
 	// prefill each (in chunks of PrefillChunk), then DecodeSteps timed
 	// decode steps after it (Report.Long).
@@ -105,9 +106,17 @@ type PrefillFigure struct {
 // LongFigure is one long-context row: a prompt's prefill (in chunks) and
 // the decode steps after it, with the memory the process held.
 type LongFigure struct {
-	Tokens            int     `json:"tokens"` // prompt tokens per row
-	Batch             int     `json:"batch"`
-	Chunk             int     `json:"prefill_chunk"` // Options.PrefillChunk (0: one call)
+	Tokens   int  `json:"tokens"` // prompt tokens per row
+	Batch    int  `json:"batch"`
+	Chunk    int  `json:"prefill_chunk"` // Options.PrefillChunk (0: one call)
+	FullRows bool `json:"full_rows"`     // Options.FullRows (bounded replay off)
+	// LogitsDigest and StateDigest hash the prompt's last logits and every
+	// state after it (engine.FloatDigest, Session.StateDigest),
+	// DecodeDigest the decode steps' logits: runs with the same digests
+	// computed the same bits.
+	LogitsDigest      string  `json:"logits_digest"`
+	StateDigest       string  `json:"state_digest"`
+	DecodeDigest      string  `json:"decode_digest"`
 	PrefillSeconds    float64 `json:"prefill_seconds"`
 	PrefillTokensPerS float64 `json:"prefill_tokens_per_s"`
 	DecodeSteps       int     `json:"decode_steps"`
@@ -264,7 +273,7 @@ func Run(m *engine.Model, opt Options) (*Report, error) {
 		env := ir.Bindings{B: int64(opt.Batch), S: int64(S), M: int64(S), P: 0}
 		fig.FLOPs, fig.WeightFLOPs = graphFLOPs(m.PrefillGraph(), env)
 		for r := 0; r < opt.Repeats; r++ {
-			s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, PrefillChunk: opt.PrefillChunk, MaxMemory: opt.MaxMemory})
+			s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, PrefillChunk: opt.PrefillChunk, FullRows: opt.FullRows, MaxMemory: opt.MaxMemory})
 			if err != nil {
 				return nil, err
 			}
@@ -383,7 +392,7 @@ func preflight(m *engine.Model, opt Options) error {
 		if S <= 0 {
 			return fmt.Errorf("prefill length %d: must be > 0", S)
 		}
-		if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, PrefillChunk: opt.PrefillChunk, MaxMemory: opt.MaxMemory}, "lower -bench-prefill"); err != nil {
+		if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: S, PrefillLen: S, PrefillChunk: opt.PrefillChunk, FullRows: opt.FullRows, MaxMemory: opt.MaxMemory}, "lower -bench-prefill"); err != nil {
 			return fmt.Errorf("prefill of %d tokens: %v", S, err)
 		}
 	}
@@ -396,7 +405,7 @@ func preflight(m *engine.Model, opt Options) error {
 		}
 	}
 	total := ir.SatAdd(ir.SatAdd(int64(opt.DecodeContext), int64(max(opt.DecodeWarmup, 0))), ir.SatAdd(2*int64(opt.DecodeSteps), 1))
-	if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: int(total), PrefillLen: opt.DecodeContext, PrefillChunk: opt.PrefillChunk, MaxMemory: opt.MaxMemory}, "lower -bench-context or -bench-decode"); err != nil {
+	if err := m.CheckMemory(engine.Options{Batch: opt.Batch, MaxLen: int(total), PrefillLen: opt.DecodeContext, PrefillChunk: opt.PrefillChunk, FullRows: opt.FullRows, MaxMemory: opt.MaxMemory}, "lower -bench-context or -bench-decode"); err != nil {
 		return fmt.Errorf("decode after %d tokens: %v", opt.DecodeContext, err)
 	}
 	if err := gemmPreflight(m, opt); err != nil {
@@ -419,7 +428,7 @@ func decode(m *engine.Model, opt Options, rep *Report, p [][]int64) error {
 	// GPU from replaying its captured graph); the experts are counted over
 	// as many steps after them.
 	total := opt.DecodeContext + opt.DecodeWarmup + 2*opt.DecodeSteps + 1
-	s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: total, PrefillLen: opt.DecodeContext, PrefillChunk: opt.PrefillChunk, MaxMemory: opt.MaxMemory})
+	s, err := m.NewSession(engine.Options{Batch: opt.Batch, MaxLen: total, PrefillLen: opt.DecodeContext, PrefillChunk: opt.PrefillChunk, FullRows: opt.FullRows, MaxMemory: opt.MaxMemory})
 	if err != nil {
 		return err
 	}
@@ -683,9 +692,13 @@ func (r *Report) Text() string {
 		if f.Chunk > 0 {
 			chunk = fmt.Sprintf("chunks of %d", f.Chunk)
 		}
+		if f.FullRows {
+			chunk += ", every row"
+		}
 		fmt.Fprintf(&b, "long context %6d tokens × %d (%s): prefill %9.2f s  %8.1f tokens/s; decode after it %.3f tokens/s; RSS %s before, peak %s (file %s), caches %s, arenas %s\n",
 			f.Tokens, f.Batch, chunk, f.PrefillSeconds, f.PrefillTokensPerS, f.DecodeTokensPerS, engine.FormatBytes(f.BaseRSS), engine.FormatBytes(f.PeakRSS), engine.FormatBytes(f.RSSFile),
 			engine.FormatBytes(f.CacheBytes), engine.FormatBytes(f.ArenaBytes))
+		fmt.Fprintf(&b, "  digests: last logits %s, states %s, decode %s\n", f.LogitsDigest, f.StateDigest, f.DecodeDigest)
 	}
 	fmt.Fprintf(&b, "decode (after %d tokens, %d steps): %.3f tokens/s\n", r.DecodeContext, r.DecodeSteps, r.DecodeTokensPerS)
 	fmt.Fprintf(&b, "weights per decoded token: %s as stored (%.2f experts, %s of them), %s as held\n",
@@ -749,13 +762,13 @@ func writeOpTimes(b *strings.Builder, figs []OpTimeFigure, per string) {
 // prompt, a warm-up and the timed decode steps.
 func longOptions(opt Options, S int) engine.Options {
 	return engine.Options{Batch: opt.Batch, MaxLen: S + opt.DecodeWarmup + opt.DecodeSteps + 1, PrefillLen: S,
-		PrefillChunk: opt.PrefillChunk, MaxMemory: opt.MaxMemory}
+		PrefillChunk: opt.PrefillChunk, FullRows: opt.FullRows, MaxMemory: opt.MaxMemory}
 }
 
 // longRow prefills prompt p of S tokens (in chunks) and times the decode
 // steps after it.
 func longRow(m *engine.Model, opt Options, S int, p [][]int64) (LongFigure, error) {
-	f := LongFigure{Tokens: S, Batch: opt.Batch, Chunk: opt.PrefillChunk, DecodeSteps: opt.DecodeSteps}
+	f := LongFigure{Tokens: S, Batch: opt.Batch, Chunk: opt.PrefillChunk, FullRows: opt.FullRows, DecodeSteps: opt.DecodeSteps}
 	resetPeakRSS()
 	f.BaseRSS, _, _, _ = ReadRSS()
 	s, err := m.NewSession(longOptions(opt, S))
@@ -770,6 +783,8 @@ func longRow(m *engine.Model, opt Options, S int, p [][]int64) (LongFigure, erro
 	}
 	f.PrefillSeconds = time.Since(t0).Seconds()
 	f.PrefillTokensPerS = float64(S*opt.Batch) / f.PrefillSeconds
+	f.LogitsDigest, f.StateDigest = engine.FloatDigest(lg.Last()...), s.StateDigest()
+	var decoded [][]float32
 	next := argmaxRows(lg.Last())
 	for range opt.DecodeWarmup {
 		if lg, err = s.Decode(next); err != nil {
@@ -783,8 +798,10 @@ func longRow(m *engine.Model, opt Options, S int, p [][]int64) (LongFigure, erro
 			return f, err
 		}
 		next = argmaxRows(lg.Last())
+		decoded = append(decoded, lg.Last()...)
 	}
 	f.DecodeTokensPerS = float64(opt.DecodeSteps*opt.Batch) / time.Since(t1).Seconds()
+	f.DecodeDigest = engine.FloatDigest(decoded...)
 	f.CacheBytes, f.ArenaBytes = s.StateBytes(), s.ArenaBytes()
 	_, _, f.RSSFile, f.PeakRSS = ReadRSS()
 	return f, nil
