@@ -46,12 +46,12 @@ type options struct {
 
 // usage is the synopsis of -h: every flag appears in it (TestUsageNamesEveryFlag).
 const usage = `exec -plan FILE [-model DIR] (-prompt TEXT | -prompt-file FILE) [-tokenizer FILE] [-max-new-tokens N] [-max-len N]
-            [-prefill-chunk N] [-temperature T [-seed S] [-top-k K] [-top-p P]] [-stop S,...] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
+            [-prefill-chunk N] [-full-rows] [-temperature T [-seed S] [-top-k K] [-top-p P]] [-stop S,...] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
        exec -plan FILE [-model DIR] -chat [-system TEXT] [-thinking] [-tokenizer FILE] [-max-new-tokens N] [-max-len N] [-prefill-chunk N]
             [-temperature T [-seed S] [-top-k K] [-top-p P]] [-stop S,...] [-backend NAME] [-max-memory BYTES]
        exec -plan FILE [-model DIR] (-prompt-ids "1,2,3;4,5,6" | -trace-in FILE) [-max-new-tokens N] [-max-len N] [-prefill-chunk N]
             [-temperature T [-seed S] [-top-k K] [-top-p P]] [-dump FILE] [-trace-out FILE] [-backend NAME] [-max-memory BYTES] [-cpuprofile FILE]
-       exec -plan FILE [-model DIR] -bench [-json] [-bench-prefill LIST] [-bench-long LIST] [-prefill-chunk N] [-bench-context N] [-bench-decode N]
+       exec -plan FILE [-model DIR] -bench [-json] [-bench-prefill LIST] [-bench-long LIST] [-prefill-chunk N] [-full-rows] [-bench-context N] [-bench-decode N]
             [-bench-repeats N] [-probe-mb N] [-op-times] [-layer-times] [-bench-floor-gbs GBS] [-backend NAME] [-backend-opt KEY=VALUE ...]
             [-cuda-graphs] [-max-memory BYTES] [-cpuprofile FILE]
        exec [-plan FILE] -bench -synthetic -config FILE [-seed N] [the -bench flags above]
