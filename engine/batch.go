@@ -326,19 +326,7 @@ func (b *Batch) PrefillMany(slots []int, prompts [][]int64) (logits [][]float32,
 		return logits, errs
 	}
 	// Validate here (Prefill's checks), run side by side.
-	for i, sl := range slots {
-		switch {
-		case errs[i] != nil:
-		case sl < 0 || sl >= len(b.pos):
-			errs[i] = fmt.Errorf("slot %d of a batch of %d", sl, len(b.pos))
-		case len(prompts[i]) == 0:
-			errs[i] = fmt.Errorf("empty prompt")
-		case len(prompts[i]) > b.s.opt.MaxLen:
-			errs[i] = fmt.Errorf("%d tokens exceed the maximum length %d", len(prompts[i]), b.s.opt.MaxLen)
-		default:
-			b.pos[sl] = 0
-		}
-	}
+	b.validPrefills(slots, prompts, errs)
 	b.lane(lanes - 1)
 	release := backends.Inline()
 	defer release()

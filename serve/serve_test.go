@@ -474,33 +474,9 @@ func TestPrefillManyEqualsAlone(t *testing.T) {
 	for _, p := range prompts {
 		alone[p] = complete(t, hs, "/v1/completions", `{"model":"`+model+`","prompt":"`+p+`","max_tokens":12}`).Choices[0].Text
 	}
-	var wg sync.WaitGroup
-	got := make([]string, len(prompts))
-	var failed atomic.Int32
-	for i, p := range append(prompts, "boom") {
-		wg.Go(func() {
-			code, body := post(t, hs, "/v1/completions", `{"model":"`+model+`","prompt":"`+p+`","max_tokens":12}`)
-			if p == "boom" {
-				if code != 500 {
-					t.Errorf("the failing prefill answered %d: %s", code, body)
-				}
-				failed.Add(1)
-				return
-			}
-			var r chatResult
-			if err := json.Unmarshal([]byte(body), &r); err != nil || code != 200 {
-				t.Errorf("prompt %q: %d %s", p, code, body)
-				return
-			}
-			got[i] = r.Choices[0].Text
-		})
-	}
-	wg.Wait()
-	for i, p := range prompts {
-		if got[i] != alone[p] {
-			t.Errorf("prompt %q: with the burst %q, alone %q", p, got[i], alone[p])
-		}
-	}
+	failed := burstMatchesAlone(t, hs, prompts, alone, "with the burst", func(_ int, p string) string {
+		return `{"model":"` + model + `","prompt":"` + p + `","max_tokens":12}`
+	})
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	wide := 0
@@ -516,8 +492,8 @@ func TestPrefillManyEqualsAlone(t *testing.T) {
 			wide++
 		}
 	}
-	if wide == 0 || failed.Load() != 1 {
-		t.Errorf("%d PrefillMany calls of several slots (of %d), %d failed", wide, len(m.calls), failed.Load())
+	if wide == 0 || failed != 1 {
+		t.Errorf("%d PrefillMany calls of several slots (of %d), %d failed", wide, len(m.calls), failed)
 	}
 }
 
@@ -543,33 +519,7 @@ func TestStepPrefillJoinsRunningStreams(t *testing.T) {
 	for i, p := range prompts {
 		alone[p] = complete(t, hs, "/v1/completions", req(i, p)).Choices[0].Text
 	}
-	var wg sync.WaitGroup
-	got := make([]string, len(prompts))
-	var failed atomic.Int32
-	for i, p := range append(prompts, "boom") {
-		wg.Go(func() {
-			code, body := post(t, hs, "/v1/completions", req(i, p))
-			if p == "boom" {
-				if code != 500 {
-					t.Errorf("the failing prefill answered %d: %s", code, body)
-				}
-				failed.Add(1)
-				return
-			}
-			var r chatResult
-			if err := json.Unmarshal([]byte(body), &r); err != nil || code != 200 {
-				t.Errorf("prompt %q: %d %s", p, code, body)
-				return
-			}
-			got[i] = r.Choices[0].Text
-		})
-	}
-	wg.Wait()
-	for i, p := range prompts {
-		if got[i] != alone[p] {
-			t.Errorf("prompt %q: with the others %q, alone %q", p, got[i], alone[p])
-		}
-	}
+	failed := burstMatchesAlone(t, hs, prompts, alone, "with the others", req)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range m.joint {
@@ -586,8 +536,8 @@ func TestStepPrefillJoinsRunningStreams(t *testing.T) {
 			}
 		}
 	}
-	if len(m.joint) == 0 || failed.Load() != 1 {
-		t.Errorf("%d StepPrefill calls, %d failed requests", len(m.joint), failed.Load())
+	if len(m.joint) == 0 || failed != 1 {
+		t.Errorf("%d StepPrefill calls, %d failed requests", len(m.joint), failed)
 	}
 }
 
@@ -901,4 +851,39 @@ func TestOutboxJoins(t *testing.T) {
 	if len(o.take()) != 0 {
 		t.Fatal("a second take returned events")
 	}
+}
+
+// burstMatchesAlone posts every prompt at once, and "boom" (whose prefill
+// fails) beside them: each answer must equal its answer alone, the failing
+// one a 500. It returns how many failed.
+func burstMatchesAlone(t *testing.T, hs *httptest.Server, prompts []string, alone map[string]string, label string, req func(i int, p string) string) int32 {
+	t.Helper()
+	var wg sync.WaitGroup
+	got := make([]string, len(prompts))
+	var failed atomic.Int32
+	for i, p := range append(prompts, "boom") {
+		wg.Go(func() {
+			code, body := post(t, hs, "/v1/completions", req(i, p))
+			if p == "boom" {
+				if code != 500 {
+					t.Errorf("the failing prefill answered %d: %s", code, body)
+				}
+				failed.Add(1)
+				return
+			}
+			var r chatResult
+			if err := json.Unmarshal([]byte(body), &r); err != nil || code != 200 {
+				t.Errorf("prompt %q: %d %s", p, code, body)
+				return
+			}
+			got[i] = r.Choices[0].Text
+		})
+	}
+	wg.Wait()
+	for i, p := range prompts {
+		if got[i] != alone[p] {
+			t.Errorf("prompt %q: %s %q, alone %q", p, label, got[i], alone[p])
+		}
+	}
+	return failed.Load()
 }
