@@ -245,7 +245,7 @@ func (s *Stream) runOps(t *Tape, viaStep bool) error {
 			for j := range n {
 				ptrs[j] = unsafe.Pointer(&t.params[t.poff[int(op.p0)+j]])
 			}
-			r = cu.launchKernel(op.fn.h, op.grid.X, op.grid.Y, op.grid.Z, op.block.X, op.block.Y, op.block.Z, op.shmem, s.h, &ptrs[0], 0)
+			r = s.launchKernel(op.fn.h, op.grid, op.block, op.shmem, ptrs)
 			s.count.Launches++
 			if !s.capturing {
 				s.count.Kernels++

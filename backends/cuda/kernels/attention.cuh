@@ -243,6 +243,7 @@ __device__ __forceinline__ void sparse_attn_run(float* out, const float* q, int 
 extern "C" __global__ void __launch_bounds__(ATTN_THREADS) sparse_attn(float* out, const float* q, int b, int m, int h, int d,
                                                                       const float* kv, int n, const float* kv2, int n2, const float* sink,
                                                                       const int* idx, int t, float scale, int hg, int fast) {
+    pdl_entry();
     ATTN_DYN_SHARED(float, dyn);
     __shared__ float ss[ATTN_MAXHG * ATTN_BLOCK], alphas[ATTN_MAXHG], fin[ATTN_MAXHG];
     __shared__ __align__(16) float pbs[ATTN_MAXHG * ATTN_BLOCK]; // read 4 at a time
