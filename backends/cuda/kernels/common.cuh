@@ -7,20 +7,31 @@
 #define FULL_MASK 0xffffffffu
 #define NEG_INF __uint_as_float(0xff800000u)
 
-// pdl_entry opens every kernel (each of them calls it first,
-// before any load or store of global memory; kernels_test checks the
-// sources): under programmatic dependent launch (Hopper) it lets the next
-// kernel of the stream start launching now, then waits until the kernels
-// before this one have finished and their writes are visible. So the host
-// may launch any kernel of this image with the programmatic-serialization
-// attribute, and a kernel's launch and prologue overlap the previous one's
-// tail instead of following its completion. Launched without the
-// attribute, both instructions do nothing.
-__device__ __forceinline__ void pdl_entry() {
+// pdl_entry opens every kernel (each of them calls it first, before any
+// load or store of global memory; module_test checks the sources): under
+// programmatic dependent launch (Hopper) it lets the next kernel of the
+// stream start launching now (pdl_trigger), then waits until the kernels
+// before this one have finished and their writes are visible (pdl_wait).
+// So the host may launch any kernel of this image with the
+// programmatic-serialization attribute, and a kernel's launch and
+// prologue overlap the previous one's tail instead of following its
+// completion. Launched without the attribute, both do nothing. A kernel
+// may instead open with pdl_trigger and call pdl_wait itself, after a
+// prologue that reads only what no kernel writes (weights: they are
+// uploaded by copies, which stay ordered).
+__device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+__device__ __forceinline__ void pdl_entry() {
+    pdl_trigger();
+    pdl_wait();
 }
 
 // bf16r rounds f to the nearest bfloat16 (ties to even) and returns it as a

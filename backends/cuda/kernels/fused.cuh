@@ -142,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
 extern "C" __global__ void __launch_bounds__(1024)
     pre_norm_quant(float* norm_out, float* q_out, const float* __restrict__ h, const float* __restrict__ pre, int pre_stride,
                    int hc, const float* __restrict__ w, int dim, float eps, int qkind, int block) {
-    pdl_entry();
+    pdl_trigger(); // the norm's weights (no kernel writes them) load before the wait
     HC_DYN_SHARED(float, row);
     __shared__ float bs[HCF_WIN * 32];
     __shared__ float cols[32];
@@ -154,6 +154,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         const int d = k * T + tid;
         wv[k] = d < dim ? w[d] : 0.0f;
     }
+    pdl_wait();
     if (hc == 4) { // the released hc: the four streams' loads in flight together
         const float* p = pre + (size_t)t * pre_stride;
         const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];

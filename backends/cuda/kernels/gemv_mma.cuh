@@ -325,6 +325,11 @@ __device__ void gmma_run(const GmmaJob J) {
     if (ii < i1) itemStart();
 #pragma unroll
     for (int i = 0; i < GMMA_STAGES - 1; i++) issue();
+    // plain products open with pdl_trigger: their first spans (weights
+    // only) are requested while the kernel before them finishes; the
+    // activations, part and cnt are read after this wait. Routed ones read
+    // ids in itemStart, so they waited on entry.
+    if (!ROUTED) pdl_wait();
 
     if (!gmma_codes<FP4>(codes, scales, J.a, J.lda, arows, k)) {
         gmma_cp_wait<0>();
@@ -488,7 +493,7 @@ __device__ void gmma_run(const GmmaJob J) {
 // zero counter a 16-row tile.
 #define GMMA_BS(NAME, FP4, MR)                                                                                                               \
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS) NAME(float* out, const float* a, int m, int k, const unsigned char* w,       \
-                                                                    const unsigned char* ws, int n, int chunk, float* part, unsigned* cnt) { pdl_entry(); \
+                                                                    const unsigned char* ws, int n, int chunk, float* part, unsigned* cnt) { pdl_trigger(); \
         gmma_run<FP4, MR, false, false>(                                                                                                   \
             GmmaJob{out, n, a, k, m, k, n, w, ws, nullptr, nullptr, 0, 0, nullptr, 0, 1, 1, chunk, part, cnt, 0.0f, nullptr});             \
     }
