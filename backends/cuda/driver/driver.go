@@ -102,7 +102,7 @@ var cu struct {
 	graphDestroy        func(g uintptr) Result
 	graphGetRootNodes   func(g uintptr, nodes *uintptr, n *uint64) Result
 	nodeGetDependents   func(node uintptr, nodes *uintptr, n *uint64) Result
-	nodeGetDependentsV2 func(node uintptr, nodes *uintptr, edges uintptr, n *uint64) Result
+	nodeGetDependentsV2 func(node uintptr, nodes *uintptr, edges *graphEdge, n *uint64) Result
 	execKernelSetParams func(e, node uintptr, p unsafe.Pointer) Result
 	execMemsetSetParams func(e, node uintptr, p unsafe.Pointer, ctx uintptr) Result
 	execMemcpySetParams func(e, node uintptr, p unsafe.Pointer, ctx uintptr) Result

@@ -196,13 +196,14 @@ func TestHostBufferOnGPU(t *testing.T) {
 }
 
 // The launch configuration cuLaunchKernelEx reads must have cuda.h's layout
-// (CUlaunchConfig 56 bytes, CUlaunchAttribute 72, on 64-bit hosts).
+// (CUlaunchConfig 56 bytes, CUlaunchAttribute 72, on 64-bit hosts), and
+// CUgraphEdgeData 8.
 func TestLaunchConfigLayout(t *testing.T) {
 	var c launchConfig
 	var a launchAttr
 	got := []uintptr{unsafe.Sizeof(c), unsafe.Offsetof(c.stream), unsafe.Offsetof(c.attrs), unsafe.Offsetof(c.numAttrs),
-		unsafe.Sizeof(a), unsafe.Offsetof(a.val)}
-	want := []uintptr{56, 32, 40, 48, 72, 8}
+		unsafe.Sizeof(a), unsafe.Offsetof(a.val), unsafe.Sizeof(graphEdge{})}
+	want := []uintptr{56, 32, 40, 48, 72, 8, 8}
 	if !slices.Equal(got, want) {
 		t.Fatalf("sizes and offsets %v, want cuda.h's %v", got, want)
 	}
