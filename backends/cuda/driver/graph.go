@@ -676,11 +676,9 @@ func chain(graph uintptr, n int) []uintptr {
 	return nodes
 }
 
-// graphEdge is CUgraphEdgeData (8 bytes: from and to port, type, reserved).
-type graphEdge struct {
-	from, to, typ uint8
-	_             [5]uint8
-}
+// graphEdge is CUgraphEdgeData: from port, to port, type, 5 reserved
+// bytes (only received here).
+type graphEdge [8]uint8
 
 // replay launches g on s.
 func (s *Stream) replay(g *Graph) error {
