@@ -78,7 +78,11 @@ func (g *GPU) Describe() string {
 	}
 	d := devs[0]
 	v, _ := driver.DriverVersion()
-	return fmt.Sprintf("%s (sm_%d, %d SMs, %s), CUDA %d.%d", d.Name, d.CC, d.SMs, driver.Size(d.TotalMem), v/1000, v%1000/10)
+	s := fmt.Sprintf("%s (sm_%d, %d SMs, %s), CUDA %d.%d", d.Name, d.CC, d.SMs, driver.Size(d.TotalMem), v/1000, v%1000/10)
+	if g.st.ProgrammaticLaunch() {
+		s += ", programmatic launches"
+	}
+	return s
 }
 
 // Memory implements backends.Device.

@@ -150,9 +150,17 @@ func BenchmarkSparseAttnDecode(b *testing.B) {
 	}
 	idx := up(b, e, ids)
 	out := alloc(b, e, 4*h*d)
-	timeLaunches(b, e, 4*(2*h*d+t*d), func() error {
-		return e.k.SparseAttn(e.s, "bench", out, q, 1, 1, h, d, kv, n, 0, 0, sink, idx, t, 0.04)
-	})
+	scratch := alloc(b, e, int(SparseAttnScratch(1, 1, h, d, t)))
+	for _, form := range []struct {
+		name    string
+		scratch driver.Ptr
+	}{{"one-kernel", 0}, {"decode-form", scratch}} {
+		b.Run(form.name, func(b *testing.B) {
+			timeLaunches(b, e, 4*(2*h*d+t*d), func() error {
+				return e.k.SparseAttn(e.s, "bench", out, q, 1, 1, h, d, kv, n, 0, 0, sink, idx, t, 0.04, form.scratch)
+			})
+		})
+	}
 }
 
 // The decode kernels of gemv.cuh on the released shapes. Each reports the

@@ -66,6 +66,9 @@ func OpenGPU(image []byte) (*GPU, error) {
 	if err == nil {
 		k.WGMMA, err = backends.BoolOption("cuda-wgmma", false)
 	}
+	if err == nil {
+		err = pdlOption(st, k)
+	}
 	if err != nil {
 		k.Close()
 		st.Destroy()
@@ -86,6 +89,25 @@ func graphsOption() (bool, error) {
 		on = false
 	}
 	return on && driver.GraphsSupported(), nil
+}
+
+// pdlOption turns programmatic dependent launch on for st when the image's
+// kernels all wait for their predecessors first (it has pdl_ready) and the
+// backend option cuda-pdl (default true) allows it; DS4_CUDA_PDL=0 turns
+// it off too. Each kernel then launches while the one before it finishes.
+func pdlOption(st *driver.Stream, k *Kernels) error {
+	on, err := backends.BoolOption("cuda-pdl", true)
+	if err != nil {
+		return err
+	}
+	if os.Getenv("DS4_CUDA_PDL") == "0" {
+		on = false
+	}
+	if _, err := k.mod.Function("pdl_ready"); err != nil {
+		on = false
+	}
+	st.SetProgrammaticLaunch(on)
+	return nil
 }
 
 // Used is the memory allocated through g now.

@@ -372,15 +372,28 @@ func (k *Kernels) HCPost(s *driver.Stream, what string, out, y, res, post, comb 
 // take the fast path, which stages each block of 64 kv rows in up to 160
 // KiB of shared memory (its limit raised on first use). Its float64 sums
 // give cpu-ref's bits with either kernel set.
+//
+// With scratch (SparseAttnScratch bytes, when that is not 0) a few query
+// rows take the decode form instead: three launches that spread a row's
+// blocks of entries over the GPU, with the same bits.
 func (k *Kernels) SparseAttn(s *driver.Stream, what string, out, q driver.Ptr, b, m, h, d int, kv driver.Ptr, n int, kv2 driver.Ptr, n2 int,
-	sink, idx driver.Ptr, t int, scale float32) error {
+	sink, idx driver.Ptr, t int, scale float32, scratch driver.Ptr) error {
 	if d*4 > 48<<10 {
 		return fmt.Errorf("cuda sparse_attn: head dim %d is too large", d)
 	}
-	const threads, fastShared = 512, (2*8*512 + 64*512) * 4
-	var fn driver.Function
 	fast := 0
 	if d%4 == 0 && d <= 512 && kv%16 == 0 && kv2%16 == 0 {
+		fast = 1
+	}
+	if g, bytes := sparseAttnSplit(b, m, h, d, t); bytes > 0 && scratch != 0 {
+		if ok, err := k.sparseAttnSplit(s, what, out, q, b*m, m, h, d, kv, n, kv2, n2, sink, idx, t, scale, scratch, g, fast); ok || err != nil {
+			return err
+		}
+	}
+	const threads, fastShared = 512, (2*8*512 + 64*512) * 4
+	var fn driver.Function
+	if fast == 1 {
+		fast = 0
 		if f, err := k.tcFunc("sparse_attn", fastShared); err == nil {
 			fn, fast = f, 1
 		}
@@ -403,6 +416,66 @@ func (k *Kernels) SparseAttn(s *driver.Stream, what string, out, q driver.Ptr, b
 		return k.launch(s, "sparse_attn", what, grid, block, shmem, args...)
 	}
 	return s.Launch(fn, grid, block, shmem, what, args...)
+}
+
+// SparseAttnScratch is the scratch SparseAttn's decode form needs for
+// these shapes, 0 where it takes the one-kernel form.
+func SparseAttnScratch(b, m, h, d, t int) int64 {
+	_, bytes := sparseAttnSplit(b, m, h, d, t)
+	return bytes
+}
+
+// sparseAttnSplit picks the decode form (attention.cuh: sparse_attn_logits,
+// _blocks, _combine) for at most 16 query rows with two blocks of 64
+// entries or more: its head group g (the most heads, 8, 4 or 2 dividing h,
+// that still give 2 CTAs per SM of the H200 a step, else 1) and its scratch
+// bytes (logits [u,h,t], per block α, Σp, μ', live [u,h,nb,4], P·V
+// [u,h,nb,d], fp32; 0: not taken).
+func sparseAttnSplit(b, m, h, d, t int) (g int, bytes int64) {
+	u, nb := b*m, (t+63)/64
+	if u < 1 || u > 16 || nb < 2 || h < 1 {
+		return 0, 0
+	}
+	g = 1
+	for _, c := range []int{8, 4, 2} {
+		if h%c == 0 && u*(h/c)*nb >= 2*132 && c*d*4 <= 48<<10 {
+			g = c
+			break
+		}
+	}
+	return g, 4 * int64(u*h) * int64(t+nb*4+nb*d)
+}
+
+// sparseAttnSplit launches the decode form; false (nothing launched) when
+// the image lacks its kernels.
+func (k *Kernels) sparseAttnSplit(s *driver.Stream, what string, out, q driver.Ptr, u, m, h, d int, kv driver.Ptr, n int, kv2 driver.Ptr, n2 int,
+	sink, idx driver.Ptr, t int, scale float32, scratch driver.Ptr, g, fast int) (bool, error) {
+	var fns [3]driver.Function
+	for i, name := range []string{"sparse_attn_logits", "sparse_attn_blocks", "sparse_attn_combine"} {
+		f, err := k.tcFunc(name, 0)
+		if err != nil {
+			return false, nil
+		}
+		fns[i] = f
+	}
+	nb := (t + 63) / 64
+	sp := scratch
+	blk := sp + driver.Ptr(4*u*h*t)
+	pv := blk + driver.Ptr(4*u*h*nb*4)
+	grid, block := driver.Dim3{X: uint32(u * h / g), Y: uint32(nb), Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}
+	if nb > maxGridYZ {
+		return false, nil
+	}
+	if err := s.Launch(fns[0], grid, block, g*d*4, what, driver.P(sp), driver.P(q), driver.I(m), driver.I(h), driver.I(d),
+		driver.P(kv), driver.I(n), driver.P(kv2), driver.I(n2), driver.P(idx), driver.I(t), driver.F(scale), driver.I(g), driver.I(fast)); err != nil {
+		return true, err
+	}
+	if err := s.Launch(fns[1], grid, block, 0, what, driver.P(blk), driver.P(pv), driver.P(sp), driver.I(m), driver.I(h), driver.I(d),
+		driver.P(kv), driver.I(n), driver.P(kv2), driver.I(n2), driver.P(idx), driver.I(t), driver.I(g)); err != nil {
+		return true, err
+	}
+	return true, s.Launch(fns[2], driver.Dim3{X: uint32(u * h), Y: 1, Z: 1}, block, 0, what, driver.P(out), driver.P(blk), driver.P(pv),
+		driver.P(sink), driver.I(h), driver.I(d), driver.I(nb))
 }
 
 // PlainFormat is how a weight of the plain products is stored.

@@ -589,7 +589,8 @@ func TestSparseAttnGPU(t *testing.T) {
 	// second tensor (the window's rows after the compressed ones). The last
 	// query of each sees nothing, and one block of 64 entries of the first
 	// query is empty (the kernel skips it). Bit for bit: the kernel's
-	// float64 sums only change their order.
+	// float64 sums only change their order. Cases of at most 16 query rows
+	// run in the decode form too (three launches, the same bits).
 	for _, c := range []struct{ b, m, h, d, n, n2, t int }{
 		{1, 3, 16, 512, 700, 0, 640}, // released head dim, window + top-k = 128 + 512 slots
 		{1, 3, 16, 512, 500, 128, 640},
@@ -617,10 +618,18 @@ func TestSparseAttnGPU(t *testing.T) {
 		if n2 > 0 {
 			kv2p = up(t, e, kv2)
 		}
-		out := alloc(t, e, 4*len(want))
-		if err := e.k.SparseAttn(e.s, "attn", out, up(t, e, q), b, m, h, d, up(t, e, kv), n, kv2p, n2, up(t, e, sink), up(t, e, idx), tt, scale); err != nil {
-			t.Fatal(err)
+		qp, kvp, sinkp, idxp := up(t, e, q), up(t, e, kv), up(t, e, sink), up(t, e, idx)
+		// the one-kernel form, and the decode form where it applies
+		forms := []driver.Ptr{0}
+		if bytes := SparseAttnScratch(b, m, h, d, tt); bytes > 0 {
+			forms = append(forms, alloc(t, e, int(bytes)))
 		}
-		exact(t, fmt.Sprintf("sparse_attn %v", c), down[float32](t, e, out, len(want)), want)
+		for _, scratch := range forms {
+			out := alloc(t, e, 4*len(want))
+			if err := e.k.SparseAttn(e.s, "attn", out, qp, b, m, h, d, kvp, n, kv2p, n2, sinkp, idxp, tt, scale, scratch); err != nil {
+				t.Fatal(err)
+			}
+			exact(t, fmt.Sprintf("sparse_attn %v (decode form %v)", c, scratch != 0), down[float32](t, e, out, len(want)), want)
+		}
 	}
 }

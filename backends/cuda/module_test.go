@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -46,4 +47,55 @@ func TestEmbeddedFatbinMatchesSources(t *testing.T) {
 	for name := range sums {
 		t.Errorf("the fatbin was built from kernels/%s, which is gone: rebuild it", name)
 	}
+}
+
+// TestKernelsWaitFirst checks the sources for what programmatic launches
+// rely on (common.cuh's pdl_entry): every extern "C" kernel's body opens
+// with pdl_entry() (or with pdl_trigger() in a file that calls pdl_wait()
+// itself), so no kernel touches what earlier kernels write before they have
+// finished. Runs in CI.
+func TestKernelsWaitFirst(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("kernels", "*.cu*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no kernel sources (%v)", err)
+	}
+	kernels := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := string(b)
+		for off := 0; ; {
+			i := strings.Index(src[off:], `extern "C" __global__`)
+			if i < 0 {
+				break
+			}
+			i += off
+			open := strings.IndexByte(src[i:], '{')
+			if open < 0 {
+				t.Fatalf("%s: a kernel without a body at byte %d", f, i)
+			}
+			body := strings.TrimLeft(src[i+open+1:], " \t\\\n")
+			switch {
+			case strings.HasPrefix(body, "pdl_entry();"):
+			case strings.HasPrefix(body, "pdl_trigger();") && strings.Contains(src, "pdl_wait();"):
+				// waits after a prologue on weights (gemv_mma.cuh's plain products)
+			default:
+				t.Errorf("%s: kernel %q does not open with pdl_entry()", f, firstLine(src[i:]))
+			}
+			kernels++
+			off = i + open + 1
+		}
+	}
+	if kernels < 50 {
+		t.Fatalf("found only %d kernels in %v", kernels, files)
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }

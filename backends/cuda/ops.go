@@ -836,7 +836,14 @@ func opSparseAttn(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	if len(a) == 5 {
 		kv2, N2 = a[4].Ptr, a[4].Shape[1]
 	}
-	return out, c.k.SparseAttn(c.st, what(n), out.Ptr, q.Ptr, B, M, H, D, kv.Ptr, kv.Shape[1], kv2, N2, sp, idx.Ptr, idx.Shape[2], float32(n.Attrs.Float("scale", 1)))
+	T := idx.Shape[2]
+	var scratch driver.Ptr
+	if bytes := SparseAttnScratch(B, M, H, D, T); bytes > 0 { // the decode form
+		if scratch, err = c.scratch(i, 0, bytes); err != nil {
+			return nil, err
+		}
+	}
+	return out, c.k.SparseAttn(c.st, what(n), out.Ptr, q.Ptr, B, M, H, D, kv.Ptr, kv.Shape[1], kv2, N2, sp, idx.Ptr, T, float32(n.Attrs.Float("scale", 1)), scratch)
 }
 
 func opGroupState(c *call, _ int, n *ir.Node, a []*Value) (*Value, error) {

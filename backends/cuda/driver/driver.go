@@ -87,6 +87,7 @@ var cu struct {
 	moduleUnload     func(m uintptr) Result
 	moduleGetFunc    func(f *uintptr, m uintptr, name string) Result
 	launchKernel     func(f uintptr, gx, gy, gz, bx, by, bz, shmem uint32, s uintptr, params *unsafe.Pointer, extra uintptr) Result
+	launchKernelEx   func(cfg *launchConfig, f uintptr, params *unsafe.Pointer, extra uintptr) Result // optional
 	memHostRegister  func(p unsafe.Pointer, bytes uint64, flags uint32) Result
 	memHostUnreg     func(p unsafe.Pointer) Result
 	memHostDevPtr    func(d *uint64, p unsafe.Pointer, flags uint32) Result
@@ -101,7 +102,7 @@ var cu struct {
 	graphDestroy        func(g uintptr) Result
 	graphGetRootNodes   func(g uintptr, nodes *uintptr, n *uint64) Result
 	nodeGetDependents   func(node uintptr, nodes *uintptr, n *uint64) Result
-	nodeGetDependentsV2 func(node uintptr, nodes *uintptr, edges uintptr, n *uint64) Result
+	nodeGetDependentsV2 func(node uintptr, nodes *uintptr, edges *graphEdge, n *uint64) Result
 	execKernelSetParams func(e, node uintptr, p unsafe.Pointer) Result
 	execMemsetSetParams func(e, node uintptr, p unsafe.Pointer, ctx uintptr) Result
 	execMemcpySetParams func(e, node uintptr, p unsafe.Pointer, ctx uintptr) Result
@@ -150,6 +151,7 @@ func optionalSymbols() []struct {
 		fptr any
 		name string
 	}{
+		{&cu.launchKernelEx, "cuLaunchKernelEx"},
 		{&cu.memHostRegister, "cuMemHostRegister_v2"}, {&cu.memHostUnreg, "cuMemHostUnregister"},
 		{&cu.memHostDevPtr, "cuMemHostGetDevicePointer_v2"},
 		{&cu.beginCapture, "cuStreamBeginCapture_v2"}, {&cu.endCapture, "cuStreamEndCapture"},
@@ -453,6 +455,7 @@ type Stream struct {
 	count     Counters
 	ptrs      []unsafe.Pointer // Launch's parameter pointers, reused
 	rejected  error            // the node update the driver last refused (update; RunTape moves it to Graphs.Rejected)
+	pdl       *pdlLaunch       // programmatic launches on (SetProgrammaticLaunch), else nil
 }
 
 // NewStream creates a stream (default flags: it synchronises with the
@@ -708,7 +711,7 @@ func (s *Stream) LaunchBytes(f Function, grid, block Dim3, shmem int, what strin
 
 func (s *Stream) launch(f Function, grid, block Dim3, shmem int, what string, ptrs []unsafe.Pointer) error {
 	return s.c.do(func() error {
-		r := cu.launchKernel(f.h, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, uint32(shmem), s.h, &ptrs[0], 0)
+		r := s.launchKernel(f.h, grid, block, uint32(shmem), ptrs)
 		s.count.Launches++
 		s.count.Kernels++
 		if r == Success {
@@ -717,4 +720,69 @@ func (s *Stream) launch(f Function, grid, block Dim3, shmem int, what string, pt
 		return check(r, "cuLaunchKernel", fmt.Sprintf("of %s for %s (grid %d×%d×%d, block %d×%d×%d)",
 			f.Name, what, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z))
 	})
+}
+
+// launchConfig and launchAttr are CUlaunchConfig and CUlaunchAttribute
+// (cuda.h; 56 and 72 bytes on 64-bit hosts).
+type launchConfig struct {
+	gx, gy, gz, bx, by, bz, shmem uint32
+	_                             uint32
+	stream                        uintptr
+	attrs                         *launchAttr
+	numAttrs                      uint32
+	_                             uint32
+}
+
+type launchAttr struct {
+	id  uint32
+	_   uint32
+	val [64]byte
+}
+
+// attrProgrammaticSerialization is CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
+const attrProgrammaticSerialization = 6
+
+// pdlLaunch is a stream's reused launch configuration for programmatic
+// launches (one attribute: programmatic stream serialization allowed).
+type pdlLaunch struct {
+	cfg  launchConfig
+	attr launchAttr
+}
+
+// SetProgrammaticLaunch makes the stream launch kernels with programmatic
+// dependent launch (Hopper): a kernel may begin launching before the one
+// before it has finished, so every kernel launched on s must wait first
+// (griddepcontrol.wait) before it touches memory: turn it on only for
+// images whose kernels all do. It reports whether the launches are now
+// programmatic: false when off, or when the driver lacks cuLaunchKernelEx.
+// Stream capture keeps the dependency as a programmatic edge of the graph.
+func (s *Stream) SetProgrammaticLaunch(on bool) bool {
+	if !on || cu.launchKernelEx == nil {
+		s.pdl = nil
+		return false
+	}
+	p := &pdlLaunch{}
+	p.attr.id = attrProgrammaticSerialization
+	p.attr.val[0] = 1 // programmaticStreamSerializationAllowed (an int)
+	p.cfg.numAttrs = 1
+	s.pdl = p
+	return true
+}
+
+// ProgrammaticLaunch reports whether s launches kernels programmatically.
+func (s *Stream) ProgrammaticLaunch() bool { return s.pdl != nil }
+
+// launchKernel launches f on s, programmatically when s.pdl is set; it
+// runs on the context's thread (inside c.do) with ptrs pinned.
+func (s *Stream) launchKernel(f uintptr, grid, block Dim3, shmem uint32, ptrs []unsafe.Pointer) Result {
+	p := s.pdl
+	if p == nil {
+		return cu.launchKernel(f, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, shmem, s.h, &ptrs[0], 0)
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(p)
+	p.cfg = launchConfig{gx: grid.X, gy: grid.Y, gz: grid.Z, bx: block.X, by: block.Y, bz: block.Z, shmem: shmem,
+		stream: s.h, attrs: &p.attr, numAttrs: 1}
+	return cu.launchKernelEx(&p.cfg, f, &ptrs[0], 0)
 }

@@ -3,8 +3,10 @@ package driver
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestErrorNamesCallAndPurpose(t *testing.T) {
@@ -190,5 +192,19 @@ func TestHostBufferOnGPU(t *testing.T) {
 	}
 	if err := h.Free(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The launch configuration cuLaunchKernelEx reads must have cuda.h's layout
+// (CUlaunchConfig 56 bytes, CUlaunchAttribute 72, on 64-bit hosts), and
+// CUgraphEdgeData 8.
+func TestLaunchConfigLayout(t *testing.T) {
+	var c launchConfig
+	var a launchAttr
+	got := []uintptr{unsafe.Sizeof(c), unsafe.Offsetof(c.stream), unsafe.Offsetof(c.attrs), unsafe.Offsetof(c.numAttrs),
+		unsafe.Sizeof(a), unsafe.Offsetof(a.val), unsafe.Sizeof(graphEdge{})}
+	want := []uintptr{56, 32, 40, 48, 72, 8, 8}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sizes and offsets %v, want cuda.h's %v", got, want)
 	}
 }

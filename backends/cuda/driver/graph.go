@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"unsafe"
 )
@@ -245,7 +246,7 @@ func (s *Stream) runOps(t *Tape, viaStep bool) error {
 			for j := range n {
 				ptrs[j] = unsafe.Pointer(&t.params[t.poff[int(op.p0)+j]])
 			}
-			r = cu.launchKernel(op.fn.h, op.grid.X, op.grid.Y, op.grid.Z, op.block.X, op.block.Y, op.block.Z, op.shmem, s.h, &ptrs[0], 0)
+			r = s.launchKernel(op.fn.h, op.grid, op.block, op.shmem, ptrs)
 			s.count.Launches++
 			if !s.capturing {
 				s.count.Kernels++
@@ -595,6 +596,10 @@ func (g *Graph) take(t *Tape) {
 	g.tape.step = t.step
 }
 
+// pdlGraphs is whether captures keep programmatic launches (as
+// programmatic edges of the graph): DS4_CUDA_PDL_GRAPHS=1, until measured.
+var pdlGraphs = os.Getenv("DS4_CUDA_PDL_GRAPHS") == "1"
+
 // capture records t's work into a new graph (uploads from the step block).
 func (s *Stream) capture(t *Tape) (*Graph, error) {
 	const relaxed = 2 // CU_STREAM_CAPTURE_MODE_RELAXED
@@ -602,8 +607,12 @@ func (s *Stream) capture(t *Tape) (*Graph, error) {
 		return nil, err
 	}
 	s.capturing = true
+	pdl := s.pdl
+	if !pdlGraphs {
+		s.pdl = nil // captured as plain launches (see pdlGraphs)
+	}
 	runErr := s.runOps(t, true)
-	s.capturing = false
+	s.capturing, s.pdl = false, pdl
 	g := &Graph{}
 	if err := check(cu.endCapture(s.h, &g.graph), "cuStreamEndCapture", "of a decode step"); err != nil || runErr != nil {
 		if g.graph != 0 {
@@ -645,10 +654,11 @@ func chain(graph uintptr, n int) []uintptr {
 	for {
 		nodes = append(nodes, node)
 		var next [2]uintptr
+		var edges [2]graphEdge // programmatic launches make the edges programmatic: without their data the query is "lossy" (refused)
 		cnt = 2
 		var r Result
 		if cu.nodeGetDependentsV2 != nil {
-			r = cu.nodeGetDependentsV2(node, &next[0], 0, &cnt)
+			r = cu.nodeGetDependentsV2(node, &next[0], &edges[0], &cnt)
 		} else {
 			r = cu.nodeGetDependents(node, &next[0], &cnt)
 		}
@@ -665,6 +675,10 @@ func chain(graph uintptr, n int) []uintptr {
 	}
 	return nodes
 }
+
+// graphEdge is CUgraphEdgeData: from port, to port, type, 5 reserved
+// bytes (only received here).
+type graphEdge [8]uint8
 
 // replay launches g on s.
 func (s *Stream) replay(g *Graph) error {

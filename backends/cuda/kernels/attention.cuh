@@ -243,6 +243,7 @@ __device__ __forceinline__ void sparse_attn_run(float* out, const float* q, int 
 extern "C" __global__ void __launch_bounds__(ATTN_THREADS) sparse_attn(float* out, const float* q, int b, int m, int h, int d,
                                                                       const float* kv, int n, const float* kv2, int n2, const float* sink,
                                                                       const int* idx, int t, float scale, int hg, int fast) {
+    pdl_entry();
     ATTN_DYN_SHARED(float, dyn);
     __shared__ float ss[ATTN_MAXHG * ATTN_BLOCK], alphas[ATTN_MAXHG], fin[ATTN_MAXHG];
     __shared__ __align__(16) float pbs[ATTN_MAXHG * ATTN_BLOCK]; // read 4 at a time
@@ -263,4 +264,192 @@ extern "C" __global__ void __launch_bounds__(ATTN_THREADS) sparse_attn(float* ou
     }
 #undef ATTN_HG
 #undef ATTN_RUN
+}
+
+// ---- Decode: one row's blocks of entries on many multiprocessors ----------
+//
+// sparse_attn runs a (b, m, head group)'s blocks of 64 entries one after
+// another on one multiprocessor: a decode step (b·m = 1, 64 heads) keeps 64
+// of the H200's 132 busy, each through t/64 dependent steps. The three
+// kernels below compute the same values in the same roundings with the
+// blocks spread out. What makes that possible: μ before block k is
+// gomax(-1e30, every logit of the blocks before it) (gomax is associative),
+// so a block's α, probabilities, Σp and P·V sums need only the logits,
+// and what stays sequential is the fp32 recurrence l = fp32(l·α) + Σp,
+// acc = fp32(acc·α) + P·V over the blocks, a few operations per block.
+//   1. sparse_attn_logits: s[u,h,i] for every entry i < t (as sparse_attn's
+//      step 1, the same float64 sums), grid (u·h/G, blocks), G heads a CTA.
+//   2. sparse_attn_blocks: per (u, h, block): μ before it, μ', α, bf16(p),
+//      Σp (attn_softmax's), and P·V's float64 sums in index order (attn_pv's),
+//      rounded to fp32, with whether the block has any entry (sparse_attn
+//      skips one that has none); grid as 1.
+//   3. sparse_attn_combine: the recurrence over the live blocks, then
+//      out = bf16(acc / (l + exp(sink − μ))); grid u·h.
+// Scratch (fp32): s [u,h,t], blk [u,h,nb,4] (α, Σp, μ', live), pv [u,h,nb,d].
+#define ATTN_SPLIT_THREADS 256
+#define ATTN_SPLIT_WARPS (ATTN_SPLIT_THREADS / 32)
+
+template <int G>
+__device__ __forceinline__ void attn_logits_run(float* s, const float* q, int m, int h, int d, const float* kv, int n, const float* kv2, int n2,
+                                                const int* idx, int t, float scale, bool fast, float* qs) {
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
+    const int groups = h / G, u = blockIdx.x / groups, h0 = (blockIdx.x % groups) * G, t0 = blockIdx.y * ATTN_BLOCK;
+    const int bi = u / m, nt = n + n2;
+    const float* kvb = kv + (size_t)bi * n * d;
+    const float* kv2b = kv2 + (size_t)bi * n2 * d;
+    const int* row = idx + (size_t)u * t;
+    const float* qg = q + ((size_t)u * h + h0) * d;
+    for (int e = tid; e < G * d; e += ATTN_SPLIT_THREADS) qs[e] = qg[e];
+    __syncthreads();
+    constexpr int KC = ATTN_FASTD / 128;
+    for (int j = warp; j < ATTN_BLOCK; j += ATTN_SPLIT_WARPS) {
+        const int i = t0 + j;
+        if (i >= t) break; // (warp-uniform)
+        const int ix = attn_entry(row, i, t, nt);
+        float* so = s + ((size_t)u * h + h0) * t + i;
+        if (ix < 0) {
+            if (lane < G) so[(size_t)lane * t] = NEG_INF;
+            continue;
+        }
+        const float* kr0 = attn_row(kvb, kv2b, n, ix, d);
+        if (fast) {
+            float4 kr[KC];
+#pragma unroll
+            for (int c = 0; c < KC; c++) {
+                const int e = 4 * lane + 128 * c;
+                kr[c] = e < d ? __ldg((const float4*)(kr0 + e)) : float4{0.0f, 0.0f, 0.0f, 0.0f};
+            }
+#pragma unroll
+            for (int hh = 0; hh < G; hh++) {
+                double sum = 0.0;
+#pragma unroll
+                for (int c = 0; c < KC; c++) {
+                    const int e = 4 * lane + 128 * c;
+                    if (e < d) {
+                        const float4 qv = *(const float4*)(qs + hh * d + e);
+                        sum += (double)qv.x * (double)kr[c].x;
+                        sum += (double)qv.y * (double)kr[c].y;
+                        sum += (double)qv.z * (double)kr[c].z;
+                        sum += (double)qv.w * (double)kr[c].w;
+                    }
+                }
+                const double dot = attn_sum_warp(sum);
+                if (lane == 0) so[(size_t)hh * t] = (float)dot * scale;
+            }
+        } else {
+            for (int hh = 0; hh < G; hh++) {
+                double dot = 0.0;
+                for (int di = lane; di < d; di += 32) dot += (double)qs[hh * d + di] * (double)kr0[di];
+                dot = attn_sum_warp(dot);
+                if (lane == 0) so[(size_t)hh * t] = (float)dot * scale;
+            }
+        }
+    }
+}
+
+// sparse_attn_logits: step 1 (fast as sparse_attn's: d <= 512, d % 4 == 0,
+// kv and kv2 16-byte aligned); dynamic shared memory G·d floats.
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT_THREADS)
+    sparse_attn_logits(float* s, const float* q, int m, int h, int d, const float* kv, int n, const float* kv2, int n2, const int* idx, int t,
+                       float scale, int g, int fast) {
+    pdl_entry();
+    ATTN_DYN_SHARED(float, qs);
+    switch (g) {
+    case 8: attn_logits_run<8>(s, q, m, h, d, kv, n, kv2, n2, idx, t, scale, fast, qs); break;
+    case 4: attn_logits_run<4>(s, q, m, h, d, kv, n, kv2, n2, idx, t, scale, fast, qs); break;
+    case 2: attn_logits_run<2>(s, q, m, h, d, kv, n, kv2, n2, idx, t, scale, fast, qs); break;
+    default: attn_logits_run<1>(s, q, m, h, d, kv, n, kv2, n2, idx, t, scale, fast, qs); break;
+    }
+}
+
+template <int G>
+__device__ __forceinline__ void attn_blocks_run(float* blk, float* pvo, const float* s, int m, int h, int d, const float* kv, int n,
+                                                const float* kv2, int n2, const int* idx, int t, float* pbs, int* rowix) {
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
+    const int groups = h / G, u = blockIdx.x / groups, h0 = (blockIdx.x % groups) * G;
+    const int bk = blockIdx.y, nb = gridDim.y, t0 = bk * ATTN_BLOCK, len = min(ATTN_BLOCK, t - t0);
+    const int bi = u / m, nt = n + n2;
+    const float* kvb = kv + (size_t)bi * n * d;
+    const float* kv2b = kv2 + (size_t)bi * n2 * d;
+    const int* row = idx + (size_t)u * t;
+    if (tid < ATTN_BLOCK) rowix[tid] = attn_entry(row, t0 + tid, t, nt);
+    const bool live = __syncthreads_or(tid < ATTN_BLOCK && rowix[tid] >= 0);
+    for (int hh = warp; hh < G; hh += ATTN_SPLIT_WARPS) {
+        const float* sh = s + ((size_t)u * h + h0 + hh) * t;
+        float mp = NEG_INF; // the logits before the block
+        for (int i = lane; i < t0; i += 32) mp = gomax(mp, sh[i]);
+        const float mu = gomax(-1e30f, attn_max_warp(mp));
+        const float s0 = lane < len ? sh[t0 + lane] : NEG_INF, s1 = lane + 32 < len ? sh[t0 + lane + 32] : NEG_INF;
+        const float bmax = attn_max_warp(gomax(s0, s1));
+        const float nmu = gomax(mu, bmax), alpha = expf32(mu - nmu);
+        const float p0 = lane < len ? expf32(s0 - nmu) : 0.0f;
+        const float p1 = lane + 32 < len ? expf32(s1 - nmu) : 0.0f;
+        pbs[hh * ATTN_BLOCK + lane] = bf16r(p0);
+        pbs[hh * ATTN_BLOCK + lane + 32] = bf16r(p1);
+        const double psum = attn_sum_warp((double)p0 + (double)p1);
+        if (lane == 0) {
+            float* bo = blk + (((size_t)u * h + h0 + hh) * nb + bk) * 4;
+            bo[0] = alpha, bo[1] = (float)psum, bo[2] = nmu, bo[3] = live ? 1.0f : 0.0f;
+        }
+    }
+    if (!live) return; // (uniform) combine skips the block
+    __syncthreads();
+    for (int di = tid; di < d; di += ATTN_SPLIT_THREADS) {
+        double pv[G];
+#pragma unroll
+        for (int hh = 0; hh < G; hh++) pv[hh] = 0.0;
+        for (int j = 0; j < len; j += 4) { // attn_pv's order: each head's terms in index order
+            int rs[4];
+            double x[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                rs[k] = j + k < len ? rowix[j + k] : -1;
+                x[k] = rs[k] < 0 ? 0.0 : (double)__ldg(attn_row(kvb, kv2b, n, rs[k], d) + di);
+            }
+#pragma unroll
+            for (int hh = 0; hh < G; hh++)
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const float p = rs[k] >= 0 ? pbs[hh * ATTN_BLOCK + j + k] : 0.0f;
+                    if (rs[k] >= 0 && p != 0.0f) pv[hh] += (double)p * x[k];
+                }
+        }
+#pragma unroll
+        for (int hh = 0; hh < G; hh++) pvo[(((size_t)u * h + h0 + hh) * nb + bk) * d + di] = (float)pv[hh];
+    }
+}
+
+// sparse_attn_blocks: step 2; no dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT_THREADS)
+    sparse_attn_blocks(float* blk, float* pv, const float* s, int m, int h, int d, const float* kv, int n, const float* kv2, int n2,
+                       const int* idx, int t, int g) {
+    pdl_entry();
+    __shared__ __align__(16) float pbs[ATTN_MAXHG * ATTN_BLOCK];
+    __shared__ int rowix[ATTN_BLOCK];
+    switch (g) {
+    case 8: attn_blocks_run<8>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix); break;
+    case 4: attn_blocks_run<4>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix); break;
+    case 2: attn_blocks_run<2>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix); break;
+    default: attn_blocks_run<1>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix); break;
+    }
+}
+
+// sparse_attn_combine: step 3, one CTA a (u, h), threads along d.
+extern "C" __global__ void __launch_bounds__(ATTN_SPLIT_THREADS)
+    sparse_attn_combine(float* out, const float* blk, const float* pv, const float* sink, int h, int d, int nb) {
+    pdl_entry();
+    const int uh = blockIdx.x;
+    const float* b = blk + (size_t)uh * nb * 4;
+    const float* p = pv + (size_t)uh * nb * d;
+    for (int di = threadIdx.x; di < d; di += ATTN_SPLIT_THREADS) {
+        float acc = 0.0f, l = 0.0f, mu = -1e30f;
+        for (int k = 0; k < nb; k++) {
+            if (b[4 * k + 3] == 0.0f) continue;
+            const float alpha = b[4 * k];
+            l = l * alpha + b[4 * k + 1];
+            acc = acc * alpha + p[(size_t)k * d + di];
+            mu = b[4 * k + 2];
+        }
+        out[(size_t)uh * d + di] = bf16r(acc / (l + expf32(sink[uh % h] - mu)));
+    }
 }

@@ -7,6 +7,33 @@
 #define FULL_MASK 0xffffffffu
 #define NEG_INF __uint_as_float(0xff800000u)
 
+// pdl_entry opens every kernel (each of them calls it first, before any
+// load or store of global memory; module_test checks the sources): under
+// programmatic dependent launch (Hopper) it lets the next kernel of the
+// stream start launching now (pdl_trigger), then waits until the kernels
+// before this one have finished and their writes are visible (pdl_wait).
+// So the host may launch any kernel of this image with the
+// programmatic-serialization attribute, and a kernel's launch and
+// prologue overlap the previous one's tail instead of following its
+// completion. Launched without the attribute, both do nothing. A kernel
+// may instead open with pdl_trigger and call pdl_wait itself, after a
+// prologue that reads only what no kernel writes (weights: they are
+// uploaded by copies, which stay ordered).
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_entry() {
+    pdl_trigger();
+    pdl_wait();
+}
+
 // bf16r rounds f to the nearest bfloat16 (ties to even) and returns it as a
 // float; NaN becomes a quiet NaN with the same sign (numfmt.BF16Bits).
 __device__ __forceinline__ float bf16r(float f) {
@@ -175,4 +202,11 @@ __device__ float torch_sum_warp(Get get, int n) {
         if (lane == 0) s += o;
     }
     return __shfl_sync(FULL_MASK, s, 0);
+}
+
+// pdl_ready marks an image whose every kernel opens with pdl_entry: the
+// host turns programmatic launches on only for an image that has it. It is
+// never launched.
+extern "C" __global__ void pdl_ready() {
+    pdl_entry();
 }

@@ -26,6 +26,7 @@ __device__ __forceinline__ float pool_group(const float* c, const float* z, size
 // (b, token, channel).
 extern "C" __global__ void compressor_pool_prefill(float* out, const float* c, const float* z, int b, int s, int d, int ratio,
                                                    float* kv_state, float* score_state) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= (long long)b * s * d || ratio > POOL_MAX) return;
     const int i = (int)(u % d), t = (int)((u / d) % s), bi = (int)(u / ((long long)d * s));
@@ -46,6 +47,7 @@ extern "C" __global__ void compressor_pool_prefill(float* out, const float* c, c
 // write). One thread per (b, channel).
 extern "C" __global__ void compressor_pool_decode(float* out, const float* c, const float* z, int b, int d, int ratio,
                                                   const float* kv_state, const float* score_state, int start_pos) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= (long long)b * d || ratio > POOL_MAX || (start_pos + 1) % ratio != 0) return;
     const int i = (int)(u % d), bi = (int)(u / d);
@@ -86,6 +88,7 @@ __device__ __forceinline__ long long floor_mod(long long a, long long m) {
 extern "C" __global__ void engram_hash(long long* out, const long long* hist, int b, int max_len, int s, int start_pos,
                                        const long long* mult, const long long* primes, const long long* offsets,
                                        int nl, int ng, int heads, long long pad) {
+    pdl_entry();
     const int u = blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= b * s || ng > ENGRAM_MAX_NGRAM) return;
     const int bi = u / s, t = u % s, p = start_pos + t;
@@ -116,6 +119,7 @@ extern "C" __global__ void engram_hash(long long* out, const long long* hist, in
 // thread per output element.
 extern "C" __global__ void engram_lookup(float* out, const unsigned char* table, const unsigned char* scale, int width, long long num_rows,
                                          const long long* rows, int n) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= (long long)n * width) return;
     const int i = (int)(u / width), c = (int)(u % width);
@@ -137,6 +141,7 @@ extern "C" __global__ void engram_lookup(float* out, const unsigned char* table,
 #define ENGRAM_GATE_THREADS 256
 extern "C" __global__ void __launch_bounds__(ENGRAM_GATE_THREADS)
     engram_gate(float* h_out, const float* h, int tokens, int hc, int dim, const float* key, const float* value, const float* omega, float eps) {
+    pdl_entry();
     __shared__ double red[3][ENGRAM_GATE_THREADS / 32];
     const int wid = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     if (wid >= tokens * hc) return;

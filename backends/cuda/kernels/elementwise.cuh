@@ -7,6 +7,7 @@
 // over n = rows·inter elements (limit <= 0: no clamps); rw (fp32 [rows])
 // may be null. out may alias g or u.
 extern "C" __global__ void swiglu_clamp(float* out, const float* g, const float* u, long long n, int inter, float limit, const float* rw) {
+    pdl_entry();
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float gv = limit > 0.0f ? gomin(g[i], limit) : g[i];
@@ -23,6 +24,7 @@ extern "C" __global__ void swiglu_clamp(float* out, const float* g, const float*
 // [max_pos, rope_dim/2, 2] (pos int64, as the graph's positions); inverse multiplies by the conjugate. One thread
 // per (row, pair). A position outside the table poisons the pair (NaN).
 extern "C" __global__ void rotary(float* x, int rows, int width, int rope_dim, const float* cos_sin, int max_pos, const long long* pos, int inverse) {
+    pdl_entry();
     const int half = rope_dim / 2;
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)rows * half) return;
@@ -56,6 +58,7 @@ extern "C" __global__ void rotary(float* x, int rows, int width, int rope_dim, c
 // even. out may alias x.
 extern "C" __global__ void rope_rows(float* out, const float* x, int rows, int width, int rope_dim, const float* cos_sin, int max_pos,
                                      const long long* pos, int per_t, int t_len, int inverse) {
+    pdl_entry();
     const int pairs = width / 2, half = rope_dim / 2, nope = pairs - half;
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)rows * pairs) return;
@@ -91,6 +94,7 @@ extern "C" __global__ void rope_rows(float* out, const float* x, int rows, int w
 // records i+1 in *bad (the largest such i+1), for the host to report after
 // its next synchronisation. One thread per output element.
 extern "C" __global__ void embed_bf16(float* out, const unsigned short* table, int vocab, int dim, const long long* ids, int n, int* bad) {
+    pdl_entry();
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (long long)n * dim) return;
     const int i = (int)(t / dim), d = (int)(t % dim);

@@ -110,6 +110,7 @@ __device__ __forceinline__ void hc_mix_split_body(float* pre, float* post, float
 extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
     hc_mix_split(float* pre, float* post, float* comb, const float* h, int n, const float* fn, int hc, float norm_eps,
                  const float* scale, const float* base, int iters, float eps) {
+    pdl_entry();
     __shared__ float prod[2][HC_MIX_SH];
     __shared__ float mixes[HC_MAX * (HC_MAX + 2)];
     __shared__ float rho_sh;
@@ -141,6 +142,7 @@ extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
 extern "C" __global__ void __launch_bounds__(1024)
     pre_norm_quant(float* norm_out, float* q_out, const float* __restrict__ h, const float* __restrict__ pre, int pre_stride,
                    int hc, const float* __restrict__ w, int dim, float eps, int qkind, int block) {
+    pdl_trigger(); // the norm's weights (no kernel writes them) load before the wait
     HC_DYN_SHARED(float, row);
     __shared__ float bs[HCF_WIN * 32];
     __shared__ float cols[32];
@@ -152,6 +154,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         const int d = k * T + tid;
         wv[k] = d < dim ? w[d] : 0.0f;
     }
+    pdl_wait();
     if (hc == 4) { // the released hc: the four streams' loads in flight together
         const float* p = pre + (size_t)t * pre_stride;
         const float p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
@@ -221,6 +224,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 // idx (int64) and w are [rows, k]; k <= GATE_TAIL_MAX_TOPK.
 extern "C" __global__ void gate_tail(long long* idx_out, float* w_out, const float* logits, const float* bias, int e, int k,
                                      float add, float mul) {
+    pdl_entry();
     HC_DYN_SHARED(float, sh);
     float* s = sh;
     float* b = sh + e;
@@ -288,6 +292,7 @@ __device__ __forceinline__ unsigned fu_smem(const void* p) {
 extern "C" __global__ void __launch_bounds__(HCW_THREADS)
     hc_mix_split_wide(float* pre, float* post, float* comb, const float* h, int n, const float* fn, int hc, float norm_eps,
                       const float* scale, const float* base, int iters, float eps) {
+    pdl_entry();
     extern __shared__ float4 shv[];
     float* sh = (float*)shv;
     __shared__ float mixes[HCW_MAX_MIX];

@@ -22,6 +22,7 @@
 // block GATE_THREADS.
 extern "C" __global__ void __launch_bounds__(GATE_THREADS)
     gate_logits(float* logits, const float* x, const float* w, int n, int dim, int experts) {
+    pdl_entry();
     __shared__ double part[GATE_EPB][GATE_WPE];
     const int g = threadIdx.x / GATE_TPE, u = threadIdx.x % GATE_TPE, lane = threadIdx.x & 31;
     const int e = blockIdx.y * GATE_EPB + g, t = blockIdx.x;
@@ -95,6 +96,7 @@ __device__ __forceinline__ bool gate_rank_greater(float wq, int q, float vp, int
 extern "C" __global__ void __launch_bounds__(GATE_SELECT_THREADS)
     gate_select(float* weights, long long* indices, const float* logits, const float* bias, int experts, int topk,
                 float route_scale, int score) {
+    pdl_entry();
     HC_DYN_SHARED(float, sh);
     float* s = sh;
     float* biased = sh + experts;
@@ -173,6 +175,7 @@ extern "C" __global__ void __launch_bounds__(GATE_SELECT_THREADS)
 // with each dot summed in ascending c in fp32 (one lane per mix), as the
 // reference's gemmDot. h [tokens, hc·dim], fn [mix, hc·dim], out [tokens, mix].
 extern "C" __global__ void hc_mixes(float* out, const float* h, int tokens, int n, const float* fn, int mix, float eps) {
+    pdl_entry();
     const int t = blockIdx.x, lane = threadIdx.x & 31;
     const float* x = h + (size_t)t * n;
     const float ms = torch_sum_warp([&](int j) { float v = x[j]; return v * v; }, n) / (float)n;
@@ -240,6 +243,7 @@ __device__ __forceinline__ void hc_sinkhorn_token(float* pre, float* post, float
 // exactly (see kernels.HCSplitSinkhorn). hc <= HC_MAX.
 extern "C" __global__ void hc_split_sinkhorn(float* pre, float* post, float* comb, const float* mixes, int tokens, int hc,
                                              const float* scale, const float* base, int iters, float eps) {
+    pdl_entry();
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= tokens || hc > HC_MAX) return;
     const int mix = (2 + hc) * hc;
@@ -249,6 +253,7 @@ extern "C" __global__ void hc_split_sinkhorn(float* pre, float* post, float* com
 
 // hc_pre: out[t,d] = bf16(Σ_i fp32(pre[t,i]·h[t,i,d])), i ascending.
 extern "C" __global__ void hc_pre(float* out, const float* h, const float* pre, int tokens, int hc, int dim) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= (long long)tokens * dim) return;
     const int t = (int)(u / dim), d = (int)(u % dim);
@@ -259,6 +264,7 @@ extern "C" __global__ void hc_pre(float* out, const float* h, const float* pre, 
 
 // hc_post: out[t,j,d] = bf16(fp32(post[t,j]·y[t,d]) + Σ_i fp32(comb[t,i,j]·res[t,i,d])).
 extern "C" __global__ void hc_post(float* out, const float* y, const float* res, const float* post, const float* comb, int tokens, int hc, int dim) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= (long long)tokens * hc * dim) return;
     const int d = (int)(u % dim), j = (int)((u / dim) % hc), t = (int)(u / ((long long)dim * hc));
@@ -355,6 +361,7 @@ __device__ float torch_sum_block(Get get, int n, float* bs, float* cols, float* 
 extern "C" __global__ void __launch_bounds__(HCF_THREADS)
     hc_mixes_fast(float* p0, int s0, float* p1, int s1, float* p2, int s2, const float* h, int n, const float* fn, int hc,
                   float eps) {
+    pdl_entry();
     __shared__ float bs[HCF_WIN * 32];
     __shared__ float cols[32];
     __shared__ float res;
@@ -412,6 +419,7 @@ extern "C" __global__ void __launch_bounds__(HCF_THREADS)
 // hc_sinkhorn_token over them, in place. hc <= HC_MAX.
 extern "C" __global__ void hc_sinkhorn_slots(float* pre, float* post, float* comb, int tokens, int hc, const float* scale,
                                              const float* base, int iters, float eps) {
+    pdl_entry();
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= tokens || hc < 1 || hc > HC_MAX) return;
     float *pr = pre + (size_t)t * hc, *po = post + (size_t)t * hc, *co = comb + (size_t)t * hc * hc;
@@ -476,6 +484,7 @@ __device__ __forceinline__ void hc_sinkhorn4_warp(float* pre, float* post, float
 // (hc_sinkhorn4_warp: the same bits); blockDim a multiple of 32.
 extern "C" __global__ void hc_split_sinkhorn4(float* pre, float* post, float* comb, const float* mixes, int tokens,
                                               const float* scale, const float* base, int iters, float eps) {
+    pdl_entry();
     const int t = (int)(((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32);
     if (t >= tokens) return; // whole warps leave together
     hc_sinkhorn4_warp(pre + (size_t)t * 4, post + (size_t)t * 4, comb + (size_t)t * 16, mixes + (size_t)t * 24, scale, base,
@@ -486,6 +495,7 @@ extern "C" __global__ void hc_split_sinkhorn4(float* pre, float* post, float* co
 // the mixes in pre, post and comb turned into the split in place.
 extern "C" __global__ void hc_sinkhorn_slots4(float* pre, float* post, float* comb, int tokens, const float* scale,
                                               const float* base, int iters, float eps) {
+    pdl_entry();
     const int t = (int)(((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32);
     if (t >= tokens) return;
     float *pr = pre + (size_t)t * 4, *po = post + (size_t)t * 4, *co = comb + (size_t)t * 16;

@@ -55,12 +55,14 @@ __device__ void gemm_block_scaled(float* out, const float* a, int m, int k, cons
 // [n,k] e4m3, wscale [ceil(n/32), ceil(k/32)] ue8m0; out [m,n].
 // grid (ceil(n/32), ceil(m/8)), block (32, 8).
 extern "C" __global__ void __launch_bounds__(256) matmul_fp8(float* out, const float* a, int m, int k, const unsigned char* w, const unsigned char* wscale, int n) {
+    pdl_entry();
     gemm_block_scaled<false>(out, a, m, k, w, wscale, n);
 }
 
 // matmul_fp4: as matmul_fp8 with w packed e2m1 [n, k/2] (even element in
 // the low nibble) and wscale [n, ceil(k/32)].
 extern "C" __global__ void __launch_bounds__(256) matmul_fp4(float* out, const float* a, int m, int k, const unsigned char* w, const unsigned char* wscale, int n) {
+    pdl_entry();
     gemm_block_scaled<true>(out, a, m, k, w, wscale, n);
 }
 
@@ -123,11 +125,13 @@ __device__ void gemm_plain(float* out, const float* a, int m, int k, L load, int
 
 extern "C" __global__ void __launch_bounds__(256) matmul_f32w(float* out, const float* a, int m, int k, const float* w, int n, int lda, int ldo,
                                                              long long a_z, long long w_z, long long o_z, int round) {
+    pdl_entry();
     gemm_plain(out, a, m, k, LoadF32{w, w_z, k}, n, lda, ldo, a_z, o_z, round);
 }
 
 extern "C" __global__ void __launch_bounds__(256) matmul_bf16w(float* out, const float* a, int m, int k, const unsigned short* w, int n, int lda, int ldo,
                                                               long long a_z, long long w_z, long long o_z, int round) {
+    pdl_entry();
     gemm_plain(out, a, m, k, LoadBF16{w, w_z, k}, n, lda, ldo, a_z, o_z, round);
 }
 
@@ -135,6 +139,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_bf16w(float* out, const
 // fp8 wo_a): w [groups·n, k] e4m3, wscale [ceil(groups·n/32), ceil(k/32)].
 extern "C" __global__ void __launch_bounds__(256) matmul_fp8w(float* out, const float* a, int m, int k, const unsigned char* w, const unsigned char* wscale,
                                                              int n, int lda, int ldo, long long a_z, long long o_z, int round) {
+    pdl_entry();
     gemm_plain(out, a, m, k, LoadFP8{w, wscale, k, n}, n, lda, ldo, a_z, o_z, round);
 }
 
@@ -192,9 +197,11 @@ __device__ void gemv_splitk(float* out, const float* a, int k, const unsigned ch
 // matmul_fp8_gemv / matmul_fp4_gemv: matmul_fp8/fp4 for m = 1.
 // grid ceil(n/32), block 256.
 extern "C" __global__ void __launch_bounds__(256) matmul_fp8_gemv(float* out, const float* a, int k, const unsigned char* w, const unsigned char* wscale, int n) {
+    pdl_entry();
     gemv_splitk<false>(out, a, k, w, wscale, n);
 }
 extern "C" __global__ void __launch_bounds__(256) matmul_fp4_gemv(float* out, const float* a, int k, const unsigned char* w, const unsigned char* wscale, int n) {
+    pdl_entry();
     gemv_splitk<true>(out, a, k, w, wscale, n);
 }
 
@@ -221,9 +228,11 @@ __device__ void gemv_routed(float* out, const float* a, int adiv, int k, const u
 
 extern "C" __global__ void __launch_bounds__(256) matmul_fp4_routed(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride,
                                                                         const unsigned char* wscale, long long sstride, int n, const long long* ids, int nexperts) {
+    pdl_entry();
     gemv_routed<true>(out, a, adiv, k, w, wstride, wscale, sstride, n, ids, nexperts);
 }
 extern "C" __global__ void __launch_bounds__(256) matmul_fp8_routed(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride,
                                                                         const unsigned char* wscale, long long sstride, int n, const long long* ids, int nexperts) {
+    pdl_entry();
     gemv_routed<false>(out, a, adiv, k, w, wstride, wscale, sstride, n, ids, nexperts);
 }

@@ -187,10 +187,12 @@ __device__ void gemm_bf16_tc(float* out, const float* a, int m, int k, W wl, int
 // of w are n apart for both formats (the grouped LoRA's rank).
 extern "C" __global__ void __launch_bounds__(256) matmul_bf16w_tc(float* out, const float* a, int m, int k, const unsigned short* w, int n, int lda, int ldo,
                                                                  long long a_z, long long o_z, int round) {
+    pdl_entry();
     gemm_bf16_tc(out, a, m, k, B16W16{w, n, k}, n, lda, ldo, a_z, o_z, round);
 }
 
 extern "C" __global__ void __launch_bounds__(256) matmul_fp8w_tc(float* out, const float* a, int m, int k, const unsigned char* w, const unsigned char* wscale,
                                                                 int n, int lda, int ldo, long long a_z, long long o_z, int round) {
+    pdl_entry();
     gemm_bf16_tc(out, a, m, k, B16W8{w, wscale, n, k}, n, lda, ldo, a_z, o_z, round);
 }

@@ -288,6 +288,7 @@ __device__ void gemm_tc(float* out, const unsigned char* a, const float* asc, in
 // ceil(m/128)), block 256, dynamic shared memory TC_STAGES·TCStage<false>::bytes.
 extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
     matmul_fp8_tc(float* out, const unsigned char* a, const float* asc, int m, int k, const unsigned char* w, const unsigned char* wsc, int n) {
+    pdl_entry();
     gemm_tc<false>(out, a, asc, m, k, w, wsc, n, blockIdx.y * TC_BM, blockIdx.x * TC_BN);
 }
 
@@ -296,6 +297,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
 // TC_STAGES·TCStage<true>::bytes.
 extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
     matmul_fp4_tc(float* out, const unsigned char* a, const float* asc, int m, int k, const unsigned char* w, const unsigned char* wsc, int n) {
+    pdl_entry();
     gemm_tc<true>(out, a, asc, m, k, w, wsc, n, blockIdx.y * TC_BM, blockIdx.x * TC_BN);
 }
 
@@ -338,11 +340,13 @@ __device__ void gemm_tc_grouped(float* out, const unsigned char* a, const float*
 extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
     matmul_fp4_tc_grouped(float* out, const unsigned char* a, const float* asc, int k, const unsigned char* w, long long wstride, const unsigned char* wsc,
                           long long sstride, int n, const int* offs, const long long* ids, int groups, int nexperts, const int* rmap, int adiv) {
+    pdl_entry();
     gemm_tc_grouped<true>(out, a, asc, k, w, wstride, wsc, sstride, n, offs, ids, groups, nexperts, rmap, adiv);
 }
 extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
     matmul_fp8_tc_grouped(float* out, const unsigned char* a, const float* asc, int k, const unsigned char* w, long long wstride, const unsigned char* wsc,
                           long long sstride, int n, const int* offs, const long long* ids, int groups, int nexperts, const int* rmap, int adiv) {
+    pdl_entry();
     gemm_tc_grouped<false>(out, a, asc, k, w, wstride, wsc, sstride, n, offs, ids, groups, nexperts, rmap, adiv);
 }
 
@@ -358,6 +362,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MINB)
 __device__ __forceinline__ bool route_in(long long id, int e, int nexp) { return e < nexp ? id == e : (id < 0 || id >= nexp); }
 
 extern "C" __global__ void __launch_bounds__(ROUTE_THREADS) route_count(const long long* ids, int R, int nexp, int* cnt) {
+    pdl_entry();
     __shared__ int part[ROUTE_THREADS / 32];
     const int e = blockIdx.x;
     int c = 0;
@@ -374,6 +379,7 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS) route_count(const lo
 
 extern "C" __global__ void __launch_bounds__(ROUTE_THREADS)
     route_perm(const long long* ids, int R, int nexp, const int* cnt, int* offs, long long* gid, int* perm) {
+    pdl_entry();
     __shared__ int warpCount[ROUTE_THREADS / 32];
     __shared__ int base;
     const int e = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -414,6 +420,7 @@ extern "C" __global__ void __launch_bounds__(ROUTE_THREADS)
 // exact for act_quant's output, so q'·s' = x and the product is unchanged.
 // One thread per 32-block; nblocks = rows·k/32.
 extern "C" __global__ void tc_quant_a(unsigned char* codes, float* scales, const float* x, long long nblocks) {
+    pdl_entry();
     const long long bi = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (bi >= nblocks) return;
     const float4* src = (const float4*)(x + bi * 32);
@@ -521,6 +528,7 @@ __device__ __forceinline__ void tc_wg_load_stage(unsigned st, int kt, const unsi
 
 extern "C" __global__ void __launch_bounds__(TC_THREADS, 1)
     matmul_fp8_wg(float* out, const unsigned char* a, const float* asc, int m, int k, const unsigned char* w, const unsigned char* wsc, int n) {
+    pdl_entry();
     extern __shared__ __align__(1024) unsigned char tc_wg_smem[];
     const unsigned base = (tc_smem_addr(tc_wg_smem) + 1023u) & ~1023u;
     const unsigned char* gbase = tc_wg_smem + (base - tc_smem_addr(tc_wg_smem));
@@ -660,6 +668,7 @@ __device__ __forceinline__ void tc_wh_load_stage(unsigned st, int kt, const unsi
 
 extern "C" __global__ void __launch_bounds__(TC_THREADS, 1)
     matmul_fp8_wh(float* out, const unsigned char* a, const float* asc, int m, int k, const unsigned char* w, const unsigned char* wsc, int n) {
+    pdl_entry();
     extern __shared__ __align__(1024) unsigned char tc_wh_smem[];
     const unsigned raw = tc_smem_addr(tc_wh_smem), base = (raw + 1023u) & ~1023u;
     unsigned char* gbase = tc_wh_smem + (base - raw);

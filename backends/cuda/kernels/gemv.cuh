@@ -296,7 +296,7 @@ __device__ void gemv_bs(float* out, int ldo, const float* a, int lda, int m, int
 
 #define GEMV_BS(NAME, FP4, MR)                                                                                                                \
     extern "C" __global__ void __launch_bounds__(GEMV_THREADS) NAME(float* out, const float* a, int m, int k, const unsigned char* w,        \
-                                                                    const unsigned char* ws, int n, int rb_log2) {                          \
+                                                                    const unsigned char* ws, int n, int rb_log2) { pdl_entry();             \
         gemv_bs<FP4, MR>(out, n, a, k, m, k, w, ws, n, rb_log2);                                                                            \
     }
 // gemv_fp8_mR / gemv_fp4_mR: matmul_fp8/fp4 for m <= R activation rows.
@@ -332,11 +332,13 @@ __device__ void gemv_routed(float* out, const float* a, int adiv, int k, const u
 extern "C" __global__ void __launch_bounds__(GEMV_THREADS) gemv_routed_fp4(float* out, const float* a, int adiv, int k, const unsigned char* w,
                                                                           long long wstride, const unsigned char* ws, long long sstride, int n,
                                                                           const long long* ids, int nexperts, int rb_log2) {
+    pdl_entry();
     gemv_routed<true>(out, a, adiv, k, w, wstride, ws, sstride, n, ids, nexperts, rb_log2);
 }
 extern "C" __global__ void __launch_bounds__(GEMV_THREADS) gemv_routed_fp8(float* out, const float* a, int adiv, int k, const unsigned char* w,
                                                                           long long wstride, const unsigned char* ws, long long sstride, int n,
                                                                           const long long* ids, int nexperts, int rb_log2) {
+    pdl_entry();
     gemv_routed<false>(out, a, adiv, k, w, wstride, ws, sstride, n, ids, nexperts, rb_log2);
 }
 
@@ -385,12 +387,14 @@ extern "C" __global__ void __launch_bounds__(GEMV_THREADS)
     gemv_routed_swiglu_fp4(float* out, const float* a, int adiv, int k, const unsigned char* w1, const unsigned char* ws1, const unsigned char* w3,
                            const unsigned char* ws3, long long wstride, long long sstride, int n, const long long* ids, int nexperts, float limit,
                            const float* rw, int rb_log2) {
+    pdl_entry();
     gemv_routed_swiglu<true>(out, a, adiv, k, w1, ws1, w3, ws3, wstride, sstride, n, ids, nexperts, limit, rw, rb_log2);
 }
 extern "C" __global__ void __launch_bounds__(GEMV_THREADS)
     gemv_routed_swiglu_fp8(float* out, const float* a, int adiv, int k, const unsigned char* w1, const unsigned char* ws1, const unsigned char* w3,
                            const unsigned char* ws3, long long wstride, long long sstride, int n, const long long* ids, int nexperts, float limit,
                            const float* rw, int rb_log2) {
+    pdl_entry();
     gemv_routed_swiglu<false>(out, a, adiv, k, w1, ws1, w3, ws3, wstride, sstride, n, ids, nexperts, limit, rw, rb_log2);
 }
 
@@ -522,17 +526,17 @@ __device__ void gemv_plain(float* out, const float* a, int m, int k, L ld, int n
 
 #define GEMV_PLAIN(NAME, MR)                                                                                                                 \
     extern "C" __global__ void __launch_bounds__(GEMV_THREADS) NAME##_f32w(float* out, const float* a, int m, int k, const float* w, int n,  \
-                                                                           int lda, int ldo, long long a_z, long long o_z, int round) {    \
+                                                                           int lda, int ldo, long long a_z, long long o_z, int round) { pdl_entry(); \
         gemv_plain<GemvF32, MR>(out, a, m, k, GemvF32{w}, n, lda, ldo, a_z, o_z, round);                                                   \
     }                                                                                                                                      \
     extern "C" __global__ void __launch_bounds__(GEMV_THREADS) NAME##_bf16w(float* out, const float* a, int m, int k,                       \
                                                                             const unsigned short* w, int n, int lda, int ldo,              \
-                                                                            long long a_z, long long o_z, int round) {                     \
+                                                                            long long a_z, long long o_z, int round) { pdl_entry();        \
         gemv_plain<GemvBF16, MR>(out, a, m, k, GemvBF16{w}, n, lda, ldo, a_z, o_z, round);                                                 \
     }                                                                                                                                      \
     extern "C" __global__ void __launch_bounds__(GEMV_THREADS) NAME##_fp8w(float* out, const float* a, int m, int k,                        \
                                                                            const unsigned char* w, const unsigned char* s, int n, int lda, \
-                                                                           int ldo, long long a_z, long long o_z, int round) {             \
+                                                                           int ldo, long long a_z, long long o_z, int round) { pdl_entry(); \
         gemv_plain<GemvFP8W, MR>(out, a, m, k, GemvFP8W{w, s, k}, n, lda, ldo, a_z, o_z, round);                                           \
     }
 // gemv_plain_mR_{f32w,bf16w,fp8w}: matmul_f32w/bf16w/fp8w for m <= R rows.
@@ -663,7 +667,7 @@ __device__ void gemv_plain_fp8w_pc(float* out, const float* a, int m, int k, con
 #define GEMV_PC(NAME, MR)                                                                                                                    \
     extern "C" __global__ void __launch_bounds__(128) NAME(float* out, const float* a, int m, int k, const unsigned char* w,                \
                                                            const unsigned char* s, int n, int lda, int ldo, long long a_z, long long o_z,  \
-                                                           int round) {                                                                    \
+                                                           int round) { pdl_entry();                                                       \
         gemv_plain_fp8w_pc<MR>(out, a, m, k, w, s, n, lda, ldo, a_z, o_z, round);                                                          \
     }
 // gemv_pc_mR_fp8w: matmul_fp8w for m <= R rows, k % 16 == 0.

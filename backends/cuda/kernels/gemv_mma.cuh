@@ -325,6 +325,11 @@ __device__ void gmma_run(const GmmaJob J) {
     if (ii < i1) itemStart();
 #pragma unroll
     for (int i = 0; i < GMMA_STAGES - 1; i++) issue();
+    // plain products open with pdl_trigger: their first spans (weights
+    // only) are requested while the kernel before them finishes; the
+    // activations, part and cnt are read after this wait. Routed ones read
+    // ids in itemStart, so they waited on entry.
+    if (!ROUTED) pdl_wait();
 
     if (!gmma_codes<FP4>(codes, scales, J.a, J.lda, arows, k)) {
         gmma_cp_wait<0>();
@@ -488,7 +493,7 @@ __device__ void gmma_run(const GmmaJob J) {
 // zero counter a 16-row tile.
 #define GMMA_BS(NAME, FP4, MR)                                                                                                               \
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS) NAME(float* out, const float* a, int m, int k, const unsigned char* w,       \
-                                                                    const unsigned char* ws, int n, int chunk, float* part, unsigned* cnt) { \
+                                                                    const unsigned char* ws, int n, int chunk, float* part, unsigned* cnt) { pdl_trigger(); \
         gmma_run<FP4, MR, false, false>(                                                                                                   \
             GmmaJob{out, n, a, k, m, k, n, w, ws, nullptr, nullptr, 0, 0, nullptr, 0, 1, 1, chunk, part, cnt, 0.0f, nullptr});             \
     }
@@ -509,7 +514,7 @@ GMMA_BS(gemv_mma_fp4_m8, true, 8)
 #define GMMA_ROUTED(NAME, FP4)                                                                                                               \
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS)                                                                             \
         NAME(float* out, const float* a, int adiv, int k, const unsigned char* w, long long wstride, const unsigned char* ws,                \
-             long long sstride, int n, const long long* ids, int nexperts, int Q, int chunk, float* part, unsigned* cnt) {                 \
+             long long sstride, int n, const long long* ids, int nexperts, int Q, int chunk, float* part, unsigned* cnt) { pdl_entry();    \
         gmma_run<FP4, 1, false, true>(                                                                                                     \
             GmmaJob{out, n, a, k, 1, k, n, w, ws, nullptr, nullptr, wstride, sstride, ids, nexperts, Q, adiv, chunk, part, cnt, 0.0f, nullptr}); \
     }
@@ -524,7 +529,7 @@ GMMA_ROUTED(gemv_mma_routed_fp8, false)
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS)                                                                             \
         NAME(float* out, const float* a, int adiv, int k, const unsigned char* w1, const unsigned char* ws1, const unsigned char* w3,        \
              const unsigned char* ws3, long long wstride, long long sstride, int n, const long long* ids, int nexperts, float limit,         \
-             const float* rw, int Q, int chunk, float* part, unsigned* cnt) {                                                              \
+             const float* rw, int Q, int chunk, float* part, unsigned* cnt) { pdl_entry();                                                 \
         gmma_run<FP4, 1, true, true>(                                                                                                      \
             GmmaJob{out, n, a, k, 1, k, n, w1, ws1, w3, ws3, wstride, sstride, ids, nexperts, Q, adiv, chunk, part, cnt, limit, rw});     \
     }
@@ -653,17 +658,17 @@ __device__ void gemv_warp(float* out, const float* a, int m, int k, L ld, int n,
 #define GEMV_WARP(NAME, MR)                                                                                                                  \
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS) NAME##_f32w(float* out, const float* a, int m, int k, const float* w, int n,  \
                                                                            int lda, int ldo, long long a_z, long long o_z, int round,       \
-                                                                           int rpw, int kw) {                                                      \
+                                                                           int rpw, int kw) { pdl_entry();                                         \
         gemv_warp<GemvF32, MR>(out, a, m, k, GemvF32{w}, n, lda, ldo, a_z, o_z, round, rpw, kw);                                               \
     }                                                                                                                                      \
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS) NAME##_bf16w(float* out, const float* a, int m, int k,                       \
                                                                             const unsigned short* w, int n, int lda, int ldo,              \
-                                                                            long long a_z, long long o_z, int round, int rpw, int kw) {            \
+                                                                            long long a_z, long long o_z, int round, int rpw, int kw) { pdl_entry(); \
         gemv_warp<GemvBF16, MR>(out, a, m, k, GemvBF16{w}, n, lda, ldo, a_z, o_z, round, rpw, kw);                                             \
     }                                                                                                                                      \
     extern "C" __global__ void __launch_bounds__(GMMA_THREADS) NAME##_fp8w(float* out, const float* a, int m, int k,                        \
                                                                            const unsigned char* w, const unsigned char* s, int n, int lda, \
-                                                                           int ldo, long long a_z, long long o_z, int round, int rpw, int kw) {    \
+                                                                           int ldo, long long a_z, long long o_z, int round, int rpw, int kw) { pdl_entry(); \
         gemv_warp<GemvFP8W, MR>(out, a, m, k, GemvFP8W{w, s, k}, n, lda, ldo, a_z, o_z, round, rpw, kw);                                       \
     }
 // gemv_warp_mR_{f32w,bf16w,fp8w}: matmul_f32w/bf16w/fp8w for m <= R rows.

@@ -37,6 +37,7 @@ __device__ __forceinline__ float round_to(float v, int round) { return round ? b
 enum { U_COPY, U_SIGMOID, U_SILU, U_RSQRT, U_SQRT, U_EXP, U_RELU, U_SOFTPLUS, U_CLAMP, U_ADD_SCALAR, U_MUL_SCALAR };
 
 extern "C" __global__ void unary_op(float* out, const float* x, long long n, int op, float p0, float p1, int round) {
+    pdl_entry();
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float v = x[i];
@@ -62,6 +63,7 @@ enum { B_ADD, B_SUB, B_MUL, B_DIV };
 // binary_op: out (contiguous, the broadcast shape st.dim) = a op b with the
 // operands read through st.a and st.b.
 extern "C" __global__ void binary_op(float* out, const float* a, const float* b, long long n, int op, int round, Strides st) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= n) return;
     long long ai, bi;
@@ -80,6 +82,7 @@ extern "C" __global__ void binary_op(float* out, const float* a, const float* b,
 // copy_strided: for every index of st.dim, out[·st.b] = in[·st.a], elements
 // of elem bytes (4 or 8).
 extern "C" __global__ void copy_strided(void* out, const void* in, int elem, long long n, Strides st) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= n) return;
     long long ai, bi;
@@ -91,6 +94,7 @@ extern "C" __global__ void copy_strided(void* out, const void* in, int elem, lon
 // mean_sq: out[r] = torch_sum(fp32(x²))/n per row of x [rows, n] (one warp
 // a row), rounded to the dtype.
 extern "C" __global__ void mean_sq(float* out, const float* x, int rows, int n, int round) {
+    pdl_entry();
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
     const float* xr = x + (size_t)row * n;
@@ -101,6 +105,7 @@ extern "C" __global__ void mean_sq(float* out, const float* x, int rows, int n, 
 // sum_inner: out[r] = torch_sum(x[r, :]) over the innermost axis (one warp
 // a row), rounded to the dtype.
 extern "C" __global__ void sum_inner(float* out, const float* x, int rows, int n, int round) {
+    pdl_entry();
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return;
     const float* xr = x + (size_t)row * n;
@@ -111,6 +116,7 @@ extern "C" __global__ void sum_inner(float* out, const float* x, int rows, int n
 // sum_outer: out[o, i] = Σ_a x[o, a, i] in ascending a (kernels.SumAxis over
 // a non-innermost axis), one thread per output.
 extern "C" __global__ void sum_outer(float* out, const float* x, int outer, int n, int inner, int round) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= (long long)outer * inner) return;
     const long long o = u / inner, i = u % inner;
@@ -122,6 +128,7 @@ extern "C" __global__ void sum_outer(float* out, const float* x, int outer, int 
 // softmax_rows: kernels.Softmax over the last axis (one warp a row):
 // e_j = exp(x_j − max), out_j = e_j / Σ e (the sum in ascending j), rounded.
 extern "C" __global__ void softmax_rows(float* out, const float* x, int rows, int n, int round) {
+    pdl_entry();
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (row >= rows) return;
     const float* xr = x + (size_t)row * n;
@@ -142,6 +149,7 @@ extern "C" __global__ void softmax_rows(float* out, const float* x, int rows, in
 // (descending, ties to the lower position: a stable sort), one thread per
 // element; the ranks are distinct, so each selected element writes its slot.
 extern "C" __global__ void topk_idx(long long* out, const float* x, int rows, int e, int k) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= (long long)rows * e) return;
     const int i = (int)(u / e), p = (int)(u % e);
@@ -157,6 +165,7 @@ extern "C" __global__ void topk_idx(long long* out, const float* x, int rows, in
 
 // gather_rows: out[i, j] = x[i, idx[i, j]] for x [N, E], idx int64 [N, k].
 extern "C" __global__ void gather_rows(float* out, const float* x, int rows, int e, const long long* idx, int k) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= (long long)rows * k) return;
     const int i = (int)(u / k);
@@ -169,6 +178,7 @@ extern "C" __global__ void gather_rows(float* out, const float* x, int rows, int
 // moe_combine: out[i, d] = Σ_j y[i, j, d] over the token's k routed outputs
 // in ascending expert id (the cpu backend's order), from 0 in fp32.
 extern "C" __global__ void moe_combine(float* out, const float* y, const long long* idx, int rows, int k, int dim) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= (long long)rows * dim || k > MOE_MAX_TOPK) return;
     const int i = (int)(u / dim), d = (int)(u % dim);
@@ -192,6 +202,7 @@ extern "C" __global__ void moe_combine(float* out, const float* y, const long lo
 // token_map: out[i] = map[ids[i]] (int64); an id outside [0, n_map)
 // poisons its entry with -1 and records i+1 in *bad (the largest such).
 extern "C" __global__ void token_map(long long* out, const long long* map, long long n_map, const long long* ids, int n, int* bad) {
+    pdl_entry();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const long long id = ids[i];

@@ -8,6 +8,7 @@
 // q [b·s, h, di], k [b, nc, di], w [b·s, h], out [b·s, nc].
 // grid (ceil(nc/8), b·s), block 256.
 extern "C" __global__ void index_score(float* out, const float* q, int s, int h, int di, const float* k, int nc, const float* w) {
+    pdl_entry();
     const int row = blockIdx.y, j = blockIdx.x * 8 + threadIdx.x / 32, lane = threadIdx.x & 31;
     if (j >= nc) return;
     const float* kv = k + ((size_t)(row / s) * nc + j) * di;
@@ -27,6 +28,7 @@ extern "C" __global__ void index_score(float* out, const float* q, int s, int h,
 // index_causal_mask: prefill causality of score [rows = b·s, nc]: query t
 // sees the first ⌊(t+1)/ratio⌋ columns, the rest become -inf.
 extern "C" __global__ void index_causal_mask(float* score, int rows, int s, int nc, int ratio) {
+    pdl_entry();
     const long long u = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (u >= (long long)rows * nc) return;
     const int t = (int)(u / nc) % s, j = (int)(u % nc);
@@ -35,6 +37,7 @@ extern "C" __global__ void index_causal_mask(float* score, int rows, int s, int 
 
 // apply_candidates: score[i] = -inf where mask[i] == 0.
 extern "C" __global__ void apply_candidates(float* score, const unsigned char* mask, long long n) {
+    pdl_entry();
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n && mask[i] == 0) score[i] = NEG_INF;
 }
@@ -56,6 +59,7 @@ __device__ __forceinline__ bool ranked(const float* v, int n, int p, int k) {
 // p < lens[row mod nlens], else -1. out [rows, k]. Positions are taken in
 // chunks of 1024; a chunk's selected ones go after the earlier chunks'.
 extern "C" __global__ void __launch_bounds__(1024) index_topk(int* out, const float* score, int nc, int k, const int* lens, int nlens, int offset) {
+    pdl_entry();
     __shared__ int warp_off[32];
     const int r = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
     const float* sc = score + (size_t)r * nc;
@@ -93,6 +97,7 @@ extern "C" __global__ void __launch_bounds__(1024) index_topk(int* out, const fl
 // is 1 on their positions, 0 elsewhere.
 extern "C" __global__ void __launch_bounds__(1024) select_candidate_blocks(unsigned char* mask, const float* logits, int wd, const int* lens, int nlens,
                                                                             int topk_blocks, int bs) {
+    pdl_entry();
     extern __shared__ float scores[];
     const int r = blockIdx.x, tid = threadIdx.x;
     const int nb = (wd + bs - 1) / bs;

@@ -7,6 +7,7 @@
 // rms_norm: one warp per row of x [rows, dim]; out may alias x.
 //   v = torch_sum(fp32(x²))/dim, r = 1/sqrt(v+eps), out = bf16(w·fp32(x·r))
 extern "C" __global__ void rms_norm(float* out, const float* x, const float* w, int rows, int dim, float eps) {
+    pdl_entry();
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (row >= rows) return; // whole warps leave together
     const float* xr = x + (size_t)row * dim;
@@ -47,6 +48,7 @@ __device__ __forceinline__ float fp4_quant_scale(float amax, int e4m3) {
 // receives bf16(q·s); codes (e4m3, may be null) and scales (fp32 s per
 // block, may be null) the quantised form.
 extern "C" __global__ void act_quant(float* out, const float* x, unsigned char* codes, float* scales, long long n, int block) {
+    pdl_entry();
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const bool ok = i < n;
     const float v = ok ? x[i] : 0.0f;
@@ -74,6 +76,7 @@ __device__ __forceinline__ unsigned e2m1_quant(float v, float s) {
 // s = e4m3(a/6)). q = e2m1(clamp(x/s, ±6)), out = bf16(q·s); packed (n/2
 // bytes, the even element in the low nibble) and scales may be null.
 extern "C" __global__ void fp4_act_quant(float* out, const float* x, unsigned char* packed, float* scales, long long n, int block, int e4m3) {
+    pdl_entry();
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const bool ok = i < n;
     const float v = ok ? x[i] : 0.0f;

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 // the xor shuffle: each lane leaves its value in its warp's slots, a warp
 // barrier, each reads its partner's, a barrier (every block here has full
 // warps, and every lane of a warp shuffles alike)
@@ -149,6 +150,28 @@ int main(int argc, char** argv) {
                         bad++;
                     }
                 printf("%-36s %4d %4d %10zu %10zu %10zu%s\n", c.name, hg, fast, got.size(), nonzero, bad, bad ? "  FAIL" : "");
+                fflush(stdout);
+                if (bad) ok = false;
+            }
+        }
+        // the decode form: sparse_attn_logits, _blocks, _combine
+        const int U = b * m, nb = (t + ATTN_BLOCK - 1) / ATTN_BLOCK;
+        for (int fast = 0; fast < 2 && nb > 0; fast++) {
+            if (fast && !(d % 4 == 0 && d <= ATTN_FASTD)) continue;
+            for (int g : {1, 2, 4, 8}) {
+                if (h % g || (quick && g != 1 && g != 8)) continue;
+                std::vector<float> s((size_t)U * h * t, NAN), blk((size_t)U * h * nb * 4, NAN), pv((size_t)U * h * nb * d, NAN), got(q.size(), NAN);
+                const dim3 grid{(unsigned)(U * h / g), (unsigned)nb, 1}, block{ATTN_SPLIT_THREADS, 1, 1};
+                launch(grid, block, [&] { sparse_attn_logits(s.data(), q.data(), m, h, d, kv1.data(), n1, kv2.data(), n2, idx.data(), t, c.scale, g, fast); });
+                launch(grid, block, [&] { sparse_attn_blocks(blk.data(), pv.data(), s.data(), m, h, d, kv1.data(), n1, kv2.data(), n2, idx.data(), t, g); });
+                launch(dim3{(unsigned)(U * h), 1, 1}, block, [&] { sparse_attn_combine(got.data(), blk.data(), pv.data(), sink.data(), h, d, nb); });
+                size_t bad = 0;
+                for (size_t i = 0; i < got.size(); i++)
+                    if (__float_as_uint(got[i]) != __float_as_uint(want[i])) {
+                        if (bad < 3) printf("  split out[%zu] = %g, want %g\n", i, got[i], want[i]);
+                        bad++;
+                    }
+                printf("%-36s %4s %4d %10zu %10s %10zu%s\n", c.name, (std::string("s") + std::to_string(g)).c_str(), fast, got.size(), "", bad, bad ? "  FAIL" : "");
                 fflush(stdout);
                 if (bad) ok = false;
             }
