@@ -462,13 +462,11 @@ func (k *Kernels) sparseAttnSplit(s *driver.Stream, what string, out, q driver.P
 	sp := scratch
 	blk := sp + driver.Ptr(4*u*h*t)
 	pv := blk + driver.Ptr(4*u*h*nb*4)
-	// logits: 4 CTAs a block of entries (16 each); blocks: a CTA per 128 dims
-	lgrid := driver.Dim3{X: uint32(u * h / g), Y: uint32(4 * nb), Z: 1}
-	grid, block := driver.Dim3{X: uint32(u * h / g), Y: uint32(nb), Z: uint32((d + 127) / 128)}, driver.Dim3{X: 256, Y: 1, Z: 1}
-	if 4*nb > maxGridYZ {
+	grid, block := driver.Dim3{X: uint32(u * h / g), Y: uint32(nb), Z: 1}, driver.Dim3{X: 256, Y: 1, Z: 1}
+	if nb > maxGridYZ {
 		return false, nil
 	}
-	if err := s.Launch(fns[0], lgrid, block, g*d*4, what, driver.P(sp), driver.P(q), driver.I(m), driver.I(h), driver.I(d),
+	if err := s.Launch(fns[0], grid, block, g*d*4, what, driver.P(sp), driver.P(q), driver.I(m), driver.I(h), driver.I(d),
 		driver.P(kv), driver.I(n), driver.P(kv2), driver.I(n2), driver.P(idx), driver.I(t), driver.F(scale), driver.I(g), driver.I(fast)); err != nil {
 		return true, err
 	}

@@ -278,27 +278,22 @@ extern "C" __global__ void __launch_bounds__(ATTN_THREADS) sparse_attn(float* ou
 // and what stays sequential is the fp32 recurrence l = fp32(l·α) + Σp,
 // acc = fp32(acc·α) + P·V over the blocks, a few operations per block.
 //   1. sparse_attn_logits: s[u,h,i] for every entry i < t (as sparse_attn's
-//      step 1, the same float64 sums), grid (u·h/G, 4·blocks), G heads and
-//      16 entries a CTA.
+//      step 1, the same float64 sums), grid (u·h/G, blocks), G heads a CTA.
 //   2. sparse_attn_blocks: per (u, h, block): μ before it, μ', α, bf16(p),
-//      Σp (attn_softmax's), and P·V's float64 sums (two halves of the
-//      block's entries, each in index order), rounded to fp32, with whether
-//      the block has any entry (sparse_attn skips one that has none); grid
-//      (u·h/G, blocks, d/128), each CTA 128 dims.
+//      Σp (attn_softmax's), and P·V's float64 sums in index order (attn_pv's),
+//      rounded to fp32, with whether the block has any entry (sparse_attn
+//      skips one that has none); grid as 1.
 //   3. sparse_attn_combine: the recurrence over the live blocks, then
 //      out = bf16(acc / (l + exp(sink − μ))); grid u·h.
 // Scratch (fp32): s [u,h,t], blk [u,h,nb,4] (α, Σp, μ', live), pv [u,h,nb,d].
 #define ATTN_SPLIT_THREADS 256
 #define ATTN_SPLIT_WARPS (ATTN_SPLIT_THREADS / 32)
-#define ATTN_SPLIT_PARTS 4 // CTAs of sparse_attn_logits a block of 64 entries (16 entries each)
-#define ATTN_SPLIT_DIMS 128 // dims of a sparse_attn_blocks CTA (grid z: the slices of d)
 
 template <int G>
 __device__ __forceinline__ void attn_logits_run(float* s, const float* q, int m, int h, int d, const float* kv, int n, const float* kv2, int n2,
                                                 const int* idx, int t, float scale, bool fast, float* qs) {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
-    const int groups = h / G, u = blockIdx.x / groups, h0 = (blockIdx.x % groups) * G;
-    const int t0 = (blockIdx.y / ATTN_SPLIT_PARTS) * ATTN_BLOCK + (blockIdx.y % ATTN_SPLIT_PARTS) * (ATTN_BLOCK / ATTN_SPLIT_PARTS);
+    const int groups = h / G, u = blockIdx.x / groups, h0 = (blockIdx.x % groups) * G, t0 = blockIdx.y * ATTN_BLOCK;
     const int bi = u / m, nt = n + n2;
     const float* kvb = kv + (size_t)bi * n * d;
     const float* kv2b = kv2 + (size_t)bi * n2 * d;
@@ -307,7 +302,7 @@ __device__ __forceinline__ void attn_logits_run(float* s, const float* q, int m,
     for (int e = tid; e < G * d; e += ATTN_SPLIT_THREADS) qs[e] = qg[e];
     __syncthreads();
     constexpr int KC = ATTN_FASTD / 128;
-    for (int j = warp; j < ATTN_BLOCK / ATTN_SPLIT_PARTS; j += ATTN_SPLIT_WARPS) {
+    for (int j = warp; j < ATTN_BLOCK; j += ATTN_SPLIT_WARPS) {
         const int i = t0 + j;
         if (i >= t) break; // (warp-uniform)
         const int ix = attn_entry(row, i, t, nt);
@@ -369,7 +364,7 @@ extern "C" __global__ void __launch_bounds__(ATTN_SPLIT_THREADS)
 
 template <int G>
 __device__ __forceinline__ void attn_blocks_run(float* blk, float* pvo, const float* s, int m, int h, int d, const float* kv, int n,
-                                                const float* kv2, int n2, const int* idx, int t, float* pbs, int* rowix, double* pvh) {
+                                                const float* kv2, int n2, const int* idx, int t, float* pbs, int* rowix) {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
     const int groups = h / G, u = blockIdx.x / groups, h0 = (blockIdx.x % groups) * G;
     const int bk = blockIdx.y, nb = gridDim.y, t0 = bk * ATTN_BLOCK, len = min(ATTN_BLOCK, t - t0);
@@ -392,47 +387,36 @@ __device__ __forceinline__ void attn_blocks_run(float* blk, float* pvo, const fl
         pbs[hh * ATTN_BLOCK + lane] = bf16r(p0);
         pbs[hh * ATTN_BLOCK + lane + 32] = bf16r(p1);
         const double psum = attn_sum_warp((double)p0 + (double)p1);
-        if (lane == 0 && blockIdx.z == 0) {
+        if (lane == 0) {
             float* bo = blk + (((size_t)u * h + h0 + hh) * nb + bk) * 4;
             bo[0] = alpha, bo[1] = (float)psum, bo[2] = nmu, bo[3] = live ? 1.0f : 0.0f;
         }
     }
     if (!live) return; // (uniform) combine skips the block
     __syncthreads();
-    // P·V for dims z·128 + (tid % 128): threads tid < 128 sum entries
-    // 0..31, the others 32..63, each in index order with eight loads in
-    // flight; the two float64 halves are then added (another order of the
-    // same float64 sum, as the logits' butterfly)
-    const int dl = tid % ATTN_SPLIT_DIMS, half = tid / ATTN_SPLIT_DIMS, di = blockIdx.z * ATTN_SPLIT_DIMS + dl;
-    double pv[G];
+    for (int di = tid; di < d; di += ATTN_SPLIT_THREADS) {
+        double pv[G];
 #pragma unroll
-    for (int hh = 0; hh < G; hh++) pv[hh] = 0.0;
-    if (di < d) {
-        const int j1 = min(len, 32 * half + 32);
-        for (int j = 32 * half; j < j1; j += 8) {
-            int rs[8];
-            double x[8];
+        for (int hh = 0; hh < G; hh++) pv[hh] = 0.0;
+        for (int j = 0; j < len; j += 4) { // attn_pv's order: each head's terms in index order
+            int rs[4];
+            double x[4];
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
-                rs[k] = j + k < j1 ? rowix[j + k] : -1;
+            for (int k = 0; k < 4; k++) {
+                rs[k] = j + k < len ? rowix[j + k] : -1;
                 x[k] = rs[k] < 0 ? 0.0 : (double)__ldg(attn_row(kvb, kv2b, n, rs[k], d) + di);
             }
 #pragma unroll
             for (int hh = 0; hh < G; hh++)
 #pragma unroll
-                for (int k = 0; k < 8; k++) {
+                for (int k = 0; k < 4; k++) {
                     const float p = rs[k] >= 0 ? pbs[hh * ATTN_BLOCK + j + k] : 0.0f;
                     if (rs[k] >= 0 && p != 0.0f) pv[hh] += (double)p * x[k];
                 }
         }
+#pragma unroll
+        for (int hh = 0; hh < G; hh++) pvo[(((size_t)u * h + h0 + hh) * nb + bk) * d + di] = (float)pv[hh];
     }
-    if (half == 1)
-#pragma unroll
-        for (int hh = 0; hh < G; hh++) pvh[hh * ATTN_SPLIT_DIMS + dl] = pv[hh];
-    __syncthreads();
-    if (half == 0 && di < d)
-#pragma unroll
-        for (int hh = 0; hh < G; hh++) pvo[(((size_t)u * h + h0 + hh) * nb + bk) * d + di] = (float)(pv[hh] + pvh[hh * ATTN_SPLIT_DIMS + dl]);
 }
 
 // sparse_attn_blocks: step 2; no dynamic shared memory.
@@ -442,12 +426,11 @@ extern "C" __global__ void __launch_bounds__(ATTN_SPLIT_THREADS)
     pdl_entry();
     __shared__ __align__(16) float pbs[ATTN_MAXHG * ATTN_BLOCK];
     __shared__ int rowix[ATTN_BLOCK];
-    __shared__ double pvh[ATTN_MAXHG * ATTN_SPLIT_DIMS]; // the second half's sums
     switch (g) {
-    case 8: attn_blocks_run<8>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix, pvh); break;
-    case 4: attn_blocks_run<4>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix, pvh); break;
-    case 2: attn_blocks_run<2>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix, pvh); break;
-    default: attn_blocks_run<1>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix, pvh); break;
+    case 8: attn_blocks_run<8>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix); break;
+    case 4: attn_blocks_run<4>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix); break;
+    case 2: attn_blocks_run<2>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix); break;
+    default: attn_blocks_run<1>(blk, pv, s, m, h, d, kv, n, kv2, n2, idx, t, pbs, rowix); break;
     }
 }
 

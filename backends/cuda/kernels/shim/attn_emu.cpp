@@ -161,10 +161,8 @@ int main(int argc, char** argv) {
             for (int g : {1, 2, 4, 8}) {
                 if (h % g || (quick && g != 1 && g != 8)) continue;
                 std::vector<float> s((size_t)U * h * t, NAN), blk((size_t)U * h * nb * 4, NAN), pv((size_t)U * h * nb * d, NAN), got(q.size(), NAN);
-                const dim3 block{ATTN_SPLIT_THREADS, 1, 1};
-                const dim3 lgrid{(unsigned)(U * h / g), (unsigned)(nb * ATTN_SPLIT_PARTS), 1};
-                const dim3 grid{(unsigned)(U * h / g), (unsigned)nb, (unsigned)((d + ATTN_SPLIT_DIMS - 1) / ATTN_SPLIT_DIMS)};
-                launch(lgrid, block, [&] { sparse_attn_logits(s.data(), q.data(), m, h, d, kv1.data(), n1, kv2.data(), n2, idx.data(), t, c.scale, g, fast); });
+                const dim3 grid{(unsigned)(U * h / g), (unsigned)nb, 1}, block{ATTN_SPLIT_THREADS, 1, 1};
+                launch(grid, block, [&] { sparse_attn_logits(s.data(), q.data(), m, h, d, kv1.data(), n1, kv2.data(), n2, idx.data(), t, c.scale, g, fast); });
                 launch(grid, block, [&] { sparse_attn_blocks(blk.data(), pv.data(), s.data(), m, h, d, kv1.data(), n1, kv2.data(), n2, idx.data(), t, g); });
                 launch(dim3{(unsigned)(U * h), 1, 1}, block, [&] { sparse_attn_combine(got.data(), blk.data(), pv.data(), sink.data(), h, d, nb); });
                 size_t bad = 0;
