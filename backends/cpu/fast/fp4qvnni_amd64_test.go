@@ -119,3 +119,42 @@ func TestPairFP4QRows(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFP4QKernels8 runs the 16-bit fp4 GEMV kernels of each level on
+// 8 activation rows against 32 weight rows of K = 2048 (one decode task of
+// an expert's prefill rows, operands in L1/L2), one thread: GFLOP/s of the
+// kernel alone.
+func BenchmarkFP4QKernels8(b *testing.B) {
+	const m, rows, nb = 8, 32, 64
+	r := rand.New(rand.NewPCG(18, 10))
+	lda := fp4QRowBytes(nb)
+	a := make([]byte, m*lda)
+	for i := range m {
+		packFP4Q(a[i*lda:(i+1)*lda], randActs(r, 1, 32*nb))
+	}
+	pairs := make([]byte, len(a))
+	pairFP4QRows(&kernelSet{fp4QPairs: true}, pairs, lda, m, func(i int) []byte { return a[i*lda : (i+1)*lda] })
+	w, s := randFP4(r, rows, 32*nb)
+	out := make([]float32, m*rows)
+	type kern struct {
+		name string
+		ok   bool
+		f    func()
+	}
+	vbmi := cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VBMI
+	for _, k := range []kern{
+		{"avx2", cpu.X86.HasAVX2 && cpu.X86.HasFMA, func() { avx2Set.gemvFP4Q(a, lda, m, w, s, nb, rows, out, rows) }},
+		{"avx512", vbmi, func() { gemvFP4QAVX512(a, lda, m, w, s, nb, rows, out, rows) }},
+		{"vnni", vbmi && cpu.X86.HasAVX512VNNI, func() { gemvFP4QVNNI(pairs, lda, m, w, s, nb, rows, out, rows) }},
+	} {
+		b.Run(k.name, func(b *testing.B) {
+			if !k.ok {
+				b.Skip("the CPU lacks the kernel's features")
+			}
+			for b.Loop() {
+				k.f()
+			}
+			b.ReportMetric(2*float64(m*rows*32*nb)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
