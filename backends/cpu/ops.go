@@ -435,7 +435,7 @@ func kExpand(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	for _, d := range x.Shape[ax:] {
 		inner *= d
 	}
-	out := r.newF(x.DType, shape...)
+	out := r.newFFull(x.DType, shape...) // every element is copied below
 	o1 := x.NumElements() / max(inner, 1)
 	for o := 0; o < o1; o++ {
 		for j := 0; j < k; j++ {
@@ -615,7 +615,7 @@ func kExpertMatmul(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, 
 	x, w, idx := a[0], a[1], a[2]
 	N, k := idx.Shape[0], idx.Shape[1]
 	O, K := w.Shape[1], w.Shape[2]
-	out := r.newF(ir.BF16, N, k, O)
+	out := r.newFFull(ir.BF16, N, k, O) // every element is written (TestExpertMatmulOverwrite)
 	perSlot := len(x.Shape) == 3
 	if r.fast {
 		experts := fast.ExpertMatmul
@@ -684,7 +684,7 @@ func kMoECombine(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 
 func kRMSNorm(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x, w := a[0], a[1]
-	out := r.newF(x.DType, x.Shape...)
+	out := r.newFFull(x.DType, x.Shape...) // every element is written
 	if r.fast {
 		fast.RMSNorm(out.F32, x.F32, rows(x), last(x), w.F32, float32(n.Attrs.Float("eps", 0))) // bit-identical
 	} else {
@@ -711,7 +711,7 @@ func kHCPre(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) 
 	s := h.Shape
 	hc, D := s[len(s)-2], s[len(s)-1]
 	tokens := h.NumElements() / (hc * D)
-	out := r.newF(ir.BF16, append(cloneShape(s[:len(s)-2]), D)...)
+	out := r.newFFull(ir.BF16, append(cloneShape(s[:len(s)-2]), D)...) // every element is written
 	if r.fast {
 		fast.HCPre(out.F32, h.F32, perToken(a[1], tokens, hc), tokens, hc, D) // bit-identical
 	} else {
@@ -725,7 +725,7 @@ func kHCPost(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	s := res.Shape
 	hc, D := s[len(s)-2], s[len(s)-1]
 	tokens := res.NumElements() / (hc * D)
-	out := r.newF(ir.BF16, s...)
+	out := r.newFFull(ir.BF16, s...) // every element is written
 	if r.fast {
 		fast.HCPost(out.F32, y.F32, res.F32, post.F32, comb.F32, tokens, hc, D)
 	} else {

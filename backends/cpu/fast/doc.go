@@ -34,6 +34,12 @@
 //     pairs, permuteFP8x32Pairs; each lane sees the AVX2 kernel's
 //     operations in order), and bf16 weight rows widened once for up to 6
 //     activation rows (dotW16Rows, each row in dotBF16AVX512's order).
+//     With AVX-512 VNNI, gemvFP4Q holds two activation rows in each zmm
+//     (gemvFP4QVNNI, rows interleaved in pairs by pairFP4QRows): per chunk
+//     and pair one VPMADDWD and three VPDPWSSD give both rows' 8 exact
+//     dword sums, and one conversion, multiply and FMA do both rows' float
+//     steps, lane for lane the AVX2 kernel's (an odd last row takes the
+//     one-row kernel), about half the instructions per row.
 //   - Weights kept as stored in bf16 (MatmulF32W16, MatmulBF16W16) are
 //     widened on the fly, bit-identically to the f32 kernels on the widened
 //     values; IndexScore and HCMixes are bit-identical vector versions of

@@ -102,7 +102,7 @@ func expertMatmulRows(out, x []float32, N, k, K, O int, perSlot bool, idx []int6
 		if perSlot {
 			rowsX = slots
 		}
-		if packed, qb = packFP4QRows(ks, x, rowsX, K); packed != nil {
+		if packed, qb = packFP4QRows(ks, x, rowsX, K, false); packed != nil {
 			sc.bufs = append(sc.bufs, qb)
 		}
 	}
@@ -116,11 +116,15 @@ func expertMatmulRows(out, x []float32, N, k, K, O int, perSlot bool, idx []int6
 		sc.bufs = append(sc.bufs, xb, ob)
 		xe, oe := *xb, *ob
 		outs[g] = oe
-		for r, s := range rows {
-			src := srcRow(s)
-			copy(xe[r*K:(r+1)*K], x[src*K:(src+1)*K])
-		}
 		w := ws[g]
+		// the fp4 kernels on packed rows of whole 64-element chunks read
+		// only the packed rows: the group's copy of x is left unfilled
+		if !(w.FP4 && packed != nil && K%64 == 0) {
+			for r, s := range rows {
+				src := srcRow(s)
+				copy(xe[r*K:(r+1)*K], x[src*K:(src+1)*K])
+			}
+		}
 		kw := &weights{kind: kindFP8, n: O, k: K, q: w.Codes, s: w.Scales, kb: ceilDiv(K, block)}
 		op := "MatmulFP8"
 		if w.FP4 {
@@ -135,10 +139,10 @@ func expertMatmulRows(out, x []float32, N, k, K, O int, perSlot bool, idx []int6
 					qb := getBuf(m * qlda / 4)
 					sc.bufs = append(sc.bufs, qb)
 					q = asBytes(*qb)
-					for r, s := range rows {
-						src := srcRow(s)
-						copy(q[r*qlda:(r+1)*qlda], packed[src*qlda:(src+1)*qlda])
-					}
+					pairFP4QRows(ks, q, qlda, m, func(r int) []byte {
+						src := srcRow(rows[r])
+						return packed[src*qlda : (src+1)*qlda]
+					})
 				}
 			}
 			task, chunks, release := decodeTasks(ks, oe, xe, m, kw, true, q)

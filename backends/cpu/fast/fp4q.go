@@ -89,10 +89,11 @@ func packFP4Q(dst []byte, a []float32) bool {
 }
 
 // packFP4QRows packs the m rows of a (k each) for gemvFP4Q into a pooled
-// buffer, fp4QRowBytes((k/32)&^1) bytes a row; it returns nil when a row does
-// not pack (the caller then takes the float path), else the rows and the
-// buffer to put back.
-func packFP4QRows(ks *kernelSet, a []float32, m, k int) ([]byte, *[]float32) {
+// buffer, fp4QRowBytes((k/32)&^1) bytes a row, in packFP4Q's layout or, when
+// pairs and ks.fp4QPairs, as gemvFP4Q reads them (pairFP4QRows); it returns
+// nil when a row does not pack (the caller then takes the float path), else
+// the rows and the buffer to put back.
+func packFP4QRows(ks *kernelSet, a []float32, m, k int, pairs bool) ([]byte, *[]float32) {
 	nbq := (k / block) &^ 1
 	lda := fp4QRowBytes(nbq)
 	qb := getBuf(m * lda / 4)
@@ -102,6 +103,13 @@ func packFP4QRows(ks *kernelSet, a []float32, m, k int) ([]byte, *[]float32) {
 			putBuf(qb)
 			return nil, nil
 		}
+	}
+	if pairs && ks.fp4QPairs && m > 1 {
+		pb := getBuf(m * lda / 4)
+		p := asBytes(*pb)
+		pairFP4QRows(ks, p, lda, m, func(i int) []byte { return q[i*lda : (i+1)*lda] })
+		putBuf(qb)
+		return p, pb
 	}
 	return q, qb
 }
@@ -140,6 +148,56 @@ func init() {
 		l, wd := i/8, i%8   // 128-bit lane, word within it
 		fp4QConsts512[64+16*l+2*wd] = 0x80
 		fp4QConsts512[64+16*l+2*wd+1] = byte(2*wd) + odd
+	}
+}
+
+// fp4QConstsVNNI are the constants of gemvFP4QVNNI: the VPERMB table of
+// fp4QConsts512 and two VPSHUFB controls that place code byte 2i (the
+// first) or 2i+1 (the second) of each 128-bit lane as the high byte of word
+// i in every lane, the low byte zero.
+var fp4QConstsVNNI [192]byte
+
+func init() {
+	copy(fp4QConstsVNNI[:64], fp4QConsts512[:64])
+	for c := range 2 {
+		for i := range 32 {
+			l, wd := i/8, i%8 // 128-bit lane, word within it
+			fp4QConstsVNNI[64+64*c+16*l+2*wd] = 0x80
+			fp4QConstsVNNI[64+64*c+16*l+2*wd+1] = byte(2*wd + c)
+		}
+	}
+}
+
+// pairFP4Q interleaves the packed rows r0 and r1 (packFP4Q's layout, len(dst)
+// = 2·len(r0) bytes) into dst for gemvFP4QVNNI: per 64-element chunk the
+// five 32-byte parts of r0's 160 bytes (four word vectors and the factors),
+// each followed by r1's.
+func pairFP4Q(dst, r0, r1 []byte) {
+	_, _ = r1[len(r0)-1], dst[2*len(r0)-1]
+	for c := 0; c+fp4QChunk <= len(r0); c += fp4QChunk {
+		d := (*[2 * fp4QChunk / 8]uint64)(unsafe.Pointer(&dst[2*c]))
+		a := (*[fp4QChunk / 8]uint64)(unsafe.Pointer(&r0[c]))
+		b := (*[fp4QChunk / 8]uint64)(unsafe.Pointer(&r1[c]))
+		for v := range 5 {
+			d[8*v], d[8*v+1], d[8*v+2], d[8*v+3] = a[4*v], a[4*v+1], a[4*v+2], a[4*v+3]
+			d[8*v+4], d[8*v+5], d[8*v+6], d[8*v+7] = b[4*v], b[4*v+1], b[4*v+2], b[4*v+3]
+		}
+	}
+}
+
+// pairFP4QRows lays out the m packed rows of src (lda bytes each) in dst as
+// ks.gemvFP4Q reads them: interleaved in pairs (an odd last row as it is)
+// when ks.fp4QPairs, else as they are. row(i) returns row i of src (its
+// lda bytes).
+func pairFP4QRows(ks *kernelSet, dst []byte, lda, m int, row func(i int) []byte) {
+	i := 0
+	if ks.fp4QPairs {
+		for ; i+1 < m; i += 2 {
+			pairFP4Q(dst[i*lda:(i+2)*lda], row(i), row(i+1))
+		}
+	}
+	for ; i < m; i++ {
+		copy(dst[i*lda:(i+1)*lda], row(i))
 	}
 }
 

@@ -33,6 +33,10 @@ type kernelSet struct {
 	// packFP4Q, when set with gemvFP4Q, is packFP4Q (the same bytes and
 	// result).
 	packFP4Q func(dst []byte, a []float32) bool
+	// fp4QPairs: gemvFP4Q takes its activation rows interleaved in pairs
+	// (pairFP4QRows: rows 2p and 2p+1 of a call in a[2p*lda:(2p+2)*lda], an
+	// odd last row as packFP4Q leaves it) and gives the same bits.
+	fp4QPairs bool
 	// gemvFP8 is gemvFP4 for e4m3 rows of one 32-row group sharing the
 	// block factors f (fp8Factor of scale bytes ≤ maxFP8Scale; activations
 	// permuted by permuteFP8x32, any nb); it reports whether a NaN code was

@@ -208,3 +208,15 @@ func scaleAddAVX2(acc *float32, pv *float32, n int, alpha float32)
 
 // indexTermsAVX2 sets t[j*h+i] = bf16(relu(bf16(e[j*h+i]))·w[i]) for j < nk, i < h (a multiple of 8).
 func indexTermsAVX2(t *float32, e *float32, w *float32, h int, nk int)
+
+// gemvFP4QVNNIx2 is gemvFP4QAVX2x2 (the same result bit for bit) on 2 packed int16 activation rows interleaved in pairs, two rows a zmm (AVX-512 VNNI).
+func gemvFP4QVNNIx2(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP4QVNNIx4 is gemvFP4QAVX2x4 (the same result bit for bit) on 4 packed int16 activation rows interleaved in pairs, two rows a zmm (AVX-512 VNNI).
+func gemvFP4QVNNIx4(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP4QVNNIx6 is gemvFP4QAVX2x6 (the same result bit for bit) on 6 packed int16 activation rows interleaved in pairs, two rows a zmm (AVX-512 VNNI).
+func gemvFP4QVNNIx6(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+
+// gemvFP4QVNNIx8 is gemvFP4QAVX2x8 (the same result bit for bit) on 8 packed int16 activation rows interleaved in pairs, two rows a zmm (AVX-512 VNNI).
+func gemvFP4QVNNIx8(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)

@@ -8082,3 +8082,637 @@ indexTermsAVX2_head:
 indexTermsAVX2_done:
 	VZEROUPPER
 	RET
+
+// func gemvFP4QVNNIx2(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, MMX+
+TEXT ·gemvFP4QVNNIx2(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      s+24(FP), BX
+	MOVQ      rows+40(FP), SI
+	MOVQ      out+48(FP), DI
+	MOVQ      sc+64(FP), R8
+	MOVQ      c+72(FP), R9
+	VMOVDQU64 (R9), Z0
+	VMOVDQU64 64(R9), Z1
+	VMOVDQU64 128(R9), Z2
+	SHLQ      $0x01, CX
+	TESTQ     SI, SI
+	JZ        gemvFP4QVNNIx2_end
+
+gemvFP4QVNNIx2_row:
+	MOVQ   AX, CX
+	MOVQ   nb+32(FP), R9
+	VPXORD Z3, Z3, Z3
+	TESTQ  R9, R9
+	JZ     gemvFP4QVNNIx2_done
+
+gemvFP4QVNNIx2_loop:
+	PREFETCHT0      2048(DX)
+	VBROADCASTI64X4 (DX), Z4
+	VPSHUFB         Z1, Z4, Z5
+	VPSHUFB         Z2, Z4, Z4
+	VPERMB          Z0, Z5, Z7
+	VPERMB          Z0, Z4, Z8
+	VPSRLW          $0x04, Z5, Z5
+	VPSRLW          $0x04, Z4, Z4
+	VPERMB          Z0, Z5, Z5
+	VPERMB          Z0, Z4, Z4
+	MOVBQZX         (BX), R10
+	MOVBQZX         1(BX), R11
+	VBROADCASTSS    (R8)(R10*4), Y6
+	VBROADCASTSS    (R8)(R11*4), Y9
+	VBLENDPS        $0xf0, Y9, Y6, Y6
+	VSHUFF64X2      $0x44, Z6, Z6, Z9
+	VPMADDWD        (CX), Z7, Z7
+	VPDPWSSD        64(CX), Z8, Z7
+	VPDPWSSD        128(CX), Z5, Z7
+	VPDPWSSD        192(CX), Z4, Z7
+	VCVTDQ2PS       Z7, Z7
+	VMULPS          256(CX), Z7, Z7
+	VFMADD231PS     Z9, Z7, Z3
+	ADDQ            $0x00000140, CX
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R9
+	JZ              gemvFP4QVNNIx2_done
+	VBROADCASTI64X4 (DX), Z4
+	VPSHUFB         Z1, Z4, Z5
+	VPSHUFB         Z2, Z4, Z4
+	VPERMB          Z0, Z5, Z7
+	VPERMB          Z0, Z4, Z8
+	VPSRLW          $0x04, Z5, Z5
+	VPSRLW          $0x04, Z4, Z4
+	VPERMB          Z0, Z5, Z5
+	VPERMB          Z0, Z4, Z4
+	MOVBQZX         (BX), R10
+	MOVBQZX         1(BX), R11
+	VBROADCASTSS    (R8)(R10*4), Y6
+	VBROADCASTSS    (R8)(R11*4), Y9
+	VBLENDPS        $0xf0, Y9, Y6, Y6
+	VSHUFF64X2      $0x44, Z6, Z6, Z9
+	VPMADDWD        (CX), Z7, Z7
+	VPDPWSSD        64(CX), Z8, Z7
+	VPDPWSSD        128(CX), Z5, Z7
+	VPDPWSSD        192(CX), Z4, Z7
+	VCVTDQ2PS       Z7, Z7
+	VMULPS          256(CX), Z7, Z7
+	VFMADD231PS     Z9, Z7, Z3
+	ADDQ            $0x00000140, CX
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R9
+	JNZ             gemvFP4QVNNIx2_loop
+
+gemvFP4QVNNIx2_done:
+	MOVQ          ldo+56(FP), CX
+	SHLQ          $0x02, CX
+	MOVQ          DI, R9
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VEXTRACTF32X4 $0x01, Y3, X5
+	VADDPS        X3, X5, X5
+	VMOVHLPS      X5, X5, X6
+	VADDPS        X6, X5, X5
+	VMOVSHDUP     X5, X6
+	VADDSS        X6, X5, X5
+	VMOVSS        X5, (R9)
+	ADDQ          CX, R9
+	VEXTRACTF32X4 $0x01, Y4, X5
+	VADDPS        X4, X5, X5
+	VMOVHLPS      X5, X5, X4
+	VADDPS        X4, X5, X5
+	VMOVSHDUP     X5, X4
+	VADDSS        X4, X5, X5
+	VMOVSS        X5, (R9)
+	ADDQ          $0x04, DI
+	DECQ          SI
+	JNZ           gemvFP4QVNNIx2_row
+
+gemvFP4QVNNIx2_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP4QVNNIx4(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, MMX+
+TEXT ·gemvFP4QVNNIx4(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      s+24(FP), BX
+	MOVQ      rows+40(FP), SI
+	MOVQ      out+48(FP), DI
+	MOVQ      sc+64(FP), R8
+	MOVQ      c+72(FP), R9
+	VMOVDQU64 (R9), Z0
+	VMOVDQU64 64(R9), Z1
+	VMOVDQU64 128(R9), Z2
+	SHLQ      $0x01, CX
+	TESTQ     SI, SI
+	JZ        gemvFP4QVNNIx4_end
+
+gemvFP4QVNNIx4_row:
+	MOVQ   AX, R9
+	MOVQ   nb+32(FP), R10
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	TESTQ  R10, R10
+	JZ     gemvFP4QVNNIx4_done
+
+gemvFP4QVNNIx4_loop:
+	PREFETCHT0      2048(DX)
+	VBROADCASTI64X4 (DX), Z5
+	VPSHUFB         Z1, Z5, Z6
+	VPSHUFB         Z2, Z5, Z5
+	VPERMB          Z0, Z6, Z8
+	VPERMB          Z0, Z5, Z9
+	VPSRLW          $0x04, Z6, Z6
+	VPSRLW          $0x04, Z5, Z5
+	VPERMB          Z0, Z6, Z6
+	VPERMB          Z0, Z5, Z5
+	MOVBQZX         (BX), R11
+	MOVBQZX         1(BX), R12
+	VBROADCASTSS    (R8)(R11*4), Y7
+	VBROADCASTSS    (R8)(R12*4), Y10
+	VBLENDPS        $0xf0, Y10, Y7, Y7
+	VSHUFF64X2      $0x44, Z7, Z7, Z10
+	VPMADDWD        (R9), Z8, Z11
+	VPMADDWD        (R9)(CX*1), Z8, Z8
+	VPDPWSSD        64(R9), Z9, Z11
+	VPDPWSSD        64(R9)(CX*1), Z9, Z8
+	VPDPWSSD        128(R9), Z6, Z11
+	VPDPWSSD        128(R9)(CX*1), Z6, Z8
+	VPDPWSSD        192(R9), Z5, Z11
+	VPDPWSSD        192(R9)(CX*1), Z5, Z8
+	VCVTDQ2PS       Z11, Z11
+	VMULPS          256(R9), Z11, Z11
+	VFMADD231PS     Z10, Z11, Z3
+	VCVTDQ2PS       Z8, Z8
+	VMULPS          256(R9)(CX*1), Z8, Z8
+	VFMADD231PS     Z10, Z8, Z4
+	ADDQ            $0x00000140, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R10
+	JZ              gemvFP4QVNNIx4_done
+	VBROADCASTI64X4 (DX), Z5
+	VPSHUFB         Z1, Z5, Z6
+	VPSHUFB         Z2, Z5, Z5
+	VPERMB          Z0, Z6, Z8
+	VPERMB          Z0, Z5, Z9
+	VPSRLW          $0x04, Z6, Z6
+	VPSRLW          $0x04, Z5, Z5
+	VPERMB          Z0, Z6, Z6
+	VPERMB          Z0, Z5, Z5
+	MOVBQZX         (BX), R11
+	MOVBQZX         1(BX), R12
+	VBROADCASTSS    (R8)(R11*4), Y7
+	VBROADCASTSS    (R8)(R12*4), Y10
+	VBLENDPS        $0xf0, Y10, Y7, Y7
+	VSHUFF64X2      $0x44, Z7, Z7, Z10
+	VPMADDWD        (R9), Z8, Z11
+	VPMADDWD        (R9)(CX*1), Z8, Z8
+	VPDPWSSD        64(R9), Z9, Z11
+	VPDPWSSD        64(R9)(CX*1), Z9, Z8
+	VPDPWSSD        128(R9), Z6, Z11
+	VPDPWSSD        128(R9)(CX*1), Z6, Z8
+	VPDPWSSD        192(R9), Z5, Z11
+	VPDPWSSD        192(R9)(CX*1), Z5, Z8
+	VCVTDQ2PS       Z11, Z11
+	VMULPS          256(R9), Z11, Z11
+	VFMADD231PS     Z10, Z11, Z3
+	VCVTDQ2PS       Z8, Z8
+	VMULPS          256(R9)(CX*1), Z8, Z8
+	VFMADD231PS     Z10, Z8, Z4
+	ADDQ            $0x00000140, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R10
+	JNZ             gemvFP4QVNNIx4_loop
+
+gemvFP4QVNNIx4_done:
+	MOVQ          ldo+56(FP), R9
+	SHLQ          $0x02, R9
+	MOVQ          DI, R10
+	VEXTRACTF64X4 $0x01, Z3, Y5
+	VEXTRACTF32X4 $0x01, Y3, X6
+	VADDPS        X3, X6, X6
+	VMOVHLPS      X6, X6, X7
+	VADDPS        X7, X6, X6
+	VMOVSHDUP     X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, (R10)
+	ADDQ          R9, R10
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X5, X6, X6
+	VMOVHLPS      X6, X6, X5
+	VADDPS        X5, X6, X6
+	VMOVSHDUP     X6, X5
+	VADDSS        X5, X6, X6
+	VMOVSS        X6, (R10)
+	ADDQ          R9, R10
+	VEXTRACTF64X4 $0x01, Z4, Y5
+	VEXTRACTF32X4 $0x01, Y4, X6
+	VADDPS        X4, X6, X6
+	VMOVHLPS      X6, X6, X7
+	VADDPS        X7, X6, X6
+	VMOVSHDUP     X6, X7
+	VADDSS        X7, X6, X6
+	VMOVSS        X6, (R10)
+	ADDQ          R9, R10
+	VEXTRACTF32X4 $0x01, Y5, X6
+	VADDPS        X5, X6, X6
+	VMOVHLPS      X6, X6, X5
+	VADDPS        X5, X6, X6
+	VMOVSHDUP     X6, X5
+	VADDSS        X5, X6, X6
+	VMOVSS        X6, (R10)
+	ADDQ          $0x04, DI
+	DECQ          SI
+	JNZ           gemvFP4QVNNIx4_row
+
+gemvFP4QVNNIx4_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP4QVNNIx6(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, MMX+
+TEXT ·gemvFP4QVNNIx6(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      s+24(FP), BX
+	MOVQ      rows+40(FP), SI
+	MOVQ      out+48(FP), DI
+	MOVQ      sc+64(FP), R8
+	MOVQ      c+72(FP), R9
+	VMOVDQU64 (R9), Z0
+	VMOVDQU64 64(R9), Z1
+	VMOVDQU64 128(R9), Z2
+	SHLQ      $0x01, CX
+	LEAQ      (CX)(CX*2), R9
+	TESTQ     SI, SI
+	JZ        gemvFP4QVNNIx6_end
+
+gemvFP4QVNNIx6_row:
+	MOVQ   AX, R9
+	MOVQ   nb+32(FP), R10
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	TESTQ  R10, R10
+	JZ     gemvFP4QVNNIx6_done
+
+gemvFP4QVNNIx6_loop:
+	PREFETCHT0      2048(DX)
+	VBROADCASTI64X4 (DX), Z6
+	VPSHUFB         Z1, Z6, Z7
+	VPSHUFB         Z2, Z6, Z6
+	VPERMB          Z0, Z7, Z9
+	VPERMB          Z0, Z6, Z10
+	VPSRLW          $0x04, Z7, Z7
+	VPSRLW          $0x04, Z6, Z6
+	VPERMB          Z0, Z7, Z7
+	VPERMB          Z0, Z6, Z6
+	MOVBQZX         (BX), R11
+	MOVBQZX         1(BX), R12
+	VBROADCASTSS    (R8)(R11*4), Y8
+	VBROADCASTSS    (R8)(R12*4), Y11
+	VBLENDPS        $0xf0, Y11, Y8, Y8
+	VSHUFF64X2      $0x44, Z8, Z8, Z11
+	VPMADDWD        (R9), Z9, Z12
+	VPMADDWD        (R9)(CX*1), Z9, Z13
+	VPMADDWD        (R9)(CX*2), Z9, Z9
+	VPDPWSSD        64(R9), Z10, Z12
+	VPDPWSSD        64(R9)(CX*1), Z10, Z13
+	VPDPWSSD        64(R9)(CX*2), Z10, Z9
+	VPDPWSSD        128(R9), Z7, Z12
+	VPDPWSSD        128(R9)(CX*1), Z7, Z13
+	VPDPWSSD        128(R9)(CX*2), Z7, Z9
+	VPDPWSSD        192(R9), Z6, Z12
+	VPDPWSSD        192(R9)(CX*1), Z6, Z13
+	VPDPWSSD        192(R9)(CX*2), Z6, Z9
+	VCVTDQ2PS       Z12, Z12
+	VMULPS          256(R9), Z12, Z12
+	VFMADD231PS     Z11, Z12, Z3
+	VCVTDQ2PS       Z13, Z13
+	VMULPS          256(R9)(CX*1), Z13, Z13
+	VFMADD231PS     Z11, Z13, Z4
+	VCVTDQ2PS       Z9, Z9
+	VMULPS          256(R9)(CX*2), Z9, Z9
+	VFMADD231PS     Z11, Z9, Z5
+	ADDQ            $0x00000140, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R10
+	JZ              gemvFP4QVNNIx6_done
+	VBROADCASTI64X4 (DX), Z6
+	VPSHUFB         Z1, Z6, Z7
+	VPSHUFB         Z2, Z6, Z6
+	VPERMB          Z0, Z7, Z9
+	VPERMB          Z0, Z6, Z10
+	VPSRLW          $0x04, Z7, Z7
+	VPSRLW          $0x04, Z6, Z6
+	VPERMB          Z0, Z7, Z7
+	VPERMB          Z0, Z6, Z6
+	MOVBQZX         (BX), R11
+	MOVBQZX         1(BX), R12
+	VBROADCASTSS    (R8)(R11*4), Y8
+	VBROADCASTSS    (R8)(R12*4), Y11
+	VBLENDPS        $0xf0, Y11, Y8, Y8
+	VSHUFF64X2      $0x44, Z8, Z8, Z11
+	VPMADDWD        (R9), Z9, Z12
+	VPMADDWD        (R9)(CX*1), Z9, Z13
+	VPMADDWD        (R9)(CX*2), Z9, Z9
+	VPDPWSSD        64(R9), Z10, Z12
+	VPDPWSSD        64(R9)(CX*1), Z10, Z13
+	VPDPWSSD        64(R9)(CX*2), Z10, Z9
+	VPDPWSSD        128(R9), Z7, Z12
+	VPDPWSSD        128(R9)(CX*1), Z7, Z13
+	VPDPWSSD        128(R9)(CX*2), Z7, Z9
+	VPDPWSSD        192(R9), Z6, Z12
+	VPDPWSSD        192(R9)(CX*1), Z6, Z13
+	VPDPWSSD        192(R9)(CX*2), Z6, Z9
+	VCVTDQ2PS       Z12, Z12
+	VMULPS          256(R9), Z12, Z12
+	VFMADD231PS     Z11, Z12, Z3
+	VCVTDQ2PS       Z13, Z13
+	VMULPS          256(R9)(CX*1), Z13, Z13
+	VFMADD231PS     Z11, Z13, Z4
+	VCVTDQ2PS       Z9, Z9
+	VMULPS          256(R9)(CX*2), Z9, Z9
+	VFMADD231PS     Z11, Z9, Z5
+	ADDQ            $0x00000140, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R10
+	JNZ             gemvFP4QVNNIx6_loop
+
+gemvFP4QVNNIx6_done:
+	MOVQ          ldo+56(FP), R9
+	SHLQ          $0x02, R9
+	MOVQ          DI, R10
+	VEXTRACTF64X4 $0x01, Z3, Y6
+	VEXTRACTF32X4 $0x01, Y3, X7
+	VADDPS        X3, X7, X7
+	VMOVHLPS      X7, X7, X8
+	VADDPS        X8, X7, X7
+	VMOVSHDUP     X7, X8
+	VADDSS        X8, X7, X7
+	VMOVSS        X7, (R10)
+	ADDQ          R9, R10
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VMOVHLPS      X7, X7, X6
+	VADDPS        X6, X7, X7
+	VMOVSHDUP     X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (R10)
+	ADDQ          R9, R10
+	VEXTRACTF64X4 $0x01, Z4, Y6
+	VEXTRACTF32X4 $0x01, Y4, X7
+	VADDPS        X4, X7, X7
+	VMOVHLPS      X7, X7, X8
+	VADDPS        X8, X7, X7
+	VMOVSHDUP     X7, X8
+	VADDSS        X8, X7, X7
+	VMOVSS        X7, (R10)
+	ADDQ          R9, R10
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VMOVHLPS      X7, X7, X6
+	VADDPS        X6, X7, X7
+	VMOVSHDUP     X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (R10)
+	ADDQ          R9, R10
+	VEXTRACTF64X4 $0x01, Z5, Y6
+	VEXTRACTF32X4 $0x01, Y5, X7
+	VADDPS        X5, X7, X7
+	VMOVHLPS      X7, X7, X8
+	VADDPS        X8, X7, X7
+	VMOVSHDUP     X7, X8
+	VADDSS        X8, X7, X7
+	VMOVSS        X7, (R10)
+	ADDQ          R9, R10
+	VEXTRACTF32X4 $0x01, Y6, X7
+	VADDPS        X6, X7, X7
+	VMOVHLPS      X7, X7, X6
+	VADDPS        X6, X7, X7
+	VMOVSHDUP     X7, X6
+	VADDSS        X6, X7, X7
+	VMOVSS        X7, (R10)
+	ADDQ          $0x04, DI
+	DECQ          SI
+	JNZ           gemvFP4QVNNIx6_row
+
+gemvFP4QVNNIx6_end:
+	VZEROUPPER
+	RET
+
+// func gemvFP4QVNNIx8(a *byte, lda int, w *byte, s *byte, nb int, rows int, out *float32, ldo int, sc *float32, c *byte)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, AVX512_VNNI, MMX+
+TEXT ·gemvFP4QVNNIx8(SB), NOSPLIT, $0-80
+	MOVQ      a+0(FP), AX
+	MOVQ      lda+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      s+24(FP), BX
+	MOVQ      rows+40(FP), SI
+	MOVQ      out+48(FP), DI
+	MOVQ      sc+64(FP), R8
+	MOVQ      c+72(FP), R9
+	VMOVDQU64 (R9), Z0
+	VMOVDQU64 64(R9), Z1
+	VMOVDQU64 128(R9), Z2
+	SHLQ      $0x01, CX
+	LEAQ      (CX)(CX*2), R10
+	TESTQ     SI, SI
+	JZ        gemvFP4QVNNIx8_end
+
+gemvFP4QVNNIx8_row:
+	MOVQ   AX, R9
+	MOVQ   nb+32(FP), R11
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	TESTQ  R11, R11
+	JZ     gemvFP4QVNNIx8_done
+
+gemvFP4QVNNIx8_loop:
+	PREFETCHT0      2048(DX)
+	VBROADCASTI64X4 (DX), Z7
+	VPSHUFB         Z1, Z7, Z8
+	VPSHUFB         Z2, Z7, Z7
+	VPERMB          Z0, Z8, Z10
+	VPERMB          Z0, Z7, Z11
+	VPSRLW          $0x04, Z8, Z8
+	VPSRLW          $0x04, Z7, Z7
+	VPERMB          Z0, Z8, Z8
+	VPERMB          Z0, Z7, Z7
+	MOVBQZX         (BX), R12
+	MOVBQZX         1(BX), R13
+	VBROADCASTSS    (R8)(R12*4), Y9
+	VBROADCASTSS    (R8)(R13*4), Y12
+	VBLENDPS        $0xf0, Y12, Y9, Y9
+	VSHUFF64X2      $0x44, Z9, Z9, Z12
+	VPMADDWD        (R9), Z10, Z13
+	VPMADDWD        (R9)(CX*1), Z10, Z14
+	VPMADDWD        (R9)(CX*2), Z10, Z15
+	VPMADDWD        (R9)(R10*1), Z10, Z10
+	VPDPWSSD        64(R9), Z11, Z13
+	VPDPWSSD        64(R9)(CX*1), Z11, Z14
+	VPDPWSSD        64(R9)(CX*2), Z11, Z15
+	VPDPWSSD        64(R9)(R10*1), Z11, Z10
+	VPDPWSSD        128(R9), Z8, Z13
+	VPDPWSSD        128(R9)(CX*1), Z8, Z14
+	VPDPWSSD        128(R9)(CX*2), Z8, Z15
+	VPDPWSSD        128(R9)(R10*1), Z8, Z10
+	VPDPWSSD        192(R9), Z7, Z13
+	VPDPWSSD        192(R9)(CX*1), Z7, Z14
+	VPDPWSSD        192(R9)(CX*2), Z7, Z15
+	VPDPWSSD        192(R9)(R10*1), Z7, Z10
+	VCVTDQ2PS       Z13, Z13
+	VMULPS          256(R9), Z13, Z13
+	VFMADD231PS     Z12, Z13, Z3
+	VCVTDQ2PS       Z14, Z14
+	VMULPS          256(R9)(CX*1), Z14, Z14
+	VFMADD231PS     Z12, Z14, Z4
+	VCVTDQ2PS       Z15, Z15
+	VMULPS          256(R9)(CX*2), Z15, Z15
+	VFMADD231PS     Z12, Z15, Z5
+	VCVTDQ2PS       Z10, Z10
+	VMULPS          256(R9)(R10*1), Z10, Z10
+	VFMADD231PS     Z12, Z10, Z6
+	ADDQ            $0x00000140, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R11
+	JZ              gemvFP4QVNNIx8_done
+	VBROADCASTI64X4 (DX), Z7
+	VPSHUFB         Z1, Z7, Z8
+	VPSHUFB         Z2, Z7, Z7
+	VPERMB          Z0, Z8, Z10
+	VPERMB          Z0, Z7, Z11
+	VPSRLW          $0x04, Z8, Z8
+	VPSRLW          $0x04, Z7, Z7
+	VPERMB          Z0, Z8, Z8
+	VPERMB          Z0, Z7, Z7
+	MOVBQZX         (BX), R12
+	MOVBQZX         1(BX), R13
+	VBROADCASTSS    (R8)(R12*4), Y9
+	VBROADCASTSS    (R8)(R13*4), Y12
+	VBLENDPS        $0xf0, Y12, Y9, Y9
+	VSHUFF64X2      $0x44, Z9, Z9, Z12
+	VPMADDWD        (R9), Z10, Z13
+	VPMADDWD        (R9)(CX*1), Z10, Z14
+	VPMADDWD        (R9)(CX*2), Z10, Z15
+	VPMADDWD        (R9)(R10*1), Z10, Z10
+	VPDPWSSD        64(R9), Z11, Z13
+	VPDPWSSD        64(R9)(CX*1), Z11, Z14
+	VPDPWSSD        64(R9)(CX*2), Z11, Z15
+	VPDPWSSD        64(R9)(R10*1), Z11, Z10
+	VPDPWSSD        128(R9), Z8, Z13
+	VPDPWSSD        128(R9)(CX*1), Z8, Z14
+	VPDPWSSD        128(R9)(CX*2), Z8, Z15
+	VPDPWSSD        128(R9)(R10*1), Z8, Z10
+	VPDPWSSD        192(R9), Z7, Z13
+	VPDPWSSD        192(R9)(CX*1), Z7, Z14
+	VPDPWSSD        192(R9)(CX*2), Z7, Z15
+	VPDPWSSD        192(R9)(R10*1), Z7, Z10
+	VCVTDQ2PS       Z13, Z13
+	VMULPS          256(R9), Z13, Z13
+	VFMADD231PS     Z12, Z13, Z3
+	VCVTDQ2PS       Z14, Z14
+	VMULPS          256(R9)(CX*1), Z14, Z14
+	VFMADD231PS     Z12, Z14, Z4
+	VCVTDQ2PS       Z15, Z15
+	VMULPS          256(R9)(CX*2), Z15, Z15
+	VFMADD231PS     Z12, Z15, Z5
+	VCVTDQ2PS       Z10, Z10
+	VMULPS          256(R9)(R10*1), Z10, Z10
+	VFMADD231PS     Z12, Z10, Z6
+	ADDQ            $0x00000140, R9
+	ADDQ            $0x20, DX
+	ADDQ            $0x02, BX
+	SUBQ            $0x02, R11
+	JNZ             gemvFP4QVNNIx8_loop
+
+gemvFP4QVNNIx8_done:
+	MOVQ          ldo+56(FP), R9
+	SHLQ          $0x02, R9
+	MOVQ          DI, R11
+	VEXTRACTF64X4 $0x01, Z3, Y7
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X3, X8, X8
+	VMOVHLPS      X8, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSHDUP     X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (R11)
+	ADDQ          R9, R11
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X7, X8, X8
+	VMOVHLPS      X8, X8, X7
+	VADDPS        X7, X8, X8
+	VMOVSHDUP     X8, X7
+	VADDSS        X7, X8, X8
+	VMOVSS        X8, (R11)
+	ADDQ          R9, R11
+	VEXTRACTF64X4 $0x01, Z4, Y7
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X4, X8, X8
+	VMOVHLPS      X8, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSHDUP     X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (R11)
+	ADDQ          R9, R11
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X7, X8, X8
+	VMOVHLPS      X8, X8, X7
+	VADDPS        X7, X8, X8
+	VMOVSHDUP     X8, X7
+	VADDSS        X7, X8, X8
+	VMOVSS        X8, (R11)
+	ADDQ          R9, R11
+	VEXTRACTF64X4 $0x01, Z5, Y7
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X5, X8, X8
+	VMOVHLPS      X8, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSHDUP     X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (R11)
+	ADDQ          R9, R11
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X7, X8, X8
+	VMOVHLPS      X8, X8, X7
+	VADDPS        X7, X8, X8
+	VMOVSHDUP     X8, X7
+	VADDSS        X7, X8, X8
+	VMOVSS        X8, (R11)
+	ADDQ          R9, R11
+	VEXTRACTF64X4 $0x01, Z6, Y7
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X6, X8, X8
+	VMOVHLPS      X8, X8, X9
+	VADDPS        X9, X8, X8
+	VMOVSHDUP     X8, X9
+	VADDSS        X9, X8, X8
+	VMOVSS        X8, (R11)
+	ADDQ          R9, R11
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X7, X8, X8
+	VMOVHLPS      X8, X8, X7
+	VADDPS        X7, X8, X8
+	VMOVSHDUP     X8, X7
+	VADDSS        X7, X8, X8
+	VMOVSS        X8, (R11)
+	ADDQ          $0x04, DI
+	DECQ          SI
+	JNZ           gemvFP4QVNNIx8_row
+
+gemvFP4QVNNIx8_end:
+	VZEROUPPER
+	RET

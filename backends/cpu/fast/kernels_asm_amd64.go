@@ -427,6 +427,40 @@ func gemvFP4QAVX512(a []byte, lda, r int, w, s []byte, nb, rows int, out []float
 	}
 }
 
+// gemvFP4QVNNI is gemvFP4QAVX512 (bit for bit) on activation rows
+// interleaved in pairs (pairFP4QRows), two rows a zmm: up to gemvQRows rows
+// per weight pass, an odd last row by gemvFP4QAVX512x1.
+func gemvFP4QVNNI(a []byte, lda, r int, w, s []byte, nb, rows int, out []float32, ldo int) {
+	if gemvEmpty(r, nb, rows, out, ldo) {
+		return
+	}
+	_, _, _, _ = a[(r-1)*lda+fp4QRowBytes(nb)-1], w[rows*nb*16-1], s[rows*nb-1], out[(r-1)*ldo+rows-1]
+	if r > 1 {
+		_ = a[(r&^1)*lda-1] // (the pairs span whole rows of lda bytes)
+	}
+	for r > 0 { // (every row's arithmetic is the same whatever kernel takes it)
+		k := min(r, gemvQRows) &^ 1
+		c := &fp4QConstsVNNI[0]
+		switch k {
+		case 0:
+			gemvFP4QAVX512x1(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], &fp4QConsts512[0])
+			return
+		case 2:
+			gemvFP4QVNNIx2(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		case 4:
+			gemvFP4QVNNIx4(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		case 6:
+			gemvFP4QVNNIx6(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		default:
+			gemvFP4QVNNIx8(&a[0], lda, &w[0], &s[0], nb, rows, &out[0], ldo, &lutE8M0[0], c)
+		}
+		r -= k
+		if r > 0 {
+			a, out = a[k*lda:], out[k*ldo:]
+		}
+	}
+}
+
 // gemvFP8AVX512 is avx2Set.gemvFP8 (bit for bit) by the AVX-512 kernels,
 // on activations permuted by permuteFP8x32Pairs.
 func gemvFP8AVX512(a []float32, lda, r int, w []byte, f []float32, nb, rows int, out []float32, ldo int) bool {
@@ -607,6 +641,9 @@ func init() {
 		avx512Set.dotW16Rows = dotW16RowsAVX512
 		if cpu.X86.HasAVX512VBMI {
 			avx512Set.gemvFP4Q = gemvFP4QAVX512
+			if cpu.X86.HasAVX512VNNI {
+				avx512Set.gemvFP4Q, avx512Set.fp4QPairs = gemvFP4QVNNI, true
+			}
 		}
 	}
 }

@@ -164,7 +164,8 @@ func decode(ks *kernelSet, out, a []float32, m int, w *weights, round bool) {
 // returns its per-chunk task, the number of chunks and the function that
 // releases the scratch once every chunk has run. packed, when not nil, holds
 // a's rows already packed by packFP4Q (fp4 weights; fp4QRowBytes of the even
-// block count apart), which the caller keeps alive until then.
+// block count apart) and laid out by pairFP4QRows, which the caller keeps
+// alive until then.
 func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool, packed []byte) (task func(c int), chunks int, release func()) {
 	release = func() {}
 	k, n, kb := w.k, w.n, w.kb
@@ -184,7 +185,7 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 	if w.kind == kindFP4 && ks.gemvFP4Q != nil && ks.packFP4Q != nil && qlda > 0 {
 		if qrows = packed; qrows == nil {
 			var qb *[]float32
-			qrows, qb = packFP4QRows(ks, a, m, k)
+			qrows, qb = packFP4QRows(ks, a, m, k, true)
 			if qrows != nil {
 				release = func() { putBuf(qb) }
 			}

@@ -63,3 +63,58 @@ func TestMatmulsOverwrite(t *testing.T) {
 		}
 	}
 }
+
+// TestExpertMatmulOverwrite is TestMatmulsOverwrite for ExpertMatmul (the
+// CPU op's output is an unzeroed arena slot): fp4 and fp8 experts, K with
+// and without a half chunk past the last 64-element chunk, decode and
+// prefill token counts, shared and per-slot activations.
+func TestExpertMatmulOverwrite(t *testing.T) {
+	r := rand.New(rand.NewPCG(18, 9))
+	const E, k, O = 4, 3, 40
+	nan := float32(math.NaN())
+	for _, K := range []int{96, 128} {
+		ws := make([]Expert, E)
+		for e := range ws {
+			if e%2 == 0 {
+				q, s := randFP4(r, O, K)
+				ws[e] = Expert{FP4: true, Codes: q, Scales: s}
+			} else {
+				q, s := randFP8(r, O, K)
+				ws[e] = Expert{Codes: q, Scales: s}
+			}
+		}
+		get := func(e int) (Expert, bool) { return ws[e], e < E }
+		for _, l := range levels(t) {
+			for _, N := range []int{1, 5, 40} {
+				for _, perSlot := range []bool{false, true} {
+					rowsX := N
+					if perSlot {
+						rowsX = N * k
+					}
+					x := randActs(r, rowsX, K)
+					idx := make([]int64, N*k)
+					for i := range idx {
+						idx[i] = int64(r.IntN(E))
+					}
+					want, got := make([]float32, N*k*O), make([]float32, N*k*O)
+					for i := range got {
+						got[i] = nan
+					}
+					withLevel(l, func() {
+						if err := ExpertMatmul(want, x, N, k, K, O, perSlot, idx, get); err != nil {
+							t.Fatal(err)
+						}
+						if err := ExpertMatmul(got, x, N, k, K, O, perSlot, idx, get); err != nil {
+							t.Fatal(err)
+						}
+					})
+					for i := range want {
+						if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+							t.Fatalf("%v K=%d N=%d perSlot=%v: [%d] = %g on a NaN-filled output, %g on a zeroed one", l, K, N, perSlot, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}

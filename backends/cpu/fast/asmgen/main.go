@@ -79,6 +79,9 @@ func main() {
 	hcSum4AVX2(true)
 	scaleAddAVX2()
 	indexTermsAVX2()
+	for r := 2; r <= 8; r += 2 {
+		gemvFP4QVNNI(r)
+	}
 	Generate()
 }
 
