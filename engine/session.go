@@ -14,7 +14,6 @@ import (
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/ir"
 	"github.com/ds4go/ds4/models/deepseekv4"
-	"github.com/ds4go/ds4/passes"
 )
 
 // Model is a compiled module bound to a checkpoint and a backend: the
@@ -177,7 +176,7 @@ func (m *Model) placements() []*backends.Placement {
 // nodes' attribute).
 // The chunk graph runs on the host backends only, so its arena is planned
 // for them: packChunkSlots re-assigns its buffer slots by size
-// (passes.AssignBuffersSized, at chunkSlotBindings), and hostSkip leaves
+// (backends.PackSlots, at chunkSlotBindings), and hostSkip leaves
 // out of a host arena's slot sizes the values the host computes without
 // arena storage (backends.HostView; every graph's arena on the host, the
 // decode step's included: at 65,536 tokens its slots were planned at 242
@@ -190,7 +189,7 @@ func (m *Model) placements() []*backends.Placement {
 func packChunkSlots(g *ir.Graph) error {
 	b := chunkSlotBindings
 	skip := hostSkip(b)
-	if err := passes.AssignBuffersSized(g, func(n *ir.Node) passes.SlotNeed { return backends.SlotNeeds(n, b, skip) }); err != nil {
+	if err := backends.PackSlots(g, func(n *ir.Node) backends.SlotNeed { return backends.SlotNeeds(n, b, skip) }); err != nil {
 		return err
 	}
 	if err := ir.CheckBuffers(g); err != nil {

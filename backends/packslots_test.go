@@ -1,12 +1,29 @@
-package passes_test
+package backends_test
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/ir"
+	"github.com/ds4go/ds4/models/deepseekv4"
+	"github.com/ds4go/ds4/models/deepseekv4/dstest"
 	"github.com/ds4go/ds4/passes"
 )
+
+// released is the released config's module (shapes only).
+func released(t *testing.T) *ir.Module {
+	t.Helper()
+	c, err := deepseekv4.LoadConfig(filepath.Join("..", "models", "deepseekv4", "testdata", "configs", "deepseek-v41-flash.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := deepseekv4.BuildModule(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
 
 // slotTotal is what an arena holds for g's slots at b: each slot's largest
 // value of each kind.
@@ -18,13 +35,12 @@ func slotTotal(g *ir.Graph, b ir.Bindings) int64 {
 	return n
 }
 
-// TestAssignBuffersSized: on the tiny and released graphs, the slots by
-// size are sound (ir.CheckBuffers, the plan reader's proof), give a slot
-// to exactly the values AssignBuffers does, and hold no more than the
+// TestPackSlots: on the tiny and released graphs, the slots by size are
+// sound (ir.CheckBuffers, the plan reader's proof), give a slot to exactly
+// the values passes.AssignBuffers does, and hold no more than the
 // first-free assignment at the bindings they were sized for and at others.
-func TestAssignBuffersSized(t *testing.T) {
-	rel, _ := buildReleased(t)
-	for _, m := range []*ir.Module{buildTiny(t), rel} {
+func TestPackSlots(t *testing.T) {
+	for _, m := range []*ir.Module{dstest.BuildTiny(t), released(t)} {
 		if _, err := passes.Run(m, nil, passes.Options{}); err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +58,7 @@ func TestAssignBuffersSized(t *testing.T) {
 			firstFree := slotTotal(g, sized)
 			other := ir.Bindings{B: 2, S: sized.S, M: 1024, P: 1024 - sized.S}
 			firstFreeOther := slotTotal(g, other)
-			err := passes.AssignBuffersSized(g, func(n *ir.Node) passes.SlotNeed { return backends.SlotNeeds(n, sized, nil) })
+			err := backends.PackSlots(g, func(n *ir.Node) backends.SlotNeed { return backends.SlotNeeds(n, sized, nil) })
 			if err != nil {
 				t.Fatal(err)
 			}
