@@ -140,11 +140,16 @@ func (k SlotBytes) Total() int64 { return ir.SatAdd(ir.SatAdd(k.F32, k.I64), k.I
 
 // PlanSlots is, for a graph whose plan assigned buffer slots (attribute
 // buf), the SlotBytes of each slot under b; empty when no value has a slot.
-func PlanSlots(g *ir.Graph, b ir.Bindings) map[int64]*SlotBytes {
+func PlanSlots(g *ir.Graph, b ir.Bindings) map[int64]*SlotBytes { return PlanSlotsExcept(g, b, nil) }
+
+// PlanSlotsExcept is PlanSlots without the values skip reports (values a
+// backend makes without arena storage, such as HostView's); a nil skip
+// skips none.
+func PlanSlotsExcept(g *ir.Graph, b ir.Bindings, skip func(*ir.Node) bool) map[int64]*SlotBytes {
 	slots := map[int64]*SlotBytes{}
 	for _, n := range g.Nodes {
 		k, ok := n.Attrs["buf"].(int64)
-		if !ok || k < 0 {
+		if !ok || k < 0 || skip != nil && skip(n) {
 			continue
 		}
 		s := slots[k]
@@ -168,7 +173,10 @@ func PlanSlots(g *ir.Graph, b ir.Bindings) map[int64]*SlotBytes {
 // SlotSizes is PlanSlots in elements, for NewHostArena and the devices'
 // arenas; a slot larger than a session could allocate anyway is left to
 // grow on demand.
-func SlotSizes(g *ir.Graph, b ir.Bindings) []SlotSize {
+func SlotSizes(g *ir.Graph, b ir.Bindings) []SlotSize { return SlotSizesExcept(g, b, nil) }
+
+// SlotSizesExcept is SlotSizes over PlanSlotsExcept's values.
+func SlotSizesExcept(g *ir.Graph, b ir.Bindings, skip func(*ir.Node) bool) []SlotSize {
 	var sizes []SlotSize
 	elems := func(bytes, per int64) int {
 		if bytes/per > math.MaxInt32*4 {
@@ -176,7 +184,7 @@ func SlotSizes(g *ir.Graph, b ir.Bindings) []SlotSize {
 		}
 		return int(bytes / per)
 	}
-	for k, s := range PlanSlots(g, b) {
+	for k, s := range PlanSlotsExcept(g, b, skip) {
 		if k > 1<<20 {
 			continue
 		}
@@ -186,4 +194,30 @@ func SlotSizes(g *ir.Graph, b ir.Bindings) []SlotSize {
 		sizes[k] = SlotSize{F32: elems(s.F32, 4), I64: elems(s.I64, 8), I32: elems(s.I32, 4)}
 	}
 	return sizes
+}
+
+// HostView reports whether the host backends compute n's value, at b, as a
+// view of storage it does not own, leaving its arena slot untouched: a
+// cache_read at batch 1 is the cache's first rows (backends/cpu's
+// kCacheRead), and u8 values (candidate masks) are allocated apart, the
+// arena having no byte storage. Sizing a host arena's slots without these values keeps a
+// slot from growing to a cache's size for the small values beside it.
+func HostView(n *ir.Node, b ir.Bindings) bool {
+	return n.Op == "cache_read" && b.B == 1 || n.Type.DType == ir.U8
+}
+
+// SlotNeeds is the storage of each kind n's value takes at b, in bytes
+// (f32, i64, i32: an arena slot's arrays), nothing for skip's values.
+func SlotNeeds(n *ir.Node, b ir.Bindings, skip func(*ir.Node) bool) [3]int64 {
+	if skip != nil && skip(n) {
+		return [3]int64{}
+	}
+	sz := TypeBytes(n.Type, b)
+	switch {
+	case n.Type.DType.IsFloat():
+		return [3]int64{sz, 0, 0}
+	case n.Type.DType == ir.I64:
+		return [3]int64{0, sz, 0}
+	}
+	return [3]int64{0, 0, sz}
 }

@@ -52,9 +52,10 @@ func (m *Model) SessionMemory(opt Options) MemoryNeed {
 	if opt.FullLogits {
 		pg = m.pgFull
 	}
-	need.Activations = ir.SatAdd(activationBytes(pg, pre), activationBytes(m.dg, dec))
+	need.Activations = ir.SatAdd(activationBytes(pg, pre, nil), activationBytes(m.dg, dec, nil))
 	if m.chunks(opt) {
-		need.Activations = ir.SatAdd(need.Activations, activationBytes(m.cg, m.chunkBindings(opt)))
+		cb := m.chunkBindings(opt)
+		need.Activations = ir.SatAdd(need.Activations, activationBytes(m.cg, cb, hostSkip(cb)))
 	}
 	return need
 }
@@ -117,18 +118,20 @@ func ownsMemory(n *ir.Node) bool {
 // plan's buffer slots it is what the arena holds, the largest value of
 // each kind in each slot, plus the values without a slot (outputs);
 // without slots (a graph that skipped assign-buffers) every value is freed
-// after its last use, so it is the peak of the live values.
-func activationBytes(g *ir.Graph, b ir.Bindings) int64 {
+// after its last use, so it is the peak of the live values. Values skip
+// reports take no arena storage (hostSkip's; nil skips none).
+func activationBytes(g *ir.Graph, b ir.Bindings, skip func(*ir.Node) bool) int64 {
 	if g == nil {
 		return 0
 	}
-	slots := backends.PlanSlots(g, b)
+	slots := backends.PlanSlotsExcept(g, b, skip)
 	if len(slots) == 0 {
 		return peakLive(g, b)
 	}
 	var total int64
 	for _, n := range g.Nodes {
-		if k, ok := n.Attrs["buf"].(int64); ownsMemory(n) && (!ok || k < 0) {
+		if k, ok := n.Attrs["buf"].(int64); ownsMemory(n) && (!ok || k < 0 || skip != nil && skip(n) && n.Type.DType == ir.U8) {
+			// (u8 values are allocated apart from the arena)
 			total = ir.SatAdd(total, typeBytes(n.Type, b))
 		}
 	}

@@ -209,3 +209,37 @@ func TestSessionMemoryChunked(t *testing.T) {
 	}
 	t.Logf("activations: one call %s, chunks of 256 %s (arenas %s)", FormatBytes(one.Activations), FormatBytes(ch.Activations), FormatBytes(s.ArenaBytes()))
 }
+
+// TestChunkSlotsBySize: the chunk graph's slots, re-assigned by size for
+// the host (packChunkSlots), pass the plan reader's proof and hold less at
+// a long prompt's last chunk than the plan's first-free slots sized with
+// every value, and the chunked prefill's arenas stay within the estimate.
+func TestChunkSlotsBySize(t *testing.T) {
+	md := openTinyPasses(t, "default")
+	if err := ir.CheckBuffers(md.cg); err != nil {
+		t.Fatal(err)
+	}
+	opt := Options{Batch: 1, MaxLen: 4096, PrefillLen: 4096, PrefillChunk: 256}
+	cb := md.chunkBindings(opt)
+	packed := activationBytes(md.cg, cb, hostSkip(cb))
+	planned := activationBytes(md.Module.Graph("chunk"), cb, nil)
+	t.Logf("chunk of 256 at 4,096 tokens: %s by size for the host, %s as planned", FormatBytes(packed), FormatBytes(planned))
+	if packed <= 0 || packed*3 > planned*2 {
+		t.Errorf("the chunk graph's slots by size hold %d bytes, the plan's %d: want under two thirds", packed, planned)
+	}
+	s, err := md.NewSession(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ids := make([]int64, 4096)
+	for i := range ids {
+		ids[i] = int64(i*104729) % int64(md.Vocab)
+	}
+	if _, err := s.Prefill([][]int64{ids}); err != nil {
+		t.Fatal(err)
+	}
+	if got, est := s.ArenaBytes(), md.SessionMemory(opt).Activations; got <= 0 || got > est {
+		t.Errorf("arenas hold %d bytes after the chunked prefill, the estimate is %d", got, est)
+	}
+}

@@ -101,6 +101,9 @@ func open(m *ir.Module, dir string, src WeightSource, backend string) (md *Model
 		// chunk semantics of the stateful ops (a device backend prefills
 		// in one call until its kernels do).
 		if cg, err = lastLogits(cg); err == nil {
+			err = packChunkSlots(cg)
+		}
+		if err == nil {
 			md.cg, md.window = cg, chunkWindow(cg)
 			md.ChunkPlacement, err = backends.Schedule(cg, backend)
 		}
@@ -171,6 +174,52 @@ func (m *Model) placements() []*backends.Placement {
 
 // chunkWindow is the attention window of a chunk graph (its window_idx
 // nodes' attribute).
+// The chunk graph runs on the host backends only, so its arena is planned
+// for them: packChunkSlots re-assigns its buffer slots by size
+// (backends.PackSlots, at chunkSlotBindings), and hostSkip leaves
+// out of a host arena's slot sizes the values the host computes without
+// arena storage (backends.HostView; every graph's arena on the host, the
+// decode step's included: at 65,536 tokens its slots were planned at 242
+// MiB for 2 MiB of values, a cache's rows sizing the slots that small
+// values then grew to). The plan's first-free assignment put one of
+// a long prompt's indexer tensors ([chunk, P] scores and masks) or a
+// cache's rows in most slots: on the mini benchmark model, a chunk of 256
+// at 65,536 tokens planned 660 MiB of slots for a peak of about 160 MiB of
+// live values.
+func packChunkSlots(g *ir.Graph) error {
+	b := chunkSlotBindings
+	skip := hostSkip(b)
+	if err := backends.PackSlots(g, func(n *ir.Node) backends.SlotNeed { return backends.SlotNeeds(n, b, skip) }); err != nil {
+		return err
+	}
+	if err := ir.CheckBuffers(g); err != nil {
+		return fmt.Errorf("the chunk graph's slots by size: %v", err)
+	}
+	return nil
+}
+
+// chunkSlotBindings are the representative sizes packChunkSlots orders the
+// values by: a chunk of the default length late in a long prompt, where the
+// indexer's [chunk, P] tensors are the largest.
+var chunkSlotBindings = ir.Bindings{B: 1, S: DefaultPrefillChunk, M: 1 << 16, P: 1<<16 - DefaultPrefillChunk}
+
+// onHost reports whether every segment of pl runs on a host backend (one
+// arena of host memory, the cpu backends' kernels).
+func (m *Model) onHost(pl *backends.Placement) bool {
+	for _, seg := range pl.Segments {
+		if !m.host[seg.Backend] {
+			return false
+		}
+	}
+	return true
+}
+
+// hostSkip is backends.HostView at b: what a host arena's slots are sized
+// without.
+func hostSkip(b ir.Bindings) func(*ir.Node) bool {
+	return func(n *ir.Node) bool { return backends.HostView(n, b) }
+}
+
 func chunkWindow(g *ir.Graph) int {
 	for _, n := range g.Nodes {
 		if n.Op == "window_idx" {
@@ -459,13 +508,17 @@ func (s *Session) arenasFor(r *backends.Runner) (map[string]backends.Arena, erro
 func (s *Session) newRunnerArenas(r *backends.Runner) (map[string]backends.Arena, error) {
 	pre, dec := s.m.callBindings(s.opt)
 	bind := pre
+	var skip func(*ir.Node) bool
 	switch r {
 	case s.m.decode:
 		bind = dec
 	case s.m.chunk:
 		bind = s.m.chunkBindings(s.opt)
 	}
-	return s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, bind), "the activation arena")
+	if s.m.onHost(r.Placement()) {
+		skip = hostSkip(bind)
+	}
+	return s.m.newArenas(r.Placement(), backends.SlotSizesExcept(r.Placement().Graph, bind, skip), "the activation arena")
 }
 
 // newArenas makes one arena of the slot sizes per device of the placement;
