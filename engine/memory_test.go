@@ -243,3 +243,17 @@ func TestChunkSlotsBySize(t *testing.T) {
 		t.Errorf("arenas hold %d bytes after the chunked prefill, the estimate is %d", got, est)
 	}
 }
+
+// Long prompts take smaller chunks so that a chunk's index scores (chunk ×
+// prompt) stay bounded, never below 256 tokens or above what was asked.
+func TestLongPromptChunk(t *testing.T) {
+	for _, c := range []struct{ chunk, S, want int }{
+		{2048, 4096, 2048}, {2048, 8192, 2048}, {2048, 8193, 1024}, {2048, 16384, 1024},
+		{2048, 32768, 512}, {2048, 65536, 256}, {2048, 1 << 20, 256}, {300, 1 << 20, 300},
+		{1000, 65536, 500}, {512, 65536, 256}, {256, 65536, 256},
+	} {
+		if got := longPromptChunk(c.chunk, c.S); got != c.want {
+			t.Errorf("longPromptChunk(%d, %d) = %d, want %d", c.chunk, c.S, got, c.want)
+		}
+	}
+}

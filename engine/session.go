@@ -935,8 +935,26 @@ func (s *Session) chunkLen(tokens [][]int64) int {
 	if s.m.chunk == nil || c <= 0 || s.Tracer != nil || len(tokens) == 0 {
 		return 0
 	}
-	if S := len(tokens[0]); S <= c || S < s.m.window {
+	S := len(tokens[0])
+	if S <= c || S < s.m.window {
 		return 0
+	}
+	return longPromptChunk(c, S)
+}
+
+// maxChunkScores bounds a chunk's index scores of a long prompt: the
+// indexer's [chunk, prompt] tensors (score, mask, candidates) grow with
+// the product, so a long prompt's chunks shrink (halving, to no fewer
+// than 256 tokens) until chunk × prompt is at most this: chunks of 2,048
+// up to 8K tokens, 256 at 64K (mini at 64K: 157 MiB of chunk arena at 256
+// against 1.25 GiB at 2,048, bench/README.md, issue 16). The results do
+// not depend on the chunk size.
+const maxChunkScores = 1 << 24
+
+// longPromptChunk is the chunk size, at most c, for a prompt of S tokens.
+func longPromptChunk(c, S int) int {
+	for c/2 >= 256 && c*S > maxChunkScores {
+		c /= 2
 	}
 	return c
 }
