@@ -87,8 +87,19 @@ func (m *Model) callBindings(opt Options) (prefill, decode ir.Bindings) {
 // else MaxLen: the compressed rows a chunk reads grow with its position).
 func (m *Model) chunkBindings(opt Options) ir.Bindings {
 	pre, _ := opt.callBindings()
-	c := min(int64(max(opt.PrefillChunk, 1)), pre.S)
+	c := min(int64(max(opt.ChunkSize(), 1)), pre.S)
 	return ir.Bindings{B: pre.B, S: c, M: pre.M, P: pre.S - c}
+}
+
+// ChunkSize is the chunk a session of opt prefills a long prompt in:
+// PrefillChunk, smaller for a long PrefillLen (longPromptChunk); 0 when
+// chunking is off. The session's chunk arena is sized for it.
+func (opt Options) ChunkSize() int {
+	if opt.PrefillChunk <= 0 {
+		return 0
+	}
+	pre, _ := opt.callBindings()
+	return longPromptChunk(opt.PrefillChunk, int(pre.S))
 }
 
 // callBindings are the sizes of the largest prefill call of a session of

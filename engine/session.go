@@ -931,21 +931,21 @@ func (s *Session) Decode(tokens []int64) (*Logits, error) {
 // window: the attention's blocks would differ), and no tracer records
 // the prefill's positions.
 func (s *Session) chunkLen(tokens [][]int64) int {
-	c := s.opt.PrefillChunk
+	c := s.opt.ChunkSize() // the chunk the session's arenas were sized for
 	if s.m.chunk == nil || c <= 0 || s.Tracer != nil || len(tokens) == 0 {
 		return 0
 	}
-	S := len(tokens[0])
-	if S <= c || S < s.m.window {
+	if S := len(tokens[0]); S <= c || S < s.m.window {
 		return 0
 	}
-	return longPromptChunk(c, S)
+	return c
 }
 
 // maxChunkScores bounds a chunk's index scores of a long prompt: the
 // indexer's [chunk, prompt] tensors (score, mask, candidates) grow with
-// the product, so a long prompt's chunks shrink (halving, to no fewer
-// than 256 tokens) until chunk × prompt is at most this: chunks of 2,048
+// the product, so the chunks of a session for long prompts (its
+// PrefillLen, Options.ChunkSize) shrink (halving, to no fewer than 256
+// tokens) until chunk × prompt is at most this: chunks of 2,048
 // up to 8K tokens, 256 at 64K (mini at 64K: 157 MiB of chunk arena at 256
 // against 1.25 GiB at 2,048, bench/README.md, issue 16). The results do
 // not depend on the chunk size.

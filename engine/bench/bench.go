@@ -108,7 +108,7 @@ type PrefillFigure struct {
 type LongFigure struct {
 	Tokens   int  `json:"tokens"` // prompt tokens per row
 	Batch    int  `json:"batch"`
-	Chunk    int  `json:"prefill_chunk"` // Options.PrefillChunk (0: one call)
+	Chunk    int  `json:"prefill_chunk"` // the chunk it ran in (Options.ChunkSize; 0: one call)
 	FullRows bool `json:"full_rows"`     // Options.FullRows (bounded replay off)
 	// LogitsDigest and StateDigest hash the prompt's last logits and every
 	// state after it (engine.FloatDigest, Session.StateDigest),
@@ -768,7 +768,7 @@ func longOptions(opt Options, S int) engine.Options {
 // longRow prefills prompt p of S tokens (in chunks) and times the decode
 // steps after it.
 func longRow(m *engine.Model, opt Options, S int, p [][]int64) (LongFigure, error) {
-	f := LongFigure{Tokens: S, Batch: opt.Batch, Chunk: opt.PrefillChunk, FullRows: opt.FullRows, DecodeSteps: opt.DecodeSteps}
+	f := LongFigure{Tokens: S, Batch: opt.Batch, Chunk: longOptions(opt, S).ChunkSize(), FullRows: opt.FullRows, DecodeSteps: opt.DecodeSteps}
 	resetPeakRSS()
 	f.BaseRSS, _, _, _ = ReadRSS()
 	s, err := m.NewSession(longOptions(opt, S))
