@@ -192,18 +192,8 @@ func TestSessionMemoryChunked(t *testing.T) {
 	if ch.Activations <= 0 || ch.Activations*8 > one.Activations || ch.Caches != one.Caches {
 		t.Fatalf("activations: %d in chunks of 256, %d in one call (caches %d, %d): want under an eighth", ch.Activations, one.Activations, ch.Caches, one.Caches)
 	}
-	s, err := md.NewSession(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := prefillChunked(t, md, opt, 7919)
 	defer s.Close()
-	ids := make([]int64, 4096)
-	for i := range ids {
-		ids[i] = int64(i*7919) % int64(md.Vocab)
-	}
-	if _, err := s.Prefill([][]int64{ids}); err != nil {
-		t.Fatal(err)
-	}
 	if got := s.ArenaBytes(); got <= 0 || got > ch.Activations {
 		t.Errorf("arenas hold %d bytes after the chunked prefill, the estimate is %d", got, ch.Activations)
 	}
@@ -227,18 +217,8 @@ func TestChunkSlotsBySize(t *testing.T) {
 	if packed <= 0 || packed*3 > planned*2 {
 		t.Errorf("the chunk graph's slots by size hold %d bytes, the plan's %d: want under two thirds", packed, planned)
 	}
-	s, err := md.NewSession(opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := prefillChunked(t, md, opt, 104729)
 	defer s.Close()
-	ids := make([]int64, 4096)
-	for i := range ids {
-		ids[i] = int64(i*104729) % int64(md.Vocab)
-	}
-	if _, err := s.Prefill([][]int64{ids}); err != nil {
-		t.Fatal(err)
-	}
 	if got, est := s.ArenaBytes(), md.SessionMemory(opt).Activations; got <= 0 || got > est {
 		t.Errorf("arenas hold %d bytes after the chunked prefill, the estimate is %d", got, est)
 	}
@@ -256,4 +236,23 @@ func TestLongPromptChunk(t *testing.T) {
 			t.Errorf("longPromptChunk(%d, %d) = %d, want %d", c.chunk, c.S, got, c.want)
 		}
 	}
+}
+
+// prefillChunked opens a session of opt and prefills 4,096 token ids
+// (i·mul mod vocab) in it.
+func prefillChunked(t *testing.T, md *Model, opt Options, mul int) *Session {
+	t.Helper()
+	s, err := md.NewSession(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, 4096)
+	for i := range ids {
+		ids[i] = int64(i*mul) % int64(md.Vocab)
+	}
+	if _, err := s.Prefill([][]int64{ids}); err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	return s
 }
