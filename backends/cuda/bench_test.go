@@ -387,3 +387,32 @@ func BenchmarkCopyBandwidth(b *testing.B) {
 	src, dst := alloc(b, e, n), alloc(b, e, n)
 	reportDecode(b, e, 2*n, 1, func(int) error { return e.s.Copy(dst, src, n, "bench") })
 }
+
+// BenchmarkLaunchEmpty is the stream's launch rate on an empty kernel
+// (pdl_ready): the host's cost a launch, below which a short kernel's
+// us/launch in these benchmarks measures the host, not the GPU. "bound"
+// launches inside Stream.Bound, as a program's calls do.
+func BenchmarkLaunchEmpty(b *testing.B) {
+	for _, bound := range []bool{false, true} {
+		b.Run(map[bool]string{false: "each", true: "bound"}[bound], func(b *testing.B) {
+			e := gpu(b)
+			f, err := e.k.mod.Function("pdl_ready")
+			if err != nil {
+				b.Fatal(err)
+			}
+			one := driver.Dim3{X: 1, Y: 1, Z: 1}
+			run := func() error {
+				timeLaunches(b, e, 0, func() error { return e.s.Launch(f, one, one, 0, "bench") })
+				return nil
+			}
+			if bound {
+				err = e.s.Bound(run)
+			} else {
+				err = run()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

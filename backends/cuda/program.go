@@ -398,7 +398,13 @@ func (p *Program) releaseGraphs() {
 // staged and uploaded in one copy before the graph, so those values never
 // touch it; nodes that do not read the start position replay their memo
 // (memo.go) instead of running their launcher.
-func (p *Program) Launch(env *backends.Env) (err error) {
+func (p *Program) Launch(env *backends.Env) error {
+	// one thread with the context current for the whole call: its
+	// launches skip binding each (driver.Stream.Bound)
+	return p.gpu.st.Bound(func() error { return p.launch(env) })
+}
+
+func (p *Program) launch(env *backends.Env) (err error) {
 	a, _ := env.Arena.(*Arena)
 	if a == nil {
 		if p.gpu.scratchArena == nil {
