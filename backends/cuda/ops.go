@@ -311,8 +311,8 @@ func opSoftmax(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	return out, c.k.Softmax(c.st, what(n), out.Ptr, x, rows(a[0]), last(a[0]), roundTo(a[0].DType))
 }
 
-func opReshape(c *call, _ int, n *ir.Node, a []*Value) (*Value, error) {
-	sh, err := ir.ParseShape(n.Attrs.Str("shape", ""))
+func opReshape(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
+	sh, err := c.p.reshapeTarget(i, n)
 	if err != nil {
 		return nil, err
 	}

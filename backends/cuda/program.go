@@ -37,6 +37,24 @@ type Program struct {
 	graphsOn bool
 	memoOK   []bool // nodes that may be memoised (memo.go); nil: none
 	memo     []nodeMemo
+	shapes   []ir.Shape // reshape targets parsed once, by node position (reshapeTarget)
+}
+
+// reshapeTarget is node i's "shape" attribute (a reshape's symbolic
+// target), parsed at its first launch and kept: parsing it at every call
+// was ~5 % of a decode step's host allocations.
+func (p *Program) reshapeTarget(i int, n *ir.Node) (ir.Shape, error) {
+	if p.shapes == nil {
+		p.shapes = make([]ir.Shape, len(p.seg.Nodes))
+	}
+	if p.shapes[i] != nil {
+		return p.shapes[i], nil
+	}
+	sh, err := ir.ParseShape(n.Attrs.Str("shape", ""))
+	if err == nil {
+		p.shapes[i] = sh
+	}
+	return sh, err
 }
 
 // opFunc enqueues node i's kernels.
