@@ -415,6 +415,9 @@ func (rc *rowCall) stackedFor(n *ir.Node, be string, d Device, dt ir.DType, sh [
 			if bdt, bsh := b.Type(); bdt == dt && slices.Equal(bsh, want) {
 				return b, nil
 			}
+			if v := leadingRows(b, dt, want); v != nil {
+				return v, nil
+			}
 			d.Free(b)
 			delete(s.stacked, n)
 		}
@@ -432,6 +435,33 @@ func (rc *rowCall) stackedFor(n *ir.Node, be string, d Device, dt ir.DType, sh [
 	}
 	s.stacked[n], s.dev[n] = all, d
 	return all, nil
+}
+
+// leadingRows is the first want[0] rows of b when b is a host tensor of
+// dtype dt and shape want but for more rows (a view: the rows' count of a
+// lane's steps changes as sequences join and leave, and a buffer of more
+// rows serves without a new zeroed one), else nil.
+func leadingRows(b Buffer, dt ir.DType, want []int) *Tensor {
+	t, ok := b.(*Tensor)
+	if !ok || t.DType != dt || t.Scale != nil || t.Parts != nil || len(t.Shape) != len(want) || len(want) == 0 ||
+		t.Shape[0] < want[0] || !slices.Equal(t.Shape[1:], want[1:]) {
+		return nil
+	}
+	n := t.NumElements() / t.Shape[0] * want[0]
+	v := &Tensor{DType: dt, Shape: slices.Clone(want)}
+	if t.F32 != nil {
+		v.F32 = t.F32[:n:n]
+	}
+	if t.I64 != nil {
+		v.I64 = t.I64[:n:n]
+	}
+	if t.I32 != nil {
+		v.I32 = t.I32[:n:n]
+	}
+	if t.U8 != nil {
+		v.U8 = t.U8[:n:n]
+	}
+	return v
 }
 
 // RunRows runs a ragged call: row b at position c.RowPos[b] with the state

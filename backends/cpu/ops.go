@@ -1127,8 +1127,14 @@ func kSinkhorn(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 	hc := int(n.Attrs.Int("hc", 4))
 	mix := (2 + hc) * hc
 	tokens := m.NumElements() / mix
+	iters, eps := int(n.Attrs.Int("iters", 20)), float32(n.Attrs.Float("eps", 0))
+	if r.fast {
+		out := r.newFFull(ir.F32, m.Shape...)
+		fast.HCSplitSinkhorn(out.F32, m.F32, tokens, hc, scale.F32, base.F32, iters, eps) // bit-identical
+		return out, nil
+	}
 	pre, post, comb := make([]float32, tokens*hc), make([]float32, tokens*hc), make([]float32, tokens*hc*hc)
-	kernels.HCSplitSinkhorn(pre, post, comb, m.F32, tokens, hc, scale.F32, base.F32, int(n.Attrs.Int("iters", 20)), float32(n.Attrs.Float("eps", 0)))
+	kernels.HCSplitSinkhorn(pre, post, comb, m.F32, tokens, hc, scale.F32, base.F32, iters, eps)
 	out := r.newF(ir.F32, m.Shape...)
 	for t := 0; t < tokens; t++ {
 		o := out.F32[t*mix : (t+1)*mix]

@@ -3,6 +3,7 @@ package fast
 import (
 	"math"
 	"runtime"
+	"sync"
 
 	"github.com/ds4go/ds4/backends/cpu/kernels"
 	"github.com/ds4go/ds4/internal/numfmt"
@@ -352,9 +353,14 @@ func IndexScore(out []float32, q []float32, b, s, h, di int, k []float32, nc int
 	const rowsPer = 4 // query rows per task
 	terms := ks.indexTerms != nil && h%8 == 0
 	parallel(ceilDiv(b*s, rowsPer), func(c int) {
-		qT := make([]float64, di*h4)
-		dots := make([]float64, 16)
-		ea := make([]float32, nc*h) // a row's head dots, then its terms, [key][head]
+		// scratch from pools (every element is written before it is read):
+		// a decode row makes 3 of these calls a step
+		sc := getF64(di*h4 + 16)
+		defer putF64(sc)
+		qT, dots := (*sc)[:di*h4], (*sc)[di*h4:]
+		eb := getBuf(nc * h)
+		defer putBuf(eb)
+		ea := *eb // a row's head dots, then its terms, [key][head]
 		for row := c * rowsPer; row < min(b*s, (c+1)*rowsPer); row++ {
 			bi := row / s
 			qs := q[row*h*di : (row+1)*h*di]
@@ -415,3 +421,18 @@ func IndexScore(out []float32, q []float32, b, s, h, di int, k []float32, nc int
 		}
 	})
 }
+
+// f64Pool recycles IndexScore's float64 scratch.
+var f64Pool sync.Pool
+
+// getF64 is a float64 buffer of n elements (not zeroed), from f64Pool.
+func getF64(n int) *[]float64 {
+	if p, ok := f64Pool.Get().(*[]float64); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	b := make([]float64, n)
+	return &b
+}
+
+func putF64(p *[]float64) { f64Pool.Put(p) }
