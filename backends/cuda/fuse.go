@@ -52,6 +52,7 @@ type fusion struct {
 
 	mu    sync.Mutex
 	calls map[*call]*runState
+	spare *runState // the last finished call's state, reused by the next
 }
 
 // runState is what a run's nodes left for its last one in one call.
@@ -216,7 +217,7 @@ func (f *fusion) step(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 		return f.orig[i](c, i, n, a)
 	}
 	st := f.state(c)
-	st.args[i] = slices.Clone(a)
+	st.args[i] = append(st.args[i][:0], a...) // a is the executor's, reused for the next node
 	var v *Value
 	if f.outs[i] {
 		dims, err := c.bindings().Dims(n.Type.Shape)
@@ -243,7 +244,13 @@ func (f *fusion) step(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 	f.mu.Lock()
 	delete(f.calls, c)
 	f.mu.Unlock()
-	return v, f.run(c, f, st)
+	err := f.run(c, f, st)
+	// every node of the run sets its entries at each call, so the next
+	// call may take this state as it is (its maps and argument slices)
+	f.mu.Lock()
+	f.spare = st
+	f.mu.Unlock()
+	return v, err
 }
 
 func (f *fusion) state(c *call) *runState {
@@ -254,7 +261,9 @@ func (f *fusion) state(c *call) *runState {
 	}
 	st := f.calls[c]
 	if st == nil {
-		st = &runState{args: map[int][]*Value{}, vals: map[int]*Value{}}
+		if st, f.spare = f.spare, nil; st == nil {
+			st = &runState{args: make(map[int][]*Value, len(f.nodes)), vals: make(map[int]*Value, len(f.nodes))}
+		}
 		f.calls[c] = st
 	}
 	return st
