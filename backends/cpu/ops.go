@@ -1128,9 +1128,9 @@ func kSinkhorn(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, erro
 	mix := (2 + hc) * hc
 	tokens := m.NumElements() / mix
 	iters, eps := int(n.Attrs.Int("iters", 20)), float32(n.Attrs.Float("eps", 0))
-	if r.fast {
+	if r.fast && hc == 4 {
 		out := r.newFFull(ir.F32, m.Shape...)
-		fast.HCSplitSinkhorn(out.F32, m.F32, tokens, hc, scale.F32, base.F32, iters, eps) // bit-identical
+		fast.HCSplitSinkhorn4(out.F32, m.F32, tokens, scale.F32, base.F32, iters, eps) // bit-identical
 		return out, nil
 	}
 	pre, post, comb := make([]float32, tokens*hc), make([]float32, tokens*hc), make([]float32, tokens*hc*hc)

@@ -1,31 +1,22 @@
 package fast
 
 import (
+	"fmt"
 	"math"
-
-	"github.com/ds4go/ds4/backends/cpu/kernels"
 )
 
-// HCSplitSinkhorn is kernels.HCSplitSinkhorn, bit for bit, written into
-// out [tokens, (2+hc)·hc] laid out as the mixes (pre | post | comb) rather
-// than three slices. For hc = 4 (the model's) the 4×4 matrix lives in 16
-// scalars (registers, no bounds checks): the reference's loops cost ~2 µs a
-// token and layer, every prefill token and decode row. Every operation is
-// the reference's, in its order (sums from +0 in ascending index, each
-// division by the row's or column's sum + eps, no reciprocals).
-func HCSplitSinkhorn(out, mixes []float32, tokens, hc int, scale, base []float32, iters int, eps float32) {
-	mix := (2 + hc) * hc
-	check("HCSplitSinkhorn", len(out), tokens*mix, len(mixes), tokens*mix, len(scale), 3, len(base), mix)
-	if hc != 4 || iters < 1 {
-		pre, post, comb := make([]float32, tokens*hc), make([]float32, tokens*hc), make([]float32, tokens*hc*hc)
-		kernels.HCSplitSinkhorn(pre, post, comb, mixes, tokens, hc, scale, base, iters, eps)
-		for t := range tokens {
-			o := out[t*mix : (t+1)*mix]
-			copy(o[:hc], pre[t*hc:(t+1)*hc])
-			copy(o[hc:2*hc], post[t*hc:(t+1)*hc])
-			copy(o[2*hc:], comb[t*hc*hc:(t+1)*hc*hc])
-		}
-		return
+// HCSplitSinkhorn4 is kernels.HCSplitSinkhorn for hc = 4 (the model's),
+// bit for bit, written into out [tokens, 24] laid out as the mixes (pre |
+// post | comb) rather than three slices; iters >= 1 (the reference's
+// contract). The 4×4 matrix lives in 16 scalars (registers, no bounds
+// checks): the reference's loops cost ~2 µs a token and layer, every
+// prefill token and decode row. Every operation is the reference's, in its
+// order (sums from +0 in ascending index, each division by the row's or
+// column's sum + eps, no reciprocals). Other hc take the reference.
+func HCSplitSinkhorn4(out, mixes []float32, tokens int, scale, base []float32, iters int, eps float32) {
+	check("HCSplitSinkhorn4", len(out), tokens*24, len(mixes), tokens*24, len(scale), 3, len(base), 24)
+	if iters < 1 {
+		panic(fmt.Sprintf("fast.HCSplitSinkhorn4: iters = %d, want >= 1", iters))
 	}
 	s0, s1, s2 := scale[0], scale[1], scale[2]
 	b := (*[24]float32)(base[:24])
@@ -44,15 +35,14 @@ func HCSplitSinkhorn(out, mixes []float32, tokens, hc int, scale, base []float32
 		c10, c11, c12, c13 = softmax4(c10, c11, c12, c13, eps)
 		c20, c21, c22, c23 = softmax4(c20, c21, c22, c23, eps)
 		c30, c31, c32, c33 = softmax4(c30, c31, c32, c33, eps)
-		c00, c10, c20, c30 = norm4(c00, c10, c20, c30, eps)
-		c01, c11, c21, c31 = norm4(c01, c11, c21, c31, eps)
-		c02, c12, c22, c32 = norm4(c02, c12, c22, c32, eps)
-		c03, c13, c23, c33 = norm4(c03, c13, c23, c33, eps)
-		for range iters - 1 {
-			c00, c01, c02, c03 = norm4(c00, c01, c02, c03, eps)
-			c10, c11, c12, c13 = norm4(c10, c11, c12, c13, eps)
-			c20, c21, c22, c23 = norm4(c20, c21, c22, c23, eps)
-			c30, c31, c32, c33 = norm4(c30, c31, c32, c33, eps)
+		// then columns; iters - 1 times more rows and columns
+		for it := range iters {
+			if it > 0 {
+				c00, c01, c02, c03 = norm4(c00, c01, c02, c03, eps)
+				c10, c11, c12, c13 = norm4(c10, c11, c12, c13, eps)
+				c20, c21, c22, c23 = norm4(c20, c21, c22, c23, eps)
+				c30, c31, c32, c33 = norm4(c30, c31, c32, c33, eps)
+			}
 			c00, c10, c20, c30 = norm4(c00, c10, c20, c30, eps)
 			c01, c11, c21, c31 = norm4(c01, c11, c21, c31, eps)
 			c02, c12, c22, c32 = norm4(c02, c12, c22, c32, eps)
