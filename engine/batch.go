@@ -416,37 +416,47 @@ func (b *Batch) Step(slots []int, tokens []int64) ([][]float32, error) {
 	b.lane(lanes - 1) // (the lanes are made here, not by the goroutines)
 	release := backends.Inline()
 	var wg sync.WaitGroup
-	finish := b.stepLanes(&wg, slots, rows, pos, lanes, true)
+	finish := b.stepLanes(&wg, slots, rows, pos, lanes)
 	wg.Wait()
 	release()
 	return finish()
 }
 
 // stepLanes runs a ragged step's row groups in lanes 0..lanes-1, each on a
-// goroutine of wg (the last on the caller's when inline); the caller holds
+// goroutine of wg but the last, which runs on the caller's; the caller holds
 // backends.Inline, waits for wg and then calls finish, which returns the
 // logits and advances the slots' positions (or returns the first error).
 // A row's result does not depend on the rows beside it (the host kernels
 // compute every row of a decode call as a call of its own would).
-func (b *Batch) stepLanes(wg *sync.WaitGroup, slots []int, rows [][]int64, pos []int, lanes int, inline bool) (finish func() ([][]float32, error)) {
+func (b *Batch) stepLanes(wg *sync.WaitGroup, slots []int, rows [][]int64, pos []int, lanes int) (finish func() ([][]float32, error)) {
+	calls, finish := b.stepGroups(slots, rows, pos, lanes)
+	for g, call := range calls {
+		if g == lanes-1 {
+			call(g)
+			continue
+		}
+		wg.Go(func() { call(g) })
+	}
+	return finish
+}
+
+// stepGroups cuts a ragged step into groups row groups: calls[g](lane)
+// runs group g on lane; finish, once every call is done, returns the
+// step's logits and moves its slots' positions on (or the first error).
+func (b *Batch) stepGroups(slots []int, rows [][]int64, pos []int, groups int) (calls []func(lane int), finish func() ([][]float32, error)) {
 	out := make([][]float32, len(slots))
-	errs := make([]error, lanes)
-	for g := range lanes {
-		lo, hi := g*len(slots)/lanes, (g+1)*len(slots)/lanes
-		group := func() {
-			lg, err := b.run(g, b.s.m.decode, "decode", rows[lo:hi], pos[lo:hi], slots[lo:hi], false)
+	errs := make([]error, groups)
+	for g := range groups {
+		lo, hi := g*len(slots)/groups, (g+1)*len(slots)/groups
+		calls = append(calls, func(lane int) {
+			lg, err := b.run(lane, b.s.m.decode, "decode", rows[lo:hi], pos[lo:hi], slots[lo:hi], false)
 			if err == nil {
 				copy(out[lo:hi], ownRows(lg.Last()))
 			}
 			errs[g] = err
-		}
-		if inline && g == lanes-1 {
-			group()
-			continue
-		}
-		wg.Go(group)
+		})
 	}
-	return func() ([][]float32, error) {
+	return calls, func() ([][]float32, error) {
 		for _, err := range errs {
 			if err != nil {
 				return nil, err // (the caller frees the slots of a failed step)
@@ -538,19 +548,8 @@ func (b *Batch) StepPrefill(slots []int, tokens []int64, pslots []int, prompts [
 	for _, i := range order {
 		calls = append(calls, func(lane int) { plogits[i], perrs[i] = b.prefillOn(lane, pslots[i], prompts[i]) })
 	}
-	groups := min(len(slots), p)
-	out := make([][]float32, len(slots))
-	errs := make([]error, groups)
-	for g := range groups {
-		lo, hi := g*len(slots)/groups, (g+1)*len(slots)/groups
-		calls = append(calls, func(lane int) {
-			lg, err := b.run(lane, b.s.m.decode, "decode", rows[lo:hi], pos[lo:hi], slots[lo:hi], false)
-			if err == nil {
-				copy(out[lo:hi], ownRows(lg.Last()))
-			}
-			errs[g] = err
-		})
-	}
+	steps, finish := b.stepGroups(slots, rows, pos, min(len(slots), p))
+	calls = append(calls, steps...)
 	lanes := min(p, len(calls))
 	b.lane(lanes - 1) // (the lanes are made here, not by the goroutines)
 	release := backends.Inline()
@@ -570,15 +569,8 @@ func (b *Batch) StepPrefill(slots []int, tokens []int64, pslots []int, prompts [
 	}
 	wg.Wait()
 	release()
-	for _, err := range errs {
-		if err != nil {
-			return nil, plogits, perrs, err // (the caller frees the slots of a failed step)
-		}
-	}
-	for _, sl := range slots {
-		b.pos[sl]++
-	}
-	return out, plogits, perrs, nil
+	logits, err = finish()
+	return logits, plogits, perrs, err
 }
 
 // lanesFor is the number of row groups a ragged step of rows rows runs

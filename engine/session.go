@@ -172,8 +172,6 @@ func (m *Model) placements() []*backends.Placement {
 	return pls
 }
 
-// chunkWindow is the attention window of a chunk graph (its window_idx
-// nodes' attribute).
 // The chunk graph runs on the host backends only, so its arena is planned
 // for them: packChunkSlots re-assigns its buffer slots by size
 // (backends.PackSlots, at chunkSlotBindings), and hostSkip leaves
@@ -220,6 +218,8 @@ func hostSkip(b ir.Bindings) func(*ir.Node) bool {
 	return func(n *ir.Node) bool { return backends.HostView(n, b) }
 }
 
+// chunkWindow is the attention window of a chunk graph (its window_idx
+// nodes' attribute).
 func chunkWindow(g *ir.Graph) int {
 	for _, n := range g.Nodes {
 		if n.Op == "window_idx" {
