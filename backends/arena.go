@@ -139,13 +139,10 @@ type SlotBytes struct{ F32, I64, I32 int64 }
 func (k SlotBytes) Total() int64 { return ir.SatAdd(ir.SatAdd(k.F32, k.I64), k.I32) }
 
 // PlanSlots is, for a graph whose plan assigned buffer slots (attribute
-// buf), the SlotBytes of each slot under b; empty when no value has a slot.
-func PlanSlots(g *ir.Graph, b ir.Bindings) map[int64]*SlotBytes { return PlanSlotsExcept(g, b, nil) }
-
-// PlanSlotsExcept is PlanSlots without the values skip reports (values a
-// backend makes without arena storage, such as HostView's); a nil skip
-// skips none.
-func PlanSlotsExcept(g *ir.Graph, b ir.Bindings, skip func(*ir.Node) bool) map[int64]*SlotBytes {
+// buf), the SlotBytes of each slot under b, without the values skip
+// reports (values a backend makes without arena storage, such as
+// HostView's; nil skips none); empty when no value has a slot.
+func PlanSlots(g *ir.Graph, b ir.Bindings, skip func(*ir.Node) bool) map[int64]*SlotBytes {
 	slots := map[int64]*SlotBytes{}
 	for _, n := range g.Nodes {
 		k, ok := n.Attrs["buf"].(int64)
@@ -173,10 +170,7 @@ func PlanSlotsExcept(g *ir.Graph, b ir.Bindings, skip func(*ir.Node) bool) map[i
 // SlotSizes is PlanSlots in elements, for NewHostArena and the devices'
 // arenas; a slot larger than a session could allocate anyway is left to
 // grow on demand.
-func SlotSizes(g *ir.Graph, b ir.Bindings) []SlotSize { return SlotSizesExcept(g, b, nil) }
-
-// SlotSizesExcept is SlotSizes over PlanSlotsExcept's values.
-func SlotSizesExcept(g *ir.Graph, b ir.Bindings, skip func(*ir.Node) bool) []SlotSize {
+func SlotSizes(g *ir.Graph, b ir.Bindings, skip func(*ir.Node) bool) []SlotSize {
 	var sizes []SlotSize
 	elems := func(bytes, per int64) int {
 		if bytes/per > math.MaxInt32*4 {
@@ -184,7 +178,7 @@ func SlotSizesExcept(g *ir.Graph, b ir.Bindings, skip func(*ir.Node) bool) []Slo
 		}
 		return int(bytes / per)
 	}
-	for k, s := range PlanSlotsExcept(g, b, skip) {
+	for k, s := range PlanSlots(g, b, skip) {
 		if k > 1<<20 {
 			continue
 		}

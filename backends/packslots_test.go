@@ -29,7 +29,7 @@ func released(t *testing.T) *ir.Module {
 // value of each kind.
 func slotTotal(g *ir.Graph, b ir.Bindings) int64 {
 	var n int64
-	for _, s := range backends.PlanSlots(g, b) {
+	for _, s := range backends.PlanSlots(g, b, nil) {
 		n += s.Total()
 	}
 	return n
@@ -95,11 +95,11 @@ func TestHostView(t *testing.T) {
 		t.Fatal("a cache_read of two rows is a copy")
 	}
 	skip := func(n *ir.Node) bool { return backends.HostView(n, b) }
-	sizes := backends.SlotSizesExcept(g, b, skip)
+	sizes := backends.SlotSizes(g, b, skip)
 	if len(sizes) < 1 || sizes[0].F32 != 4*8 || len(sizes) > 1 && sizes[1] != (backends.SlotSize{}) {
 		t.Fatalf("sizes %+v: slot 0 sized for the matmul's 32 floats, slot 1 empty", sizes)
 	}
-	if all := backends.SlotSizes(g, b); all[0].F32 != 64*8 {
+	if all := backends.SlotSizes(g, b, nil); all[0].F32 != 64*8 {
 		t.Fatalf("SlotSizes %+v: slot 0 sized for the cache_read", all)
 	}
 }

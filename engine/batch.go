@@ -197,7 +197,7 @@ func (b *Batch) rowArenasFor(i int, r *backends.Runner, rows int) ([]map[string]
 	s := b.s
 	for len(l.rowArenas) < rows {
 		_, dec := Options{Batch: 1, MaxLen: s.opt.MaxLen}.callBindings()
-		a, err := s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, dec), "the per-row activation arena")
+		a, err := s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, dec, nil), "the per-row activation arena")
 		if err != nil {
 			return nil, err
 		}

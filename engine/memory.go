@@ -135,7 +135,7 @@ func activationBytes(g *ir.Graph, b ir.Bindings, skip func(*ir.Node) bool) int64
 	if g == nil {
 		return 0
 	}
-	slots := backends.PlanSlotsExcept(g, b, skip)
+	slots := backends.PlanSlots(g, b, skip)
 	if len(slots) == 0 {
 		return peakLive(g, b)
 	}

@@ -518,7 +518,7 @@ func (s *Session) newRunnerArenas(r *backends.Runner) (map[string]backends.Arena
 	if s.m.onHost(r.Placement()) {
 		skip = hostSkip(bind)
 	}
-	return s.m.newArenas(r.Placement(), backends.SlotSizesExcept(r.Placement().Graph, bind, skip), "the activation arena")
+	return s.m.newArenas(r.Placement(), backends.SlotSizes(r.Placement().Graph, bind, skip), "the activation arena")
 }
 
 // newArenas makes one arena of the slot sizes per device of the placement;

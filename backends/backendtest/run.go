@@ -222,7 +222,7 @@ func execCalls(backend string, in *Instance, warm bool) (res *Result, err error)
 			}
 		}
 	}()
-	sizes := backends.SlotSizes(in.Graph, in.Bindings())
+	sizes := backends.SlotSizes(in.Graph, in.Bindings(), nil)
 	for _, n := range in.Graph.Nodes {
 		be := pl.Backend[n]
 		if devs[be] != nil {
