@@ -401,16 +401,12 @@ func BenchmarkLaunchEmpty(b *testing.B) {
 				b.Fatal(err)
 			}
 			one := driver.Dim3{X: 1, Y: 1, Z: 1}
-			run := func() error {
-				timeLaunches(b, e, 0, func() error { return e.s.Launch(f, one, one, 0, "bench") })
-				return nil
+			launch := func() error { return e.s.Launch(f, one, one, 0, "bench") }
+			if !bound {
+				timeLaunches(b, e, 0, launch)
+				return
 			}
-			if bound {
-				err = e.s.Bound(run)
-			} else {
-				err = run()
-			}
-			if err != nil {
+			if err := e.s.Bound(func() error { timeLaunches(b, e, 0, launch); return nil }); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -312,11 +312,7 @@ func opSoftmax(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
 }
 
 func opReshape(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
-	sh, err := c.p.reshapeTarget(i, n)
-	if err != nil {
-		return nil, err
-	}
-	dims, err := c.bindings().Dims(sh)
+	dims, err := c.bindings().Dims(c.p.shapes[i])
 	if err != nil {
 		return nil, err
 	}

@@ -37,24 +37,7 @@ type Program struct {
 	graphsOn bool
 	memoOK   []bool // nodes that may be memoised (memo.go); nil: none
 	memo     []nodeMemo
-	shapes   []ir.Shape // reshape targets parsed once, by node position (reshapeTarget)
-}
-
-// reshapeTarget is node i's "shape" attribute (a reshape's symbolic
-// target), parsed at its first launch and kept: parsing it at every call
-// was ~5 % of a decode step's host allocations.
-func (p *Program) reshapeTarget(i int, n *ir.Node) (ir.Shape, error) {
-	if p.shapes == nil {
-		p.shapes = make([]ir.Shape, len(p.seg.Nodes))
-	}
-	if p.shapes[i] != nil {
-		return p.shapes[i], nil
-	}
-	sh, err := ir.ParseShape(n.Attrs.Str("shape", ""))
-	if err == nil {
-		p.shapes[i] = sh
-	}
-	return sh, err
+	shapes   []ir.Shape // reshape targets (attribute shape), parsed at prepare, by node position
 }
 
 // opFunc enqueues node i's kernels.
@@ -87,10 +70,10 @@ func Supports(n *ir.Node) bool {
 
 // prepare builds the program of a segment: every node must be supported
 // (the scheduler cuts segments by Supports). Constants and the Engram hash
-// tables go to the GPU now.
+// tables go to the GPU now, and reshape targets are parsed once.
 func (gpu *GPU) prepare(seg *backends.Segment) (*Program, error) {
 	p := &Program{gpu: gpu, seg: seg, steps: make([]opFunc, len(seg.Nodes)), args: make([][]int, len(seg.Nodes)),
-		index: map[*ir.Node]int{}, flag: map[int]int{}, consts: map[int]*Value{}, tables: map[int]EngramTables{}}
+		shapes: make([]ir.Shape, len(seg.Nodes)), index: map[*ir.Node]int{}, flag: map[int]int{}, consts: map[int]*Value{}, tables: map[int]EngramTables{}}
 	for i, n := range seg.Nodes {
 		if !Supports(n) {
 			p.Close()
@@ -113,6 +96,10 @@ func (gpu *GPU) prepare(seg *backends.Segment) (*Program, error) {
 			err = p.uploadConst(i, n)
 		case "engram_hash":
 			err = p.uploadTables(i, n)
+		case "reshape":
+			if p.shapes[i], err = ir.ParseShape(n.Attrs.Str("shape", "")); err != nil {
+				err = fmt.Errorf("%s: shape: %v", what(n), err)
+			}
 		}
 		if err != nil {
 			p.Close()

@@ -843,6 +843,9 @@ func (s *Stream) SetProgrammaticLaunch(on bool) bool {
 	p.attr.val[0] = 1 // programmaticStreamSerializationAllowed (an int)
 	p.cfg.numAttrs = 1
 	s.pdl = p
+	if s.page != nil {
+		s.page.attr = p.attr
+	}
 	return true
 }
 
@@ -856,8 +859,7 @@ func (s *Stream) launchKernel(f uintptr, grid, block Dim3, shmem uint32, ptrs []
 	if p == nil {
 		return cu.launchKernel(f, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, shmem, s.h, &ptrs[0], 0)
 	}
-	if lp := s.page; lp != nil { // the config in the page: nothing to pin
-		lp.attr = p.attr
+	if lp := s.page; lp != nil { // the config in the page (its attribute set by SetProgrammaticLaunch): nothing to pin
 		lp.cfg = launchConfig{gx: grid.X, gy: grid.Y, gz: grid.Z, bx: block.X, by: block.Y, bz: block.Z, shmem: shmem,
 			stream: s.h, attrs: &lp.attr, numAttrs: 1}
 		return cu.launchKernelEx(&lp.cfg, f, &ptrs[0], 0)
