@@ -393,6 +393,7 @@ func BenchmarkCopyBandwidth(b *testing.B) {
 // us/launch in these benchmarks measures the host, not the GPU. "bound"
 // launches inside Stream.Bound, as a program's calls do.
 func BenchmarkLaunchEmpty(b *testing.B) {
+	b.Run("graph", benchGraphEmpty)
 	for _, bound := range []bool{false, true} {
 		b.Run(map[bool]string{false: "each", true: "bound"}[bound], func(b *testing.B) {
 			e := gpu(b)
@@ -411,4 +412,37 @@ func BenchmarkLaunchEmpty(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchGraphEmpty: the same empty kernel as 64 nodes of one captured
+// graph, replayed; the figure is per node (what a graph's kernel boundary
+// costs the GPU, against a plain launch's host cost above).
+func benchGraphEmpty(b *testing.B) {
+	e := gpu(b)
+	if !driver.GraphsSupported() {
+		b.Skip("no graph functions in this driver")
+	}
+	f, err := e.k.mod.Function("pdl_ready")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const nodes = 64
+	one := driver.Dim3{X: 1, Y: 1, Z: 1}
+	var t driver.Tape
+	gs := &driver.Graphs{}
+	defer gs.Release(e.c)
+	replay := func() error {
+		e.s.BeginTape(&t)
+		for range nodes {
+			if err := e.s.Launch(f, one, one, 0, "bench"); err != nil {
+				return err
+			}
+		}
+		return e.s.RunTape(e.s.EndTape(), gs)
+	}
+	us := timeLaunches(b, e, 0, replay)
+	if gs.Off {
+		b.Fatalf("graphs turned off: %s", gs.Why)
+	}
+	b.ReportMetric(us/nodes, "us/node")
 }

@@ -45,10 +45,13 @@ type fusion struct {
 	// alias reports whether node k's output may share the buffer of input
 	// a of node i (the kernel reads each row of a before writing row k).
 	alias func(i int, a *ir.Node, k int) bool
-	role  map[string]int
-	last  int
-	orig  map[int]opFunc
-	run   func(c *call, f *fusion, st *runState) error
+	// when, if set, says whether a call runs fused (false: every node runs
+	// its own launcher); the same for all of a call's nodes.
+	when func(c *call) bool
+	role map[string]int
+	last int
+	orig map[int]opFunc
+	run  func(c *call, f *fusion, st *runState) error
 
 	mu    sync.Mutex
 	calls map[*call]*runState
@@ -213,7 +216,7 @@ const maxMovedRows = 64
 
 // step is the wrapper of every node of the run.
 func (f *fusion) step(c *call, i int, n *ir.Node, a []*Value) (*Value, error) {
-	if c.env.Probe != nil || (len(f.moved) > 0 && c.B*c.S > maxMovedRows) {
+	if c.env.Probe != nil || (len(f.moved) > 0 && c.B*c.S > maxMovedRows) || (f.when != nil && !f.when(c)) {
 		return f.orig[i](c, i, n, a)
 	}
 	st := f.state(c)

@@ -63,7 +63,7 @@ func fusedLaunches(seg *backends.Segment) (before, after int, kinds map[string]i
 
 // TestFusionPlan (no GPU: planning is data): on the tiny, unseen6 and the
 // released-width wide4 graphs every hyper-connection split and every
-// hc_pre is fused, no run breaks the planner's rules, and the estimated
+// hc_pre is fused, so is every MoE layer's shared expert, no run breaks the planner's rules, and the estimated
 // launches per call fall. The counts are logged.
 func TestFusionPlan(t *testing.T) {
 	for _, cfg := range []string{"tiny/config.json", "unseen6/config.json", "../backends/cuda/testdata/wide4.config.json", "../bench/configs/slice.json"} {
@@ -94,6 +94,9 @@ func TestFusionPlan(t *testing.T) {
 			}
 			if kinds["pre_norm_quant"] < ops["hc_pre"] {
 				t.Errorf("%s %s: %d pre_norm_quant runs for %d hc_pre", cfg, name, kinds["pre_norm_quant"], ops["hc_pre"])
+			}
+			if kinds["shared_swiglu"] != kinds["routed_swiglu"] || kinds["shared_swiglu"] == 0 { // a shared expert beside every routed pair
+				t.Errorf("%s %s: %d shared expert runs for %d routed", cfg, name, kinds["shared_swiglu"], kinds["routed_swiglu"])
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cuda/driver"
@@ -39,7 +40,11 @@ func planFusions(seg *backends.Segment) []*fusion {
 		case "topk_idx":
 			add(g.gateTail(i, n))
 		case "swiglu_clamp":
-			add(g.routedSwiGLU(i, n))
+			if f := g.routedSwiGLU(i, n); f != nil {
+				add(f)
+			} else {
+				add(g.sharedSwiGLU(i, n))
+			}
 		}
 	}
 	return out
@@ -414,6 +419,76 @@ func runRoutedSwiGLU(c *call, f *fusion, st *runState) error {
 	}
 	return c.k.MatmulRoutedSwiGLU(c.st, what(sw), st.vals[f.role["swiglu"]].Ptr, x.Ptr, adiv, K, *w1.W.Routed, *w3.W.Routed, O, idx.Ptr, N*k,
 		limit, rw)
+}
+
+// sharedSwiGLU is matmul_fp8(x, w1) [→ cast to f32], matmul_fp8(x, w3)
+// [→ cast to f32] → swiglu_clamp(g, u [, weights]) on one x: the shared
+// expert's gate and up projections. Calls of at most gemvMaxRows rows take
+// one launch of the routed SwiGLU pair kernel over a stack of one expert
+// (each row's id 0: the rows of w1 and w3 read together, the SwiGLU in its
+// epilogue) instead of four; larger calls (prefill) run unfused.
+func (g *graphInfo) sharedSwiGLU(psw int, sw *ir.Node) *fusion {
+	if len(sw.Args) < 2 || sw.Type.DType != ir.BF16 {
+		return nil
+	}
+	f := &fusion{kind: "shared_swiglu", nodes: []int{psw}, role: map[string]int{"swiglu": psw}, run: runSharedSwiGLU,
+		when: func(c *call) bool { return !c.k.Exact && c.B*c.S <= gemvMaxRows }}
+	var mm [2]*ir.Node
+	for k, a := range sw.Args[:2] {
+		if a.Op == "cast" && a.Type.DType == ir.F32 && a.Args[0].Type.DType == ir.BF16 {
+			p, ok := g.pos[a]
+			if !ok {
+				return nil
+			}
+			f.nodes, f.inner = append(f.nodes, p), append(f.inner, p)
+			a = a.Args[0]
+		}
+		p, ok := g.pos[a]
+		if !ok || a.Op != "matmul_fp8" || len(a.Args) != 2 || a.Type.DType != ir.BF16 || a.Args[1].Type.DType != ir.F8E4M3 {
+			return nil
+		}
+		f.nodes, f.inner = append(f.nodes, p), append(f.inner, p)
+		f.role[[]string{"w1", "w3"}[k]] = p
+		mm[k] = a
+	}
+	if mm[0] == mm[1] || root(mm[0].Args[0]) != root(mm[1].Args[0]) || !mm[0].Args[1].Type.Equal(mm[1].Args[1].Type) {
+		return nil
+	}
+	slices.Sort(f.nodes)
+	return f
+}
+
+func runSharedSwiGLU(c *call, f *fusion, st *runState) error {
+	p1, p3, psw := f.role["w1"], f.role["w3"], f.role["swiglu"]
+	x, w1, w3 := st.args[p1][0], st.args[p1][1], st.args[p3][1]
+	for _, w := range []*Value{w1, w3} {
+		if w.W == nil || w.W.Kind != LayoutQuant || w.DType != ir.F8E4M3 {
+			return fmt.Errorf("%s: the weight is not a block-scaled fp8 matrix", what(c.p.seg.Nodes[p1]))
+		}
+	}
+	N, K, m := w1.Shape[0], w1.Shape[1], rows(x)
+	var rw driver.Ptr
+	if as := st.args[psw]; len(as) > 2 {
+		rw = as[2].Ptr
+	}
+	sw := c.p.seg.Nodes[psw]
+	out, limit := st.vals[psw].Ptr, float32(sw.Attrs.Float("limit", 0))
+	if ok, err := c.k.MatmulSharedSwiGLU(c.st, what(sw), out, x.Ptr, m, K, w1.Ptr, w1.W.Scale, w3.Ptr, w3.W.Scale, N, limit, rw); ok || err != nil {
+		return err
+	}
+	// the shape does not take the tensor-core kernel: the unfused launches
+	gu, err := c.scratch(psw, 0, int64(8*m*N))
+	if err != nil {
+		return err
+	}
+	g, u := gu, gu+driver.Ptr(4*m*N)
+	if err := c.k.MatmulFP8(c.st, what(c.p.seg.Nodes[p1]), g, x.Ptr, m, K, w1.Ptr, w1.W.Scale, N); err != nil {
+		return err
+	}
+	if err := c.k.MatmulFP8(c.st, what(c.p.seg.Nodes[p3]), u, x.Ptr, m, K, w3.Ptr, w3.W.Scale, N); err != nil {
+		return err
+	}
+	return c.k.SwiGLUClamp(c.st, what(sw), out, g, u, m, N, limit, rw)
 }
 
 // hc_mix_split_wide's sizes (fused.cuh: HCW_STRIDE, HCW_MAX_MIX) and the

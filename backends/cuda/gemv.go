@@ -145,7 +145,7 @@ func (k *Kernels) MatmulRoutedSwiGLU(s *driver.Stream, what string, out, a drive
 	if w1.FP4 && kdim%2 != 0 {
 		return fmt.Errorf("cuda routed swiglu for %s: k = %d is odd (fp4 packs two values per byte)", what, kdim)
 	}
-	if ok, err := k.gemvMMARouted(s, what, out, a, adiv, kdim, w1, w3, n, ids, rows, limit, routeWeight); ok || err != nil {
+	if ok, err := k.gemvMMARouted(s, what, out, a, adiv, kdim, w1, w3, n, ids, rows, limit, routeWeight, 0); ok || err != nil {
 		return err
 	}
 	rbLog2, sh, ok := gemvShape(w1.FP4, n, kdim, rows, 1, 2)

@@ -116,14 +116,17 @@ func (k *Kernels) setupGMMA(c *driver.Context) error {
 	if err != nil {
 		return nil
 	}
-	cnt, err := c.Alloc(4*gmmaCntMax, "the tensor-core decode products' tile counters")
+	// the counters, then gemvMaxRows int64 zeros: the expert ids of a
+	// stack of one (sharedSwiGLU), which no kernel writes
+	const cntBytes = 4*gmmaCntMax + 8*gemvMaxRows
+	cnt, err := c.Alloc(cntBytes, "the tensor-core decode products' tile counters")
 	if err != nil {
 		c.Free(part, "the chunk sums")
 		return nil
 	}
 	st, err := c.NewStream()
 	if err == nil {
-		err = st.Memset(cnt, 0, 4*gmmaCntMax, "the tile counters")
+		err = st.Memset(cnt, 0, cntBytes, "the tile counters")
 		if err == nil {
 			err = st.Sync("zeroing the tile counters")
 		}
@@ -135,6 +138,7 @@ func (k *Kernels) setupGMMA(c *driver.Context) error {
 		return err
 	}
 	k.ctx, k.gmmaPart, k.gmmaCnt, k.gmmaLimit = c, part, cnt, gmmaSharedMax
+	k.gmmaZeroIDs = cnt + driver.Ptr(4*gmmaCntMax)
 	return nil
 }
 
@@ -143,7 +147,7 @@ func (k *Kernels) closeGMMA() {
 	if k.gmmaPart != 0 {
 		k.ctx.Free(k.gmmaPart, "the chunk sums")
 		k.ctx.Free(k.gmmaCnt, "the tile counters")
-		k.gmmaPart, k.gmmaCnt = 0, 0
+		k.gmmaPart, k.gmmaCnt, k.gmmaZeroIDs = 0, 0, 0
 	}
 }
 
@@ -193,8 +197,9 @@ func (k *Kernels) gemvMMA(s *driver.Stream, fp4 bool, what string, out, a driver
 // gemvMMARouted launches gemv_mma_routed_* (w3.W == 0) or
 // gemv_mma_routed_swiglu_* (w1 and w3 checked alike by the caller); ok is
 // false when it does not apply.
+// A chunk > 0 replaces the planned one (MatmulSharedSwiGLU).
 func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr, adiv, kdim int, w1, w3 Routed, n int, ids driver.Ptr, rows int,
-	limit float32, routeWeight driver.Ptr) (bool, error) {
+	limit float32, routeWeight driver.Ptr, chunk int) (bool, error) {
 	if k.Exact || rows <= 0 || adiv <= 0 {
 		return false, nil
 	}
@@ -210,7 +215,12 @@ func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr
 	if w1.FP4 {
 		rowBytes /= 2
 	}
-	g, chunk := gmmaPlan(sh, rows*ceilDiv(n, 16), rowBytes, 1, nw)
+	g, planned := gmmaPlan(sh, rows*ceilDiv(n, 16), rowBytes, 1, nw)
+	if chunk <= 0 {
+		chunk = planned
+	} else if units, nc := rows*ceilDiv(n, 16), ceilDiv(rowBytes/gmmaSpan, chunk); nc > 1 && (units > gmmaCntMax || units*nc*16*nw > gmmaPartMax) {
+		return false, nil
+	}
 	b := driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}
 	if w3.W == 0 {
 		name := "gemv_mma_routed_fp8"
@@ -229,6 +239,28 @@ func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr
 		driver.P(w1.W), driver.P(w1.Scale), driver.P(w3.W), driver.P(w3.Scale), driver.L(w1.WStride), driver.L(w1.ScaleStride), driver.I(n),
 		driver.P(ids), driver.I(w1.Experts), driver.F(limit), driver.P(routeWeight), driver.I(rows), driver.I(chunk),
 		driver.P(k.gmmaPart), driver.P(k.gmmaCnt))
+}
+
+// MatmulSharedSwiGLU computes out [m, n] = SwiGLUClamp(MatmulFP8(a, w1),
+// MatmulFP8(a, w3), limit, routeWeight) for m <= gemvMaxRows rows in one
+// launch: the routed SwiGLU pair kernel over a stack of one expert (every
+// row's id 0, w1's and w3's rows read together), with the chunk the plain
+// product of m rows takes, so that each product's sums are MatmulFP8's and
+// the result has the three launches' bits. ok is false where the
+// tensor-core kernels do not take the shape (the caller launches those
+// three).
+func (k *Kernels) MatmulSharedSwiGLU(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w1, s1, w3, s3 driver.Ptr, n int, limit float32,
+	routeWeight driver.Ptr) (bool, error) {
+	if k.Exact || m <= 0 || m > gemvMaxRows || k.gmmaZeroIDs == 0 {
+		return false, nil
+	}
+	sh, ok := k.gmmaShared(false, m, kdim, 1, a, w1)
+	if !ok || s1%8 != 0 {
+		return false, nil
+	}
+	_, chunk := gmmaPlan(sh, ceilDiv(n, 16), kdim, gemvMR(m), 1)
+	one := func(w, sc driver.Ptr) Routed { return Routed{W: w, Scale: sc, Experts: 1} }
+	return k.gemvMMARouted(s, what, out, a, 1, kdim, one(w1, s1), one(w3, s3), n, k.gmmaZeroIDs, m, limit, routeWeight, chunk)
 }
 
 // gemvWarpByRows are gemv_warp's kernel names by log2 of the activation

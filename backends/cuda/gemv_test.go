@@ -364,3 +364,61 @@ func TestGemvShape(t *testing.T) {
 		t.Errorf("gemvShape took k = 2^20 at 8 rows, dual")
 	}
 }
+
+// TestSharedSwiGLUGPU: the shared expert's one launch (MatmulSharedSwiGLU,
+// the routed SwiGLU pair over a stack of one with the plain product's
+// chunk) against its three launches (MatmulFP8 of w1 and of w3, then
+// swiglu_clamp): bit-identical, at the released widths and on a small
+// shape, 1 to 8 rows, with and without route weights.
+func TestSharedSwiGLUGPU(t *testing.T) {
+	e := gpu(t)
+	if e.k.Exact || e.k.gmmaLimit == 0 {
+		t.Skip("the tensor-core decode kernels are off")
+	}
+	r := rng(t)
+	for _, c := range []struct {
+		m, k, n  int
+		weighted bool
+	}{{1, 5120, 2304, false}, {2, 5120, 2304, true}, {5, 1280, 72, false}, {8, 5120, 2304, false}} {
+		kb := ceilDiv(c.k, 32)
+		w1, w3 := e4m3Codes(r, c.n*c.k), e4m3Codes(r, c.n*c.k)
+		s1, s3 := e8m0s(r, ceilDiv(c.n, 32)*kb), e8m0s(r, ceilDiv(c.n, 32)*kb)
+		a := up(t, e, quantActs(r, c.m, c.k))
+		dw1, ds1, dw3, ds3 := up(t, e, w1), up(t, e, s1), up(t, e, w3), up(t, e, s3)
+		drw := driver.Ptr(0)
+		if c.weighted {
+			rw := make([]float32, c.m)
+			for i := range rw {
+				rw[i] = r.Float32()
+			}
+			drw = up(t, e, rw)
+		}
+		g, u, want, got := alloc(t, e, 4*c.m*c.n), alloc(t, e, 4*c.m*c.n), alloc(t, e, 4*c.m*c.n), alloc(t, e, 4*c.m*c.n)
+		if err := e.k.MatmulFP8(e.s, "w1", g, a, c.m, c.k, dw1, ds1, c.n); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.k.MatmulFP8(e.s, "w3", u, a, c.m, c.k, dw3, ds3, c.n); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.k.SwiGLUClamp(e.s, "swiglu", want, g, u, c.m, c.n, 10, drw); err != nil {
+			t.Fatal(err)
+		}
+		ok, err := e.k.MatmulSharedSwiGLU(e.s, "shared swiglu", got, a, c.m, c.k, dw1, ds1, dw3, ds3, c.n, 10, drw)
+		if err != nil || !ok {
+			t.Fatalf("m %d k %d n %d: MatmulSharedSwiGLU ok %v, %v", c.m, c.k, c.n, ok, err)
+		}
+		w, gv := down[float32](t, e, want, c.m*c.n), down[float32](t, e, got, c.m*c.n)
+		diff := 0
+		for i := range w {
+			if math.Float32bits(w[i]) != math.Float32bits(gv[i]) {
+				if diff < 3 {
+					t.Errorf("m %d k %d n %d [%d]: one launch %g, three %g", c.m, c.k, c.n, i, gv[i], w[i])
+				}
+				diff++
+			}
+		}
+		if diff > 0 {
+			t.Errorf("m %d k %d n %d weighted %v: %d of %d outputs differ", c.m, c.k, c.n, c.weighted, diff, len(w))
+		}
+	}
+}

@@ -44,10 +44,11 @@ type Kernels struct {
 	WGMMA bool
 	// gmmaLimit is the dynamic shared memory the tensor-core decode kernels
 	// may take, 0 where they are off; gmmaPart and gmmaCnt are their chunk
-	// sums and tile counters (setupGMMA), on ctx.
-	gmmaLimit         int
-	gmmaPart, gmmaCnt driver.Ptr
-	ctx               *driver.Context
+	// sums and tile counters (setupGMMA), on ctx; gmmaZeroIDs gemvMaxRows
+	// int64 zeros after the counters.
+	gmmaLimit                      int
+	gmmaPart, gmmaCnt, gmmaZeroIDs driver.Ptr
+	ctx                            *driver.Context
 }
 
 // LoadKernels loads image (nil: the embedded fatbin) into c.
@@ -231,7 +232,7 @@ func (k *Kernels) MatmulRouted(s *driver.Stream, what string, out, a driver.Ptr,
 	if r.FP4 && kdim%2 != 0 {
 		return fmt.Errorf("cuda routed matmul for %s: k = %d is odd (fp4 packs two values per byte)", what, kdim)
 	}
-	if ok, err := k.gemvMMARouted(s, what, out, a, adiv, kdim, r, Routed{}, n, ids, rows, 0, 0); ok || err != nil {
+	if ok, err := k.gemvMMARouted(s, what, out, a, adiv, kdim, r, Routed{}, n, ids, rows, 0, 0, 0); ok || err != nil {
 		return err
 	}
 	return k.gemvRouted(s, what, out, a, adiv, kdim, r, n, ids, rows)

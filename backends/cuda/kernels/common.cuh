@@ -138,10 +138,23 @@ __device__ __forceinline__ unsigned f32_to_e2m1(float f) {
 
 // ceil_pow2 is numfmt's ceilPow2 on the float bits: 2^(exponent field - 127
 // + (mantissa != 0)), +Inf past the float range.
+// Inside the normal range the power is built from its bits (ldexpf is a
+// dozen instructions); the edges keep ldexpf.
 __device__ __forceinline__ float ceil_pow2(float v) {
     unsigned b = __float_as_uint(v);
     int e = (int)((b >> 23) & 0xffu) - 127 + ((b & 0x7fffffu) != 0u ? 1 : 0);
+    if (e >= -126 && e <= 127) return __uint_as_float((unsigned)(e + 127) << 23);
     return ldexpf(1.0f, e);
+}
+
+// div_scale is v / s. For a scale s that is a power of two with a normal
+// reciprocal it is v · (1/s): the same real quotient, rounded once, so the
+// same float, without the division's instruction sequence (the
+// quantisers divide every element by a block's power-of-two scale).
+__device__ __forceinline__ float div_scale(float v, float s) {
+    const unsigned b = __float_as_uint(s), e = (b >> 23) & 0xffu;
+    if ((b & 0x807fffffu) == 0u && e >= 1u && e <= 253u) return v * __uint_as_float((254u - e) << 23);
+    return v / s;
 }
 
 // ceil_log2 is c10's CeilLog2: 1 for n <= 2, else ceil(log2(n)).

@@ -201,7 +201,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         if (ok && norm_out) norm_out[u] = y;
         if (qkind == 1) {
             const float s = act_quant_scale(group_absmax(y, block));
-            const unsigned c = f32_to_e4m3(goclamp(y / s, -448.0f, 448.0f));
+            const unsigned c = f32_to_e4m3(goclamp(div_scale(y, s), -448.0f, 448.0f));
             if (ok) q_out[u] = bf16r(e4m3_to_f32(c) * s);
         } else if (qkind >= 2) {
             const float s = fp4_quant_scale(group_absmax(y, block), qkind == 3);

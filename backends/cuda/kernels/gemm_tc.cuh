@@ -445,7 +445,7 @@ extern "C" __global__ void tc_quant_a(unsigned char* codes, float* scales, const
     for (int i = 0; i < 8; i++) {
         q[i] = 0;
 #pragma unroll
-        for (int j = 0; j < 4; j++) q[i] |= f32_to_e4m3(goclamp(v[4 * i + j] / s, -448.0f, 448.0f)) << (8 * j);
+        for (int j = 0; j < 4; j++) q[i] |= f32_to_e4m3(goclamp(div_scale(v[4 * i + j], s), -448.0f, 448.0f)) << (8 * j);
     }
     uint4* dst = (uint4*)(codes + bi * 32);
     dst[0] = make_uint4(q[0], q[1], q[2], q[3]);

@@ -46,6 +46,7 @@
 
 #define GMMA_THREADS 256
 #define GMMA_WARPS 8
+#define GMMA_RED 8 // chunk sums a reducing lane loads before adding them
 
 // gmma_mma: d = A·B for one 32-wide K block, zero accumulator: A 16 rows
 // (a0, a2 row g; a1, a3 row g+8), B 8 columns (b0, b1 column g); lane (g,
@@ -115,7 +116,7 @@ __device__ bool gmma_codes(unsigned char* codes, float* scales, const float* a, 
         unsigned c[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            c[j] = gmma_e4m3x2(v[2 * j] / s, v[2 * j + 1] / s);
+            c[j] = gmma_e4m3x2(div_scale(v[2 * j], s), div_scale(v[2 * j + 1], s));
             float lo, hi;
             gmma_e4m3x2_back(c[j], lo, hi);
             if (!(lo * s == v[2 * j] && hi * s == v[2 * j + 1])) ok = 0; // NaN fails too
@@ -470,14 +471,28 @@ __device__ void gmma_run(const GmmaJob J) {
         done = __shfl_sync(0xffffffffu, done, 0);
         if (done != (unsigned)NC - 1) continue;
         __threadfence();
-        // the last chunk of the tile: add the chunks in order
+        // the last chunk of the tile: add the chunks in order, GMMA_RED of
+        // their sums loaded at a time (one after another, the adds waited
+        // on a round trip to L2 each: most of a small product's time)
         for (int o = lane; o < 16 * mcols; o += 32) {
             const int col = o / 16, r = o % 16;
             float v = 0.0f, v2 = 0.0f;
-            for (int ci = 0; ci < NC; ci++) {
-                const size_t at = ((size_t)qt * NC + ci) * (MR * 16) + col * 16 + r;
-                v += __ldcg(J.part + at);
-                if (DUAL) v2 += __ldcg(J.part + (size_t)items * (MR * 16) + at);
+            const float* P0 = J.part + (size_t)qt * NC * (MR * 16) + col * 16 + r;
+            for (int c0 = 0; c0 < NC; c0 += GMMA_RED) {
+                float pv[GMMA_RED], pv2[GMMA_RED];
+#pragma unroll
+                for (int u = 0; u < GMMA_RED; u++) {
+                    const size_t at = (size_t)min(c0 + u, NC - 1) * (MR * 16);
+                    pv[u] = __ldcg(P0 + at);
+                    if (DUAL) pv2[u] = __ldcg(P0 + (size_t)items * (MR * 16) + at);
+                }
+#pragma unroll
+                for (int u = 0; u < GMMA_RED; u++) {
+                    if (c0 + u < NC) {
+                        v += pv[u];
+                        if (DUAL) v2 += pv2[u];
+                    }
+                }
             }
             emit(col, r, v, v2);
         }

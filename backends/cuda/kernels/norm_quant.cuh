@@ -55,7 +55,7 @@ extern "C" __global__ void act_quant(float* out, const float* x, unsigned char* 
     const float m = group_absmax(v, block);
     const float s = act_quant_scale(m);
     if (!ok) return;
-    const unsigned c = f32_to_e4m3(goclamp(v / s, -448.0f, 448.0f));
+    const unsigned c = f32_to_e4m3(goclamp(div_scale(v, s), -448.0f, 448.0f));
     out[i] = bf16r(e4m3_to_f32(c) * s);
     if (codes) codes[i] = (unsigned char)c;
     if (scales && i % block == 0) scales[i / block] = s;
@@ -67,7 +67,7 @@ extern "C" __global__ void act_quant(float* out, const float* x, unsigned char* 
 // becomes -6 (0xf); the GPU's NaN is positive, so that case is spelled out.
 __device__ __forceinline__ unsigned e2m1_quant(float v, float s) {
     if (isinf(v) && isinf(s)) return 0xfu;
-    return f32_to_e2m1(goclamp(v / s, -6.0f, 6.0f));
+    return f32_to_e2m1(goclamp(div_scale(v, s), -6.0f, 6.0f));
 }
 
 // fp4_act_quant: fp4_act_quant(x, block, inplace, fmt) on n elements, one

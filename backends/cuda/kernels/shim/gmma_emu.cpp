@@ -80,7 +80,7 @@ int main(){
     struct C{bool fp4; int m,k,n,chunk,grid;};
     // rows of a multiple of 128 bytes (the kernels' requirement)
     // chunk: spans an item (more than a row's: one chunk); grid: CTAs (fewer or more than the items' warps)
-    std::vector<C> cs={{false,1,256,77,1,1},{false,3,512,40,2,3},{false,8,384,33,1,2},{false,1,1280,64,3,1},{false,2,128,9,1,1},{false,1,5120,24,7,2},
+    std::vector<C> cs={{false,1,256,77,1,1},{false,3,512,40,2,3},{false,8,384,33,1,2},{false,1,1280,64,3,1},{false,2,128,9,1,1},{false,1,5120,24,7,2},{false,1,5120,40,1,4},
                        {false,1,1280,40,99,5},{true,1,256,77,1,2},{true,3,512,40,1,1},{true,8,256,17,2,4},{true,1,1024,130,3,1},{true,5,768,8,2,1},
                        {true,1,5120,16,4,3},{true,2,1024,48,99,2}};
     for(auto c: cs) for(int full32=0; full32<2; full32++){
@@ -102,7 +102,7 @@ int main(){
         check(name,got,want,full32);
     }
     for (int fp4=0; fp4<2; fp4++) for (int chunk : {1, 3, 99}) for (int full32=0; full32<2; full32++) {
-        const int k = 512, n = 40, experts = 5, topk = 3, tokens = 2, rows = tokens*topk, kb=k/32;
+        const int k = 2304, n = 40, experts = 5, topk = 3, tokens = 2, rows = tokens*topk, kb=k/32;
         size_t wPer = fp4 ? (size_t)n*k/2 : (size_t)n*k, sPer = fp4 ? (size_t)n*kb : (size_t)((n+31)/32)*kb;
         std::vector<unsigned char> w1(experts*wPer), w3(experts*wPer), s1(experts*sPer), s3(experts*sPer);
         for(auto* v: {&w1,&w3}) for(auto& x:*v){ x=rng()&0xff; if(!fp4 && (x&0x7f)==0x7f) x^=1; }
@@ -127,6 +127,27 @@ int main(){
         for(int i=0;i<rows*n;i++){ float gv=gomin(got1[i],limit); float ex=expf32(-gv); float uv=gomin(gomax(u1[i],-limit),limit); float h=gv/(1.0f+ex)*uv; h=rw[i/n]*h; want[i]=bf16r(h); }
         launch(gr,{256,1,1},[&]{ if(fp4) gemv_mma_routed_swiglu_fp4(got.data(),a.data(),topk,k,w1.data(),s1.data(),w3.data(),s3.data(),wPer,sPer,n,ids.data(),experts,limit,rw.data(),rows,chunk,g_part.data(),g_cnt.data()); else gemv_mma_routed_swiglu_fp8(got.data(),a.data(),topk,k,w1.data(),s1.data(),w3.data(),s3.data(),wPer,sPer,n,ids.data(),experts,limit,rw.data(),rows,chunk,g_part.data(),g_cnt.data()); });
         snprintf(name,sizeof name,"mma routed swiglu fp4=%d chunk%d %s",fp4,chunk,full32?"fallback":"fast"); check(name,got,want,true);
+    }
+    // the shared expert (MatmulSharedSwiGLU): the routed SwiGLU pair over a
+    // stack of one (ids 0, adiv 1) with the plain product's chunk must give
+    // the bits of two plain fp8 products of m rows and swiglu_clamp
+    for (int m : {1, 2, 3}) for (int chunk : {1, 4, 99}) for (int full32=0; full32<2; full32++) {
+        const int k = 1280, n = 72, kb = k/32;
+        std::vector<unsigned char> w1((size_t)n*k), w3((size_t)n*k), s1(((n+31)/32)*kb), s3(((n+31)/32)*kb);
+        for(auto* v: {&w1,&w3}) for(auto& x:*v){ x=rng()&0xff; if((x&0x7f)==0x7f) x^=1; }
+        for(auto* v: {&s1,&s3}) for(auto& x:*v) x=118+rng()%12;
+        std::vector<float> a(m*k); for(int i=0;i<m*kb;i++) qblock(&a[32*i]);
+        if(full32) a[k/2] *= 1.0f+1.0f/4096;
+        std::vector<float> g(m*n,-1), u(m*n,-1), want(m*n), got(m*n,-1);
+        std::vector<long long> ids(m, 0);
+        auto plain = [&](float* o, const unsigned char* w, const unsigned char* sc){ launch({2,1,1},{256,1,1},[&]{
+            if(m==1) gemv_mma_fp8_m1(o,a.data(),m,k,w,sc,n,chunk,g_part.data(),g_cnt.data()); else if(m<=2) gemv_mma_fp8_m2(o,a.data(),m,k,w,sc,n,chunk,g_part.data(),g_cnt.data()); else gemv_mma_fp8_m4(o,a.data(),m,k,w,sc,n,chunk,g_part.data(),g_cnt.data()); }); };
+        plain(g.data(), w1.data(), s1.data()); plain(u.data(), w3.data(), s3.data());
+        const float limit=10;
+        for(int i=0;i<m*n;i++){ float gv=gomin(g[i],limit); float ex=expf32(-gv); float uv=gomin(gomax(u[i],-limit),limit); want[i]=bf16r(gv/(1.0f+ex)*uv); }
+        g_mmas.exchange(0);
+        launch({3,1,1},{256,1,1},[&]{ gemv_mma_routed_swiglu_fp8(got.data(),a.data(),1,k,w1.data(),s1.data(),w3.data(),s3.data(),0,0,n,ids.data(),1,limit,nullptr,m,chunk,g_part.data(),g_cnt.data()); });
+        char name[160]; snprintf(name,sizeof name,"mma shared swiglu m%d chunk%d %s",m,chunk,full32?"fallback":"fast"); check(name,got,want,true);
     }
     // gemv_warp: plain bf16, f32, fp8 widened (grouped), lanes along K
     for (int fmt=0; fmt<3; fmt++) for (int m : {1, 3, 8}) for (int k : {256, 1024, 4096}) for (auto [rpw, kw] : {std::pair{1, 1}, {4, 1}, {1, 2}, {1, 8}}) {
