@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/ds4go/ds4/backends"
@@ -115,6 +116,10 @@ func runHCMixSplit(c *call, f *fusion, st *runState) error {
 	return c.k.HCMixSplit(c.st, what(mn), pre.Ptr, post.Ptr, comb.Ptr, h.Ptr, tokens, hc, D, fn, float32(mn.Attrs.Float("eps", 0)),
 		scale, base, int(sn.Attrs.Int("iters", 20)), float32(sn.Attrs.Float("eps", 0)))
 }
+
+// pnqSplit: DS4_CUDA_PNQ_SPLIT=1 spreads a decode row of pre_norm_quant
+// over blocks (PreNormQuant), to be measured.
+var pnqSplit = os.Getenv("DS4_CUDA_PNQ_SPLIT") == "1"
 
 // preNormMaxDim is the widest row pre_norm_quant holds in shared memory
 // (4·dim bytes beside torch_sum_block's 8 KiB, within the 48 KiB a block
@@ -548,10 +553,15 @@ func (k *Kernels) PreNormQuant(s *driver.Stream, what string, norm, q, x, pre dr
 	if dim < 1 || dim > preNormMaxDim || (qkind != 0 && (block < 1 || block > 32 || block&(block-1) != 0 || dim%block != 0)) {
 		return fmt.Errorf("cuda pre_norm_quant: rows of %d (at most %d) in blocks of %d", dim, preNormMaxDim, block)
 	}
-	// One block a row (grid y 1): spreading a decode row's element steps
-	// over its blocks (grid y = the steps, which the kernel supports) ran
-	// slower on the H200, 8.9 against 6.9 µs a call in the slice's step.
-	return k.launch(s, "pre_norm_quant", what, driver.Dim3{X: uint32(rows), Y: 1, Z: 1}, driver.Dim3{X: uint32(preNormThreads(dim)), Y: 1, Z: 1}, 4*dim,
+	// One block a row (grid y 1) unless DS4_CUDA_PNQ_SPLIT=1: a few rows'
+	// element steps spread over blocks (grid y = the steps; each block
+	// computes its row and sum, the same bits) ran slower on the H200 in
+	// an earlier form of the kernel (8.9 against 6.9 µs a call).
+	T, y := preNormThreads(dim), 1
+	if pnqSplit && rows <= gemvMaxRows && norm != x && q != x {
+		y = ceilDiv(dim, T)
+	}
+	return k.launch(s, "pre_norm_quant", what, driver.Dim3{X: uint32(rows), Y: uint32(y), Z: 1}, driver.Dim3{X: uint32(T), Y: 1, Z: 1}, 4*dim,
 		driver.P(norm), driver.P(q), driver.P(x), driver.P(pre), driver.I(preStride), driver.I(hc), driver.P(w), driver.I(dim),
 		driver.F(eps), driver.I(qkind), driver.I(block))
 }
