@@ -139,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(HC_MIX_THREADS)
 // k % gridDim.y == blockIdx.y, so one row's elementwise work and
 // quantisation is spread over several multiprocessors.
 #define PNQ_PER 12
-extern "C" __global__ void __launch_bounds__(1024)
+extern "C" __global__ void __launch_bounds__(1024, 1)
     pre_norm_quant(float* norm_out, float* q_out, const float* __restrict__ h, const float* __restrict__ pre, int pre_stride,
                    int hc, const float* __restrict__ w, int dim, float eps, int qkind, int block) {
     pdl_trigger(); // the norm's weights (no kernel writes them) load before the wait
