@@ -146,7 +146,3 @@ func (g *GPU) GraphsOff() string {
 	}
 	return ""
 }
-
-// StreamCounters is the driver's own count of what the stream ran (Staged
-// and Updates beside Counters' fields).
-func (g *GPU) StreamCounters() driver.Counters { return g.st.Counters() }

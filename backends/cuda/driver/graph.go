@@ -284,9 +284,6 @@ func (s *Stream) runOps(t *Tape, viaStep bool) error {
 // updates that let a graph serve a call whose parameters changed.
 type Counters struct {
 	Launches, Kernels, Replays, Captures, Updates int64
-	// Staged is the copies of a tape's staged uploads (one before each
-	// replayed or captured graph that has uploads).
-	Staged int64
 }
 
 // Counters returns what s ran since it was created.
@@ -433,7 +430,6 @@ func (s *Stream) stageUp(t *Tape) error {
 	}
 	r := cu.memcpyHtoDAsync(uint64(t.step), unsafe.Pointer(&t.stage[0]), uint64(len(t.stage)), s.h)
 	runtime.KeepAlive(t.stage)
-	s.count.Staged++
 	return check(r, "cuMemcpyHtoDAsync", fmt.Sprintf("of the %s step block", Size(uint64(len(t.stage)))))
 }
 
