@@ -14,10 +14,7 @@
 # $OUT/ab.tgz (a call brings back at most 8 files); the table is printed last.
 set -u
 OUT=${OUT:-/tmp/devab}
-mkdir -p "$OUT"
-BIN=$(pwd)/.devbin
-for f in "$BIN"/*.gz; do [ -f "$f" ] && gunzip -f "$f"; done
-chmod +x "$BIN"/* 2>/dev/null
+. backends/cuda/devbin.sh
 S=$OUT/ab.txt
 (cd backends/cuda && timeout 30 "$BIN/cuda.test" -test.run '^$' -test.bench LaunchEmpty -test.benchtime 20000x) 2>&1 | grep '^Bench' >"$S"
 for i in $(seq "${ROUNDS:-2}"); do

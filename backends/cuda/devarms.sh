@@ -9,10 +9,8 @@
 # $OUT/arms.tgz.
 set -u
 OUT=${OUT:-/tmp/devarms}
-mkdir -p "$OUT" /tmp/arms
-BIN=$(pwd)/.devbin
-for f in "$BIN"/*.gz; do [ -f "$f" ] && gunzip -f "$f"; done
-chmod +x "$BIN"/* 2>/dev/null
+. backends/cuda/devbin.sh
+mkdir -p /tmp/arms
 S=/tmp/arms/arms.txt
 : >"$S"
 for i in $(seq "${ROUNDS:-3}"); do

@@ -10,10 +10,7 @@
 # $OUT/prof.tgz, a summary is printed last.
 set -u
 OUT=${OUT:-/tmp/devprof}
-mkdir -p "$OUT"
-BIN=$(pwd)/.devbin
-for f in "$BIN"/*.gz; do [ -f "$f" ] && gunzip -f "$f"; done
-chmod +x "$BIN"/* 2>/dev/null
+. backends/cuda/devbin.sh
 CFG=${CFG:-bench/configs/slice-small.json}
 # the step under ncu: prefill 1 token, then 2 decode steps
 step() { echo "$BIN/exec -bench -synthetic -config $CFG -backend cuda -cuda-graphs=$1 -bench-prefill 1 -bench-context 128 -bench-decode 2 -bench-repeats 1 -probe-mb 0"; }

@@ -3,7 +3,6 @@ package cuda
 import (
 	"fmt"
 	"os"
-	"slices"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cuda/driver"
@@ -357,28 +356,38 @@ func (g *graphInfo) routedSwiGLU(psw int, sw *ir.Node) *fusion {
 		return nil
 	}
 	f := &fusion{kind: "routed_swiglu", nodes: []int{psw}, role: map[string]int{"swiglu": psw}, run: runRoutedSwiGLU}
+	mm, ok := g.swigluProducts(f, sw, func(a *ir.Node) bool {
+		return a.Op == "expert_matmul" && len(a.Args) == 3 && a.Type.DType == ir.BF16
+	})
+	if !ok || mm[0] == mm[1] || root(mm[0].Args[0]) != root(mm[1].Args[0]) || root(mm[0].Args[2]) != root(mm[1].Args[2]) {
+		return nil
+	}
+	return f
+}
+
+// swigluProducts adds to f the two products sw (swiglu_clamp) takes, each
+// through its cast to f32 if there is one, as inner nodes with roles w1 and
+// w3; false when an argument is not such a product (product says which).
+func (g *graphInfo) swigluProducts(f *fusion, sw *ir.Node, product func(*ir.Node) bool) ([2]*ir.Node, bool) {
 	var mm [2]*ir.Node
 	for k, a := range sw.Args[:2] {
 		if a.Op == "cast" && a.Type.DType == ir.F32 && a.Args[0].Type.DType == ir.BF16 {
 			p, ok := g.pos[a]
 			if !ok {
-				return nil
+				return mm, false
 			}
 			f.nodes, f.inner = append(f.nodes, p), append(f.inner, p)
 			a = a.Args[0]
 		}
 		p, ok := g.pos[a]
-		if !ok || a.Op != "expert_matmul" || len(a.Args) != 3 || a.Type.DType != ir.BF16 {
-			return nil
+		if !ok || !product(a) {
+			return mm, false
 		}
 		f.nodes, f.inner = append(f.nodes, p), append(f.inner, p)
 		f.role[[]string{"w1", "w3"}[k]] = p
 		mm[k] = a
 	}
-	if mm[0] == mm[1] || root(mm[0].Args[0]) != root(mm[1].Args[0]) || root(mm[0].Args[2]) != root(mm[1].Args[2]) {
-		return nil
-	}
-	return f
+	return mm, true
 }
 
 func runRoutedSwiGLU(c *call, f *fusion, st *runState) error {
@@ -438,28 +447,12 @@ func (g *graphInfo) sharedSwiGLU(psw int, sw *ir.Node) *fusion {
 	}
 	f := &fusion{kind: "shared_swiglu", nodes: []int{psw}, role: map[string]int{"swiglu": psw}, run: runSharedSwiGLU,
 		when: func(c *call) bool { return !c.k.Exact && c.B*c.S <= gemvMaxRows }}
-	var mm [2]*ir.Node
-	for k, a := range sw.Args[:2] {
-		if a.Op == "cast" && a.Type.DType == ir.F32 && a.Args[0].Type.DType == ir.BF16 {
-			p, ok := g.pos[a]
-			if !ok {
-				return nil
-			}
-			f.nodes, f.inner = append(f.nodes, p), append(f.inner, p)
-			a = a.Args[0]
-		}
-		p, ok := g.pos[a]
-		if !ok || a.Op != "matmul_fp8" || len(a.Args) != 2 || a.Type.DType != ir.BF16 || a.Args[1].Type.DType != ir.F8E4M3 {
-			return nil
-		}
-		f.nodes, f.inner = append(f.nodes, p), append(f.inner, p)
-		f.role[[]string{"w1", "w3"}[k]] = p
-		mm[k] = a
-	}
-	if mm[0] == mm[1] || root(mm[0].Args[0]) != root(mm[1].Args[0]) || !mm[0].Args[1].Type.Equal(mm[1].Args[1].Type) {
+	mm, ok := g.swigluProducts(f, sw, func(a *ir.Node) bool {
+		return a.Op == "matmul_fp8" && len(a.Args) == 2 && a.Type.DType == ir.BF16 && a.Args[1].Type.DType == ir.F8E4M3
+	})
+	if !ok || mm[0] == mm[1] || root(mm[0].Args[0]) != root(mm[1].Args[0]) || !mm[0].Args[1].Type.Equal(mm[1].Args[1].Type) {
 		return nil
 	}
-	slices.Sort(f.nodes)
 	return f
 }
 
