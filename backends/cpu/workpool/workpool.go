@@ -20,7 +20,9 @@ func Run(n int, fn func(i int)) {
 		}
 		return
 	}
-	runJob(newJob(func(_, i int) { fn(i) }, n, p), p)
+	j := newJob(n, p)
+	j.fn = fn
+	runJob(j, p)
 }
 
 // Lanes runs fn(lane, i) for i in [0, n), each once, on up to width
@@ -44,7 +46,9 @@ func Lanes(n, width int, fn func(lane, i int)) {
 		}
 		return
 	}
-	runJob(newJob(fn, n, 1), p)
+	j := newJob(n, 1)
+	j.lane = fn
+	runJob(j, p)
 }
 
 // runJob runs j on the caller (worker 0) and p-1 helpers: the pool's when
@@ -106,7 +110,8 @@ var pool struct {
 const poolSpin = 1 * time.Millisecond
 
 type poolJob struct {
-	fn    func(w, i int) // w: the worker running index i
+	fn    func(i int)
+	lane  func(w, i int) // (Lanes) w: the worker running index i; fn is nil
 	width int            // workers 0..width-1 take part (a helper beyond comes late)
 	n     int64
 	parts []jobPart
@@ -125,9 +130,10 @@ type jobPart struct {
 }
 
 // newJob is a job of n indices cut into parts contiguous shares (one per
-// worker; one part: every worker takes the next index of all).
-func newJob(fn func(w, i int), n, parts int) *poolJob {
-	j := &poolJob{fn: fn, n: int64(n), parts: make([]jobPart, parts)}
+// worker; one part: every worker takes the next index of all); the caller
+// sets its fn or lane.
+func newJob(n, parts int) *poolJob {
+	j := &poolJob{n: int64(n), parts: make([]jobPart, parts)}
 	for w := range j.parts {
 		j.parts[w].next.Store(int64(n * w / parts))
 		j.parts[w].end = int64(n * (w + 1) / parts)
@@ -147,7 +153,11 @@ func (j *poolJob) work(w int) {
 			if i >= part.end {
 				break
 			}
-			j.fn(w, int(i))
+			if j.fn != nil {
+				j.fn(int(i))
+			} else {
+				j.lane(w, int(i))
+			}
 			j.done.Add(1)
 		}
 	}
