@@ -380,6 +380,13 @@ func IndexScore(out []float32, q []float32, b, s, h, di int, k []float32, nc int
 						e[hh+x] = float32(dots[x])
 					}
 				}
+				if hh+8 <= h4 { // (two chains: the tiny model's 8 heads)
+					ks.qkF64(qT[hh:], h4, kv, di, dots, 2)
+					for x := range 8 {
+						e[hh+x] = float32(dots[x])
+					}
+					hh += 8
+				}
 				for ; hh < h4; hh += 4 {
 					ks.qkF64(qT[hh:], h4, kv, di, dots, 1)
 					for x := range 4 {

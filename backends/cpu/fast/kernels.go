@@ -57,7 +57,7 @@ type kernelSet struct {
 	// wrong).
 	loraFP8x8 func(x []float32, w []byte, ldw int, s []byte, nb int, out []float32) bool
 	// qkF64, when set, sets out[x] = Σ_i qT[i*ldq+x]·k[i] (sequential
-	// float64 sums) for x < 4g, g = 1 or 4.
+	// float64 sums) for x < 4g, g = 1, 2 or 4.
 	qkF64 func(qT []float64, ldq int, k []float32, n int, out []float64, g int)
 	// indexTerms, when set, sets t[j*h+i] = bf16(relu(bf16(e[j*h+i]))·w[i])
 	// for the len(t)/h keys (h a multiple of 8), relu as the reference's

@@ -44,6 +44,9 @@ func loraFP8x16AVX2(x *float32, w *byte, ldw int, s *byte, nb int, out *float32)
 // qkF64AVX2x1 sets out[h] = Σ_i qT[i*ldq+h]·k[i] (sequential float64 sums) for h < 4.
 func qkF64AVX2x1(qT *float64, ldq int, k *float32, n int, out *float64)
 
+// qkF64AVX2x2 sets out[h] = Σ_i qT[i*ldq+h]·k[i] (sequential float64 sums) for h < 8.
+func qkF64AVX2x2(qT *float64, ldq int, k *float32, n int, out *float64)
+
 // packFP8x8AVX2 dequantises 8 weight rows and stores them transposed (see asmgen).
 func packFP8x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
 

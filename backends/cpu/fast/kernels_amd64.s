@@ -1967,6 +1967,38 @@ qkF64AVX2x1_done:
 	VZEROUPPER
 	RET
 
+// func qkF64AVX2x2(qT *float64, ldq int, k *float32, n int, out *float64)
+// Requires: AVX, AVX2
+TEXT ·qkF64AVX2x2(SB), NOSPLIT, $0-40
+	MOVQ   qT+0(FP), AX
+	MOVQ   ldq+8(FP), CX
+	MOVQ   k+16(FP), DX
+	MOVQ   n+24(FP), BX
+	SHLQ   $0x03, CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	TESTQ  BX, BX
+	JZ     qkF64AVX2x2_done
+
+qkF64AVX2x2_loop:
+	VCVTSS2SD    (DX), X2, X2
+	VBROADCASTSD X2, Y3
+	VMULPD       (AX), Y3, Y4
+	VADDPD       Y4, Y0, Y0
+	VMULPD       32(AX), Y3, Y3
+	VADDPD       Y3, Y1, Y1
+	ADDQ         CX, AX
+	ADDQ         $0x04, DX
+	DECQ         BX
+	JNZ          qkF64AVX2x2_loop
+
+qkF64AVX2x2_done:
+	MOVQ    out+32(FP), AX
+	VMOVUPD Y0, (AX)
+	VMOVUPD Y1, 32(AX)
+	VZEROUPPER
+	RET
+
 // func packFP8x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
 // Requires: AVX, AVX2
 TEXT ·packFP8x8AVX2(SB), NOSPLIT, $256-72

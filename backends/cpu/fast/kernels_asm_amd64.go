@@ -146,9 +146,12 @@ var avx2Set = &kernelSet{
 			return
 		}
 		_, _, _ = qT[(n-1)*ldq+4*g-1], k[n-1], out[4*g-1]
-		if g == 4 {
+		switch g {
+		case 4:
 			qkF64AVX2x4(&qT[0], ldq, &k[0], n, &out[0])
-		} else {
+		case 2:
+			qkF64AVX2x2(&qT[0], ldq, &k[0], n, &out[0])
+		default:
 			qkF64AVX2x1(&qT[0], ldq, &k[0], n, &out[0])
 		}
 	},

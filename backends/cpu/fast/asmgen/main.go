@@ -37,6 +37,7 @@ func main() {
 	loraFP8AVX2(1)
 	loraFP8AVX2(2)
 	qkF64AVX2(1)
+	qkF64AVX2(2)
 	for _, kind := range []string{"FP8", "FP4", "BF16"} {
 		pack8AVX2(kind)
 	}
