@@ -310,16 +310,18 @@ func permuteFP8x32(dst, a []float32) {
 // last whole block and the partial tail are left as permuteFP8x32 writes
 // them.
 func permuteFP8x32Pairs(dst, a []float32) {
-	permuteFP8x32(dst, a)
-	var t [64]float32
-	for c := 0; c+64 <= len(a)&^31; c += 64 {
-		d := (*[64]float32)(dst[c : c+64])
-		t = *d
-		for q := range 4 {
-			copy(d[16*q:16*q+8], t[8*q:8*q+8])
-			copy(d[16*q+8:16*q+16], t[32+8*q:32+8*q+8])
+	n := len(a) &^ 63
+	for c := 0; c < n; c += 64 {
+		src := a[c : c+64 : c+64]
+		d := dst[c : c+64 : c+64]
+		for v, off := range fp8x32Offset {
+			for l := range 8 {
+				d[16*v+l] = src[4*l+off]
+				d[16*v+8+l] = src[32+4*l+off]
+			}
 		}
 	}
+	permuteFP8x32(dst[n:len(a)], a[n:])
 }
 
 // fp8Factor is the factor of gemvFP8 for an e8m0 scale byte s: 2^(s−7), the
