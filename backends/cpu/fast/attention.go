@@ -31,16 +31,19 @@ func SparseAttnSplit(out, q []float32, b, m, h, d int, kv []float32, n int, kv2 
 	if len(q) < b*m*h*d || len(out) < b*m*h*d || len(kv) < b*n*d || len(kv2) < b*n2*d || len(sink) < h || len(idx) < b*m*t {
 		panic("kernels.SparseAttn: buffer too small")
 	}
-	if p := runtime.GOMAXPROCS(0); b*m == 1 && p > 1 && h >= 8 {
-		// one query position (decode): split the heads (independent, each
-		// with the same operations) into groups of a multiple of 4; q, out
-		// and sink of a head range are contiguous
-		hg := ceilDiv(ceilDiv(h, 4), p) * 4
-		parallel(ceilDiv(h, hg), func(g int) {
-			h0, h1 := g*hg, min(h, (g+1)*hg)
-			sparseAttnUnitsF32(ks, out[h0*d:h1*d], q[h0*d:h1*d], 1, 1, h1-h0, d, kv, n, kv2, n2, sink[h0:h1], idx, t, scale)
-		})
-		return
+	// (GOMAXPROCS takes the scheduler's lock: asked only for such a call)
+	if b*m == 1 && h >= 8 {
+		if p := runtime.GOMAXPROCS(0); p > 1 {
+			// one query position (decode): split the heads (independent, each
+			// with the same operations) into groups of a multiple of 4; q, out
+			// and sink of a head range are contiguous
+			hg := ceilDiv(ceilDiv(h, 4), p) * 4
+			parallel(ceilDiv(h, hg), func(g int) {
+				h0, h1 := g*hg, min(h, (g+1)*hg)
+				sparseAttnUnitsF32(ks, out[h0*d:h1*d], q[h0*d:h1*d], 1, 1, h1-h0, d, kv, n, kv2, n2, sink[h0:h1], idx, t, scale)
+			})
+			return
+		}
 	}
 	sparseAttnUnitsF32(ks, out, q, b, m, h, d, kv, n, kv2, n2, sink, idx, t, scale)
 }

@@ -13,8 +13,8 @@ import (
 // fresh goroutines. Inside Lanes, or while Inline is held, it runs on the
 // caller's goroutine.
 func Run(n int, fn func(i int)) {
-	p := min(runtime.GOMAXPROCS(0), n)
-	if p <= 1 || inline.Load() > 0 || lanes.Load() > 0 {
+	p := min(Width(), n)
+	if p <= 1 {
 		for i := range n {
 			fn(i)
 		}
@@ -23,6 +23,17 @@ func Run(n int, fn func(i int)) {
 	j := newJob(n, p)
 	j.fn = fn
 	runJob(j, p)
+}
+
+// Width is the number of goroutines a Run would use now: 1 inside Lanes or
+// while Inline is held, else GOMAXPROCS (which takes the runtime's
+// scheduler lock: asked only when it matters, it is not contended by the
+// lanes' many small parallel sections).
+func Width() int {
+	if inline.Load() > 0 || lanes.Load() > 0 {
+		return 1
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // Lanes runs fn(lane, i) for i in [0, n), each once, on up to width
