@@ -885,8 +885,9 @@ func (rc *rowCall) free(out map[string]Buffer) error {
 // machine's cores; a caller that runs several calls at once (engine.Batch:
 // a ragged step's row groups, prefills of different slots) keeps the cores
 // busy itself, and forking inside each call would only add hand-offs. The
-// backends register how to stop forking (RegisterInline, from init); the
-// caller holds Inline while its calls run side by side.
+// backends register how to stop forking (RegisterInline, from init) and
+// may register where side-by-side calls run (RegisterLanes); the caller
+// runs its calls through Lanes, or holds Inline while it runs them itself.
 var (
 	inlineMu sync.Mutex
 	inliners []func() (release func())
