@@ -45,6 +45,9 @@ type kernelSet struct {
 	// fp8Pairs: gemvFP8 takes the activations permuted by
 	// permuteFP8x32Pairs instead.
 	fp8Pairs bool
+	// fp8Rows, when set, is the most rows a gemvFP8 call takes on whole
+	// blocks (else gemvRows).
+	fp8Rows int
 	// dotW16, when set, is dot with b as raw bf16 (bit-identical to dot on
 	// the widened values).
 	dotW16 func(a []float32, b []byte) float32

@@ -149,6 +149,9 @@ func gemvFP8AVX512x3(a *float32, lda int, w *byte, f *float32, nb int, rows int,
 // gemvFP8AVX512x4 is gemvFP8AVX2x4 (the same result bit for bit) on block pairs in zmm, 4 activation rows permuted by permuteFP8x32Pairs.
 func gemvFP8AVX512x4(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
 
+// gemvFP8AVX512x8 is gemvFP8AVX2x8 (the same result bit for bit) on block pairs in zmm, 8 activation rows permuted by permuteFP8x32Pairs.
+func gemvFP8AVX512x8(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+
 // dotBF16AVX512x2 sets out[i] = dotBF16AVX512(a[i*lda:], b, n) for i < 2 (bit for bit); n must be a multiple of 16.
 func dotBF16AVX512x2(a *float32, lda int, b *byte, n int, out *float32)
 

@@ -486,8 +486,15 @@ func gemvFP8AVX512(a []float32, lda, r int, w []byte, f []float32, nb, rows int,
 		nan = gemvFP8AVX512x2(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
 	case 3:
 		nan = gemvFP8AVX512x3(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
-	default:
+	case 4:
 		nan = gemvFP8AVX512x4(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
+	case 8:
+		nan = gemvFP8AVX512x8(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
+	default: // 5–7: 4 rows, then the rest (a row's sums do not depend on the rows beside it)
+		nan = gemvFP8AVX512x4(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
+		if gemvFP8AVX512(a[4*lda:], lda, r-4, w, f, nb, rows, out[4*ldo:], ldo) {
+			nan = 1
+		}
 	}
 	return nan != 0
 }
@@ -640,7 +647,7 @@ func init() {
 	// ymm), the fp4 one VBMI (VPERMB); they give the AVX2 kernels' results,
 	// so a CPU without these keeps the AVX2 ones
 	if cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL {
-		avx512Set.gemvFP8, avx512Set.fp8Pairs = gemvFP8AVX512, true
+		avx512Set.gemvFP8, avx512Set.fp8Pairs, avx512Set.fp8Rows = gemvFP8AVX512, true, 8
 		avx512Set.dotW16Rows = dotW16RowsAVX512
 		if cpu.X86.HasAVX512VBMI {
 			avx512Set.gemvFP4Q = gemvFP4QAVX512

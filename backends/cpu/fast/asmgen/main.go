@@ -59,6 +59,7 @@ func main() {
 	for r := 1; r <= 4; r++ {
 		gemvFP8AVX512(r)
 	}
+	gemvFP8AVX512(8)
 	for r := 2; r <= 6; r += 2 {
 		dotBF16RowsAVX512(r)
 	}
@@ -979,10 +980,15 @@ func packFP4QAVX2() {
 // activationRows sets up the addressing of the gemv kernels' r activation
 // rows (stride lda bytes from the row pointer ac, r ≤ 4): row i at disp.
 func activationRows(ac, lda reg.Register, r int) func(i, disp int) Mem {
-	var lda3 reg.GPVirtual
+	var lda3, lda5, lda7 reg.GPVirtual
 	if r >= 3 {
 		lda3 = GP64()
 		LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, lda3)
+	}
+	if r >= 6 { // (rows 4–7 for the 8-row kernels)
+		lda5, lda7 = GP64(), GP64()
+		LEAQ(Mem{Base: lda, Index: lda, Scale: 4}, lda5)
+		LEAQ(Mem{Base: lda3, Index: lda, Scale: 4}, lda7)
 	}
 	return func(i, disp int) Mem {
 		switch i {
@@ -992,6 +998,14 @@ func activationRows(ac, lda reg.Register, r int) func(i, disp int) Mem {
 			return Mem{Base: ac, Index: lda, Scale: 1, Disp: disp}
 		case 2:
 			return Mem{Base: ac, Index: lda, Scale: 2, Disp: disp}
+		case 4:
+			return Mem{Base: ac, Index: lda, Scale: 4, Disp: disp}
+		case 5:
+			return Mem{Base: ac, Index: lda5, Scale: 1, Disp: disp}
+		case 6:
+			return Mem{Base: ac, Index: lda3, Scale: 2, Disp: disp}
+		case 7:
+			return Mem{Base: ac, Index: lda7, Scale: 1, Disp: disp}
 		}
 		return Mem{Base: ac, Index: lda3, Scale: 1, Disp: disp}
 	}
