@@ -121,6 +121,10 @@ type kernelSet struct {
 	// hcPost4, when set, is hcSum4 with bf16(p·y[d] + Σ_i c[i]·r_i[d]):
 	// HCPost's output.
 	hcPost4 func(out []float32, r *[4][]float32, c *[4]float32, y []float32, p float32)
+	// sinkhorn8, when set, runs HCSplitSinkhorn4's iters row and column
+	// normalisations of 8 tokens' matrices in lanes (c[e*8+t], e = 4·row +
+	// column; len(c) ≥ 128), norm4's operations in its order.
+	sinkhorn8 func(c []float32, iters int, eps float32)
 	// lanes4, when set, is lanes32Go with 4 lanes for three panels at once:
 	// out[4k+l] from panel p[k] ([n][4] each; repeat one to fill).
 	lanes4 func(x []float32, p *[3][]float32, n int, out []float32)

@@ -206,6 +206,9 @@ func rmsOutAVX2(out *float32, x *float32, w *float32, n int, rs float32)
 // hcSum4AVX2 sets out[d] = bf16([p·y[d] +] Σ_i c[i]·r_i[d]) (fp32, i ascending from +0) for d < n (a multiple of 8).
 func hcSum4AVX2(out *float32, r0 *float32, r1 *float32, r2 *float32, r3 *float32, n int, c *[4]float32)
 
+// sinkhornIters8AVX2 runs HCSplitSinkhorn4's iters row and column normalisations of 8 tokens' 4×4 matrices in lanes (c[e*8+t], e = 4·row + column).
+func sinkhornIters8AVX2(c *float32, iters int, eps float32)
+
 // hcPost4AVX2 sets out[d] = bf16([p·y[d] +] Σ_i c[i]·r_i[d]) (fp32, i ascending from +0) for d < n (a multiple of 8).
 func hcPost4AVX2(out *float32, r0 *float32, r1 *float32, r2 *float32, r3 *float32, n int, c *[4]float32, y *float32, p float32)
 

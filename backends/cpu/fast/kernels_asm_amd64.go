@@ -295,6 +295,10 @@ var avx2Set = &kernelSet{
 			hcSum4AVX2(&out[0], &r[0][0], &r[1][0], &r[2][0], &r[3][0], n, c)
 		}
 	},
+	sinkhorn8: func(c []float32, iters int, eps float32) {
+		_ = c[127]
+		sinkhornIters8AVX2(&c[0], iters, eps)
+	},
 	hcPost4: func(out []float32, r *[4][]float32, c *[4]float32, y []float32, p float32) {
 		if n := len(out) &^ 7; n > 0 {
 			_, _, _, _, _ = r[0][n-1], r[1][n-1], r[2][n-1], r[3][n-1], y[n-1]
@@ -643,6 +647,7 @@ func init() {
 	avx512Set.rmsOut = avx2Set.rmsOut
 	avx512Set.hcSum4 = avx2Set.hcSum4
 	avx512Set.hcPost4 = avx2Set.hcPost4
+	avx512Set.sinkhorn8 = avx2Set.sinkhorn8
 	// the AVX-512 decode kernels need BW and VL (byte and word ops, EVEX
 	// ymm), the fp4 one VBMI (VPERMB); they give the AVX2 kernels' results,
 	// so a CPU without these keeps the AVX2 ones
