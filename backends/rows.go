@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ds4go/ds4/ir"
 )
@@ -884,8 +885,9 @@ func (rc *rowCall) free(out map[string]Buffer) error {
 // machine's cores; a caller that runs several calls at once (engine.Batch:
 // a ragged step's row groups, prefills of different slots) keeps the cores
 // busy itself, and forking inside each call would only add hand-offs. The
-// backends register how to stop forking (RegisterInline, from init); the
-// caller holds Inline while its calls run side by side.
+// backends register how to stop forking (RegisterInline, from init) and
+// may register where side-by-side calls run (RegisterLanes); the caller
+// runs its calls through Lanes, or holds Inline while it runs them itself.
 var (
 	inlineMu sync.Mutex
 	inliners []func() (release func())
@@ -897,6 +899,48 @@ func RegisterInline(f func() (release func())) {
 	inlineMu.Lock()
 	defer inlineMu.Unlock()
 	inliners = append(inliners, f)
+}
+
+// laneRunner is what Lanes runs on (RegisterLanes); nil: goroutines.
+var laneRunner func(n, width int, fn func(lane, i int))
+
+// RegisterLanes makes Lanes run on f (from a host backend's init: its pool
+// of helper threads, which start a call sooner than a fresh goroutine). f
+// must do what Lanes says, and keep the backend's kernels from forking
+// meanwhile; it replaces Inline there.
+func RegisterLanes(f func(n, width int, fn func(lane, i int))) {
+	inlineMu.Lock()
+	defer inlineMu.Unlock()
+	laneRunner = f
+}
+
+// Lanes runs fn(lane, i) for i in [0, n), each once, side by side on up to
+// width goroutines (the caller's among them) that take the indices in order
+// from one shared counter; lane (0 ≤ lane < width) is the goroutine's, so
+// the calls of one lane (its arenas) run one after the other. The kernels
+// inside run on their caller's goroutine (as under Inline).
+func Lanes(n, width int, fn func(lane, i int)) {
+	inlineMu.Lock()
+	run := laneRunner
+	inlineMu.Unlock()
+	if run != nil {
+		run(n, width, fn)
+		return
+	}
+	release := Inline()
+	defer release()
+	var next atomic.Int32
+	var wg sync.WaitGroup
+	work := func(lane int) {
+		for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+			fn(lane, i)
+		}
+	}
+	for l := 1; l < min(width, n); l++ {
+		wg.Go(func() { work(l) })
+	}
+	work(0)
+	wg.Wait()
 }
 
 // Inline makes every registered backend run its kernels on the calling

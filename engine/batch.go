@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/ir"
@@ -328,12 +327,12 @@ func (b *Batch) PrefillMany(slots []int, prompts [][]int64) (logits [][]float32,
 	}
 	// Validate here (Prefill's checks), run side by side.
 	b.validPrefills(slots, prompts, errs)
-	b.lane(lanes - 1)
-	release := backends.Inline()
-	defer release()
-	var wg sync.WaitGroup
-	b.prefillLanes(&wg, slots, prompts, 0, lanes, logits, errs, true)
-	wg.Wait()
+	b.lane(lanes - 1) // (the lanes are made here, not by the goroutines)
+	backends.Lanes(len(slots), lanes, func(lane, i int) {
+		if errs[i] == nil {
+			logits[i], errs[i] = b.prefillOn(lane, slots[i], prompts[i])
+		}
+	})
 	return logits, errs
 }
 
@@ -366,27 +365,6 @@ func (b *Batch) validPrefills(slots []int, prompts [][]int64, errs []error) {
 	}
 }
 
-// prefillLanes runs the prefills of slots (those without an error yet) in
-// lanes base..base+lanes-1, each lane's on a goroutine of wg (the last
-// lane's on the caller's when inline); the caller holds backends.Inline
-// and waits.
-func (b *Batch) prefillLanes(wg *sync.WaitGroup, slots []int, prompts [][]int64, base, lanes int, logits [][]float32, errs []error, inline bool) {
-	for g := range lanes {
-		work := func() {
-			for i := g; i < len(slots); i += lanes {
-				if errs[i] == nil {
-					logits[i], errs[i] = b.prefillOn(base+g, slots[i], prompts[i])
-				}
-			}
-		}
-		if inline && g == lanes-1 {
-			work()
-			continue
-		}
-		wg.Go(work)
-	}
-}
-
 // Step runs one decode step for each listed slot, each at its own position,
 // in one call of the decode graph; logits[i] belongs to slots[i] (the
 // caller's to keep).
@@ -413,36 +391,18 @@ func (b *Batch) Step(slots []int, tokens []int64) ([][]float32, error) {
 		}
 		return ownRows(lg.Last()), nil
 	}
-	b.lane(lanes - 1) // (the lanes are made here, not by the goroutines)
-	release := backends.Inline()
-	var wg sync.WaitGroup
-	finish := b.stepLanes(&wg, slots, rows, pos, lanes)
-	wg.Wait()
-	release()
-	return finish()
-}
-
-// stepLanes runs a ragged step's row groups in lanes 0..lanes-1, each on a
-// goroutine of wg but the last, which runs on the caller's; the caller holds
-// backends.Inline, waits for wg and then calls finish, which returns the
-// logits and advances the slots' positions (or returns the first error).
-// A row's result does not depend on the rows beside it (the host kernels
-// compute every row of a decode call as a call of its own would).
-func (b *Batch) stepLanes(wg *sync.WaitGroup, slots []int, rows [][]int64, pos []int, lanes int) (finish func() ([][]float32, error)) {
 	calls, finish := b.stepGroups(slots, rows, pos, lanes)
-	for g, call := range calls {
-		if g == lanes-1 {
-			call(g)
-			continue
-		}
-		wg.Go(func() { call(g) })
-	}
-	return finish
+	b.lane(lanes - 1) // (the lanes are made here, not by the goroutines)
+	backends.Lanes(len(calls), lanes, func(lane, i int) { calls[i](lane) })
+	return finish()
 }
 
 // stepGroups cuts a ragged step into groups row groups: calls[g](lane)
 // runs group g on lane; finish, once every call is done, returns the
 // step's logits and moves its slots' positions on (or the first error).
+// The groups run side by side (backends.Lanes): a row's result does not
+// depend on the rows beside it (the host kernels compute every row of a
+// decode call as a call of its own would).
 func (b *Batch) stepGroups(slots []int, rows [][]int64, pos []int, groups int) (calls []func(lane int), finish func() ([][]float32, error)) {
 	out := make([][]float32, len(slots))
 	errs := make([]error, groups)
@@ -552,23 +512,7 @@ func (b *Batch) StepPrefill(slots []int, tokens []int64, pslots []int, prompts [
 	calls = append(calls, steps...)
 	lanes := min(p, len(calls))
 	b.lane(lanes - 1) // (the lanes are made here, not by the goroutines)
-	release := backends.Inline()
-	var next atomic.Int32
-	var wg sync.WaitGroup
-	for l := range lanes {
-		work := func() {
-			for c := int(next.Add(1)) - 1; c < len(calls); c = int(next.Add(1)) - 1 {
-				calls[c](l)
-			}
-		}
-		if l == lanes-1 {
-			work()
-			continue
-		}
-		wg.Go(work)
-	}
-	wg.Wait()
-	release()
+	backends.Lanes(len(calls), lanes, func(lane, i int) { calls[i](lane) })
 	logits, err = finish()
 	return logits, plogits, perrs, err
 }

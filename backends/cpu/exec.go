@@ -29,6 +29,7 @@ func init() {
 	backends.Register(Backend{name: "cpu-ref"})
 	backends.Register(Backend{name: "cpu", fast: true})
 	backends.RegisterInline(workpool.Inline)
+	backends.RegisterLanes(workpool.Lanes)
 }
 
 // Name implements backends.Backend.

@@ -1,9 +1,10 @@
 package cpu
 
 import (
+	"cmp"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/ds4go/ds4/backends"
 	"github.com/ds4go/ds4/backends/cpu/fast"
@@ -487,6 +488,18 @@ func kGather(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error)
 	return out, nil
 }
 
+// descending orders a before b when a > b (sort.SliceStable's less of
+// a > b, as a comparison: NaN equal to everything).
+func descending(a, b float32) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
 // kTopkIdx: the k largest per row, by value descending, ties to the lower index.
 func kTopkIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error) {
 	x := a[0]
@@ -498,7 +511,7 @@ func kTopkIdx(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, error
 		for j := range ord {
 			ord[j] = j
 		}
-		sort.SliceStable(ord, func(p, q int) bool { return row[ord[p]] > row[ord[q]] })
+		slices.SortStableFunc(ord, func(p, q int) int { return descending(row[p], row[q]) })
 		for j := 0; j < k; j++ {
 			out.I64[i*k+j] = int64(ord[j])
 		}
@@ -669,7 +682,7 @@ func kMoECombine(r *run, n *ir.Node, a []*backends.Tensor) (*backends.Tensor, er
 			for j := range ord {
 				ord[j] = j
 			}
-			sort.Slice(ord, func(p, q int) bool { return idx.I64[i*k+ord[p]] < idx.I64[i*k+ord[q]] })
+			slices.SortFunc(ord, func(p, q int) int { return cmp.Compare(idx.I64[i*k+p], idx.I64[i*k+q]) }) // (distinct experts)
 			acc := out.F32[i*D : (i+1)*D]
 			for _, j := range ord {
 				src := y.F32[(i*k+j)*D : (i*k+j+1)*D]

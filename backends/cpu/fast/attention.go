@@ -31,16 +31,19 @@ func SparseAttnSplit(out, q []float32, b, m, h, d int, kv []float32, n int, kv2 
 	if len(q) < b*m*h*d || len(out) < b*m*h*d || len(kv) < b*n*d || len(kv2) < b*n2*d || len(sink) < h || len(idx) < b*m*t {
 		panic("kernels.SparseAttn: buffer too small")
 	}
-	if p := runtime.GOMAXPROCS(0); b*m == 1 && p > 1 && h >= 8 {
-		// one query position (decode): split the heads (independent, each
-		// with the same operations) into groups of a multiple of 4; q, out
-		// and sink of a head range are contiguous
-		hg := ceilDiv(ceilDiv(h, 4), p) * 4
-		parallel(ceilDiv(h, hg), func(g int) {
-			h0, h1 := g*hg, min(h, (g+1)*hg)
-			sparseAttnUnitsF32(ks, out[h0*d:h1*d], q[h0*d:h1*d], 1, 1, h1-h0, d, kv, n, kv2, n2, sink[h0:h1], idx, t, scale)
-		})
-		return
+	// (GOMAXPROCS takes the scheduler's lock: asked only for such a call)
+	if b*m == 1 && h >= 8 {
+		if p := runtime.GOMAXPROCS(0); p > 1 {
+			// one query position (decode): split the heads (independent, each
+			// with the same operations) into groups of a multiple of 4; q, out
+			// and sink of a head range are contiguous
+			hg := ceilDiv(ceilDiv(h, 4), p) * 4
+			parallel(ceilDiv(h, hg), func(g int) {
+				h0, h1 := g*hg, min(h, (g+1)*hg)
+				sparseAttnUnitsF32(ks, out[h0*d:h1*d], q[h0*d:h1*d], 1, 1, h1-h0, d, kv, n, kv2, n2, sink[h0:h1], idx, t, scale)
+			})
+			return
+		}
 	}
 	sparseAttnUnitsF32(ks, out, q, b, m, h, d, kv, n, kv2, n2, sink, idx, t, scale)
 }
@@ -107,9 +110,9 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 		}
 		var validUse [2 * blkN]int
 		valid, use := validUse[:blkN], validUse[blkN:]
-		var keys [8][]float32
-		var p4 [4]float32
-		var kr [4][]float32
+		sc := attnArgsPool.Get().(*attnArgs) // (arrays the kernels take by pointer would escape)
+		defer sc.put()
+		keys, p4, kr := &sc.keys, &sc.p4, &sc.kr
 		for t0 := 0; t0 < t; t0 += blkN {
 			blk := row[t0:min(t0+blkN, t)]
 			nv := 0
@@ -147,9 +150,9 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 						keys[x] = kvb.Row(ix)
 					}
 					if k8 {
-						ks.qkF32K8(qT[hh:], h8, &keys, d, dots)
+						ks.qkF32K8(qT[hh:], h8, keys, d, dots)
 					} else {
-						ks.qkF32Keys(qT[hh:], h8, &keys, d, dots, g)
+						ks.qkF32Keys(qT[hh:], h8, keys, d, dots, g)
 					}
 					for x := range min(nk, nv-v0) {
 						j := valid[v0+x]
@@ -161,7 +164,7 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 				hh += 8 * g
 			}
 			if heads {
-				sparseAttnBlockHeads(ks, blk, valid[:nv], s, pbH, pvH, alphaH, exps, mu, l, acc, kvb, h, d)
+				sparseAttnBlockHeads(ks, sc, blk, valid[:nv], s, pbH, pvH, alphaH, exps, mu, l, acc, kvb, h, d)
 				continue
 			}
 			for hh := range h {
@@ -193,12 +196,12 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 						p4[y] = pb[jy]
 						kr[y] = kvb.Row(int(blk[jy]))
 					}
-					ks.axpyF32(pv, &p4, &kr, 4)
+					ks.axpyF32(pv, p4, kr, 4)
 				}
 				for ; x < nu; x++ {
 					j := use[x]
 					p4[0], kr[0] = pb[j], kvb.Row(int(blk[j]))
-					ks.axpyF32(pv, &p4, &kr, 1)
+					ks.axpyF32(pv, p4, kr, 1)
 				}
 				lh := float32(l[hh]*alpha) + float32(psum)
 				l[hh] = lh
@@ -222,6 +225,24 @@ func sparseAttnUnitsF32(ks *kernelSet, out, q []float32, b, m, h, d int, kv []fl
 			}
 		}
 	})
+}
+
+// attnArgs are the arrays sparse attention hands its kernels by pointer,
+// recycled (a unit's, and its blocks' in sparseAttnBlockHeads).
+type attnArgs struct {
+	keys  [8][]float32
+	kr    [4][]float32
+	p4    [4]float32
+	heads [64]int32
+	rest  [64]int
+}
+
+var attnArgsPool = sync.Pool{New: func() any { return new(attnArgs) }}
+
+// put returns a to the pool, dropping its references to key rows.
+func (a *attnArgs) put() {
+	a.keys, a.kr = [8][]float32{}, [4][]float32{}
+	attnArgsPool.Put(a)
 }
 
 // blockExps sets ex[j] = exp(sh[j] - mu) for the block's logits (the
@@ -252,7 +273,7 @@ func (ks *kernelSet) blockExps(ex, sh []float32, mu float32) []float32 {
 // with the per-head loop (its non-zero-probability keys in block order), so
 // the same bits. s holds the block's logits (s[hh*blkN+j]), valid the
 // positions of its non-negative indices.
-func sparseAttnBlockHeads(ks *kernelSet, blk []int32, valid []int, s, pbH, pvH, scratch, exps, mu, l, acc []float32, kvb kernels.KVRows, h, d int) {
+func sparseAttnBlockHeads(ks *kernelSet, sc *attnArgs, blk []int32, valid []int, s, pbH, pvH, scratch, exps, mu, l, acc []float32, kvb kernels.KVRows, h, d int) {
 	const blkN = kernels.SparseAttnBlock
 	negInf := float32(math.Inf(-1))
 	alphaH, p4s := scratch[:h], scratch[h:h+4*h]
@@ -277,10 +298,8 @@ func sparseAttnBlockHeads(ks *kernelSet, blk []int32, valid []int, s, pbH, pvH, 
 		mu[hh] = newMu
 	}
 	clear(pvH)
-	var hsBuf [64]int32
-	var restBuf [64]int
-	var kr [4][]float32
-	var p1 [4]float32
+	hsBuf, restBuf := sc.heads[:], sc.rest[:]
+	kr, p1 := &sc.kr, &sc.p4
 	one := func(hh int, j int) {
 		p := pbH[hh*blkN+j]
 		if p == 0 {
@@ -288,7 +307,7 @@ func sparseAttnBlockHeads(ks *kernelSet, blk []int32, valid []int, s, pbH, pvH, 
 		}
 		ix := int(blk[j])
 		p1[0], kr[0] = p, kvb.Row(ix)
-		ks.axpyF32(pvH[hh*d:(hh+1)*d], &p1, &kr, 1)
+		ks.axpyF32(pvH[hh*d:(hh+1)*d], p1, kr, 1)
 	}
 	x := 0
 	for ; x+4 <= len(valid); x += 4 {
@@ -311,7 +330,7 @@ func sparseAttnBlockHeads(ks *kernelSet, blk []int32, valid []int, s, pbH, pvH, 
 				rest = append(rest, hh)
 			}
 		}
-		ks.axpyHeads(pvH, d, p4s, hs, &kr)
+		ks.axpyHeads(pvH, d, p4s, hs, kr)
 		for _, hh := range rest {
 			for y := range 4 {
 				one(hh, valid[x+y])
@@ -379,6 +398,13 @@ func IndexScore(out []float32, q []float32, b, s, h, di int, k []float32, nc int
 					for x := range 16 {
 						e[hh+x] = float32(dots[x])
 					}
+				}
+				if hh+8 <= h4 { // (two chains: the tiny model's 8 heads)
+					ks.qkF64(qT[hh:], h4, kv, di, dots, 2)
+					for x := range 8 {
+						e[hh+x] = float32(dots[x])
+					}
+					hh += 8
 				}
 				for ; hh < h4; hh += 4 {
 					ks.qkF64(qT[hh:], h4, kv, di, dots, 1)

@@ -235,7 +235,7 @@ func TestPackB(t *testing.T) {
 func TestIndexScore(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	for _, l := range levels(t) {
-		for _, sh := range [][5]int{{1, 5, 16, 128, 37}, {2, 3, 6, 32, 10}, {1, 2, 3, 16, 5}, {1, 9, 20, 64, 70}, {1, 3, 24, 32, 9}, {1, 2, 16, 32, 0}} {
+		for _, sh := range [][5]int{{1, 5, 16, 128, 37}, {2, 3, 6, 32, 10}, {1, 2, 3, 16, 5}, {1, 9, 20, 64, 70}, {1, 3, 24, 32, 9}, {1, 2, 16, 32, 0}, {1, 4, 8, 32, 13}, {2, 2, 12, 32, 7}, {1, 1, 28, 16, 6}} {
 			b, s, h, di, nc := sh[0], sh[1], sh[2], sh[3], sh[4]
 			q := randF32(r, b*s*h*di, true)
 			k := randF32(r, b*nc*di, true)

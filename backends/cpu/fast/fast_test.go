@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -331,4 +332,29 @@ func TestLevels(t *testing.T) {
 		t.Fatal("SetLevel did not clamp")
 	}
 	SetLevel(prev)
+}
+
+// TestPermuteFP8x32Pairs: each pair of whole 32-blocks holds, vector by
+// vector, permuteFP8x32's vector of the even block then the odd block's;
+// an odd last block and the tail are as permuteFP8x32 leaves them.
+func TestPermuteFP8x32Pairs(t *testing.T) {
+	for _, k := range []int{0, 5, 32, 64, 70, 96, 128, 200, 256} {
+		a := make([]float32, k)
+		for i := range a {
+			a[i] = float32(i)
+		}
+		want, got := make([]float32, k), make([]float32, k)
+		permuteFP8x32(want, a)
+		for c := 0; c+64 <= k&^31; c += 64 {
+			p := slices.Clone(want[c : c+64])
+			for v := range 4 {
+				copy(want[c+16*v:c+16*v+8], p[8*v:8*v+8])
+				copy(want[c+16*v+8:c+16*v+16], p[32+8*v:32+8*v+8])
+			}
+		}
+		permuteFP8x32Pairs(got, a)
+		if !slices.Equal(got, want) {
+			t.Fatalf("k=%d: %v, want %v", k, got, want)
+		}
+	}
 }

@@ -45,6 +45,9 @@ type kernelSet struct {
 	// fp8Pairs: gemvFP8 takes the activations permuted by
 	// permuteFP8x32Pairs instead.
 	fp8Pairs bool
+	// fp8Rows, when set, is the most rows a gemvFP8 call takes on whole
+	// blocks (else gemvRows).
+	fp8Rows int
 	// dotW16, when set, is dot with b as raw bf16 (bit-identical to dot on
 	// the widened values).
 	dotW16 func(a []float32, b []byte) float32
@@ -57,7 +60,7 @@ type kernelSet struct {
 	// wrong).
 	loraFP8x8 func(x []float32, w []byte, ldw int, s []byte, nb int, out []float32) bool
 	// qkF64, when set, sets out[x] = Σ_i qT[i*ldq+x]·k[i] (sequential
-	// float64 sums) for x < 4g, g = 1 or 4.
+	// float64 sums) for x < 4g, g = 1, 2 or 4.
 	qkF64 func(qT []float64, ldq int, k []float32, n int, out []float64, g int)
 	// indexTerms, when set, sets t[j*h+i] = bf16(relu(bf16(e[j*h+i]))·w[i])
 	// for the len(t)/h keys (h a multiple of 8), relu as the reference's
@@ -118,6 +121,10 @@ type kernelSet struct {
 	// hcPost4, when set, is hcSum4 with bf16(p·y[d] + Σ_i c[i]·r_i[d]):
 	// HCPost's output.
 	hcPost4 func(out []float32, r *[4][]float32, c *[4]float32, y []float32, p float32)
+	// sinkhorn8, when set, runs HCSplitSinkhorn4's iters row and column
+	// normalisations of 8 tokens' matrices in lanes (c[e*8+t], e = 4·row +
+	// column; len(c) ≥ 128), norm4's operations in its order.
+	sinkhorn8 func(c []float32, iters int, eps float32)
 	// lanes4, when set, is lanes32Go with 4 lanes for three panels at once:
 	// out[4k+l] from panel p[k] ([n][4] each; repeat one to fill).
 	lanes4 func(x []float32, p *[3][]float32, n int, out []float32)
@@ -310,16 +317,18 @@ func permuteFP8x32(dst, a []float32) {
 // last whole block and the partial tail are left as permuteFP8x32 writes
 // them.
 func permuteFP8x32Pairs(dst, a []float32) {
-	permuteFP8x32(dst, a)
-	var t [64]float32
-	for c := 0; c+64 <= len(a)&^31; c += 64 {
-		d := (*[64]float32)(dst[c : c+64])
-		t = *d
-		for q := range 4 {
-			copy(d[16*q:16*q+8], t[8*q:8*q+8])
-			copy(d[16*q+8:16*q+16], t[32+8*q:32+8*q+8])
+	n := len(a) &^ 63
+	for c := 0; c < n; c += 64 {
+		src := a[c : c+64 : c+64]
+		d := dst[c : c+64 : c+64]
+		for v, off := range fp8x32Offset {
+			for l := range 8 {
+				d[16*v+l] = src[4*l+off]
+				d[16*v+8+l] = src[32+4*l+off]
+			}
 		}
 	}
+	permuteFP8x32(dst[n:len(a)], a[n:])
 }
 
 // fp8Factor is the factor of gemvFP8 for an e8m0 scale byte s: 2^(s−7), the

@@ -44,6 +44,9 @@ func loraFP8x16AVX2(x *float32, w *byte, ldw int, s *byte, nb int, out *float32)
 // qkF64AVX2x1 sets out[h] = Σ_i qT[i*ldq+h]·k[i] (sequential float64 sums) for h < 4.
 func qkF64AVX2x1(qT *float64, ldq int, k *float32, n int, out *float64)
 
+// qkF64AVX2x2 sets out[h] = Σ_i qT[i*ldq+h]·k[i] (sequential float64 sums) for h < 8.
+func qkF64AVX2x2(qT *float64, ldq int, k *float32, n int, out *float64)
+
 // packFP8x8AVX2 dequantises 8 weight rows and stores them transposed (see asmgen).
 func packFP8x8AVX2(dst *float32, ldd int, w *byte, ldw int, s *byte, lds int, nb int, sc *float32, c *float32)
 
@@ -146,6 +149,9 @@ func gemvFP8AVX512x3(a *float32, lda int, w *byte, f *float32, nb int, rows int,
 // gemvFP8AVX512x4 is gemvFP8AVX2x4 (the same result bit for bit) on block pairs in zmm, 4 activation rows permuted by permuteFP8x32Pairs.
 func gemvFP8AVX512x4(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
 
+// gemvFP8AVX512x8 is gemvFP8AVX2x8 (the same result bit for bit) on block pairs in zmm, 8 activation rows permuted by permuteFP8x32Pairs.
+func gemvFP8AVX512x8(a *float32, lda int, w *byte, f *float32, nb int, rows int, out *float32, ldo int) (nan uint32)
+
 // dotBF16AVX512x2 sets out[i] = dotBF16AVX512(a[i*lda:], b, n) for i < 2 (bit for bit); n must be a multiple of 16.
 func dotBF16AVX512x2(a *float32, lda int, b *byte, n int, out *float32)
 
@@ -199,6 +205,9 @@ func rmsOutAVX2(out *float32, x *float32, w *float32, n int, rs float32)
 
 // hcSum4AVX2 sets out[d] = bf16([p·y[d] +] Σ_i c[i]·r_i[d]) (fp32, i ascending from +0) for d < n (a multiple of 8).
 func hcSum4AVX2(out *float32, r0 *float32, r1 *float32, r2 *float32, r3 *float32, n int, c *[4]float32)
+
+// sinkhornIters8AVX2 runs HCSplitSinkhorn4's iters row and column normalisations of 8 tokens' 4×4 matrices in lanes (c[e*8+t], e = 4·row + column).
+func sinkhornIters8AVX2(c *float32, iters int, eps float32)
 
 // hcPost4AVX2 sets out[d] = bf16([p·y[d] +] Σ_i c[i]·r_i[d]) (fp32, i ascending from +0) for d < n (a multiple of 8).
 func hcPost4AVX2(out *float32, r0 *float32, r1 *float32, r2 *float32, r3 *float32, n int, c *[4]float32, y *float32, p float32)

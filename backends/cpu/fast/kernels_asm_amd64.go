@@ -146,9 +146,12 @@ var avx2Set = &kernelSet{
 			return
 		}
 		_, _, _ = qT[(n-1)*ldq+4*g-1], k[n-1], out[4*g-1]
-		if g == 4 {
+		switch g {
+		case 4:
 			qkF64AVX2x4(&qT[0], ldq, &k[0], n, &out[0])
-		} else {
+		case 2:
+			qkF64AVX2x2(&qT[0], ldq, &k[0], n, &out[0])
+		default:
 			qkF64AVX2x1(&qT[0], ldq, &k[0], n, &out[0])
 		}
 	},
@@ -291,6 +294,10 @@ var avx2Set = &kernelSet{
 			_, _, _, _ = r[0][n-1], r[1][n-1], r[2][n-1], r[3][n-1]
 			hcSum4AVX2(&out[0], &r[0][0], &r[1][0], &r[2][0], &r[3][0], n, c)
 		}
+	},
+	sinkhorn8: func(c []float32, iters int, eps float32) {
+		_ = c[127]
+		sinkhornIters8AVX2(&c[0], iters, eps)
 	},
 	hcPost4: func(out []float32, r *[4][]float32, c *[4]float32, y []float32, p float32) {
 		if n := len(out) &^ 7; n > 0 {
@@ -483,8 +490,15 @@ func gemvFP8AVX512(a []float32, lda, r int, w []byte, f []float32, nb, rows int,
 		nan = gemvFP8AVX512x2(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
 	case 3:
 		nan = gemvFP8AVX512x3(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
-	default:
+	case 4:
 		nan = gemvFP8AVX512x4(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
+	case 8:
+		nan = gemvFP8AVX512x8(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
+	default: // 5–7: 4 rows, then the rest (a row's sums do not depend on the rows beside it)
+		nan = gemvFP8AVX512x4(&a[0], lda, &w[0], &f[0], nb, rows, &out[0], ldo)
+		if gemvFP8AVX512(a[4*lda:], lda, r-4, w, f, nb, rows, out[4*ldo:], ldo) {
+			nan = 1
+		}
 	}
 	return nan != 0
 }
@@ -633,11 +647,12 @@ func init() {
 	avx512Set.rmsOut = avx2Set.rmsOut
 	avx512Set.hcSum4 = avx2Set.hcSum4
 	avx512Set.hcPost4 = avx2Set.hcPost4
+	avx512Set.sinkhorn8 = avx2Set.sinkhorn8
 	// the AVX-512 decode kernels need BW and VL (byte and word ops, EVEX
 	// ymm), the fp4 one VBMI (VPERMB); they give the AVX2 kernels' results,
 	// so a CPU without these keeps the AVX2 ones
 	if cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL {
-		avx512Set.gemvFP8, avx512Set.fp8Pairs = gemvFP8AVX512, true
+		avx512Set.gemvFP8, avx512Set.fp8Pairs, avx512Set.fp8Rows = gemvFP8AVX512, true, 8
 		avx512Set.dotW16Rows = dotW16RowsAVX512
 		if cpu.X86.HasAVX512VBMI {
 			avx512Set.gemvFP4Q = gemvFP4QAVX512

@@ -265,8 +265,12 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 				// whole blocks: the kernel writes the chunk's sums into out,
 				// rounded there by rows (the same bits as the per-element
 				// loop below, with no Go pass per output)
-				for i0 := 0; i0 < m; i0 += gemvRows {
-					r := min(gemvRows, m-i0)
+				per := gemvRows
+				if fs.fp8Rows > 0 {
+					per = fs.fp8Rows
+				}
+				for i0 := 0; i0 < m; i0 += per {
+					r := min(per, m-i0)
 					nan := fs.gemvFP8(act[i0*k:], k, r, w.q[j0*k:], fac, nb, j1-j0, out[i0*n+j0:], n)
 					for i := range r {
 						o := out[(i0+i)*n+j0 : (i0+i)*n+j1]

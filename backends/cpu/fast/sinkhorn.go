@@ -20,7 +20,35 @@ func HCSplitSinkhorn4(out, mixes []float32, tokens int, scale, base []float32, i
 	}
 	s0, s1, s2 := scale[0], scale[1], scale[2]
 	b := (*[24]float32)(base[:24])
-	for t := range tokens {
+	t0 := 0
+	if ks := current(); ks.sinkhorn8 != nil && tokens >= 8 {
+		// 8 tokens at a time: the same steps up to the first row
+		// normalisation, then the iterations in vector lanes
+		c := make([]float32, 128) // c[e*8+l]
+		for ; t0+8 <= tokens; t0 += 8 {
+			for l := range 8 {
+				m := (*[24]float32)(mixes[(t0+l)*24 : (t0+l)*24+24])
+				o := (*[24]float32)(out[(t0+l)*24 : (t0+l)*24+24])
+				for i := range 4 {
+					o[i] = sigmoid32(float32(m[i]*s0)+b[i]) + eps
+					o[4+i] = 2 * sigmoid32(float32(m[4+i]*s1)+b[4+i])
+				}
+				for r := range 4 {
+					e := 8 + 4*r
+					x0, x1, x2, x3 := softmax4(float32(m[e]*s2)+b[e], float32(m[e+1]*s2)+b[e+1], float32(m[e+2]*s2)+b[e+2], float32(m[e+3]*s2)+b[e+3], eps)
+					c[(4*r)*8+l], c[(4*r+1)*8+l], c[(4*r+2)*8+l], c[(4*r+3)*8+l] = x0, x1, x2, x3
+				}
+			}
+			ks.sinkhorn8(c, iters, eps)
+			for l := range 8 {
+				o := out[(t0+l)*24 : (t0+l)*24+24]
+				for e := range 16 {
+					o[8+e] = c[e*8+l]
+				}
+			}
+		}
+	}
+	for t := t0; t < tokens; t++ {
 		m := (*[24]float32)(mixes[t*24 : t*24+24])
 		o := (*[24]float32)(out[t*24 : t*24+24])
 		for i := range 4 {

@@ -19,7 +19,7 @@ func TestHCSplitSinkhorn(t *testing.T) {
 	for _, iters := range []int{1, 2, 20} {
 		for _, eps := range []float32{1e-6, 0} {
 			for trial := range 40 {
-				tokens := 1 + r.IntN(9)
+				tokens := 1 + r.IntN(20) // (8 and more: the lanes kernel too)
 				mixes := make([]float32, tokens*mix)
 				for i := range mixes {
 					mixes[i] = float32(r.NormFloat64() * 3)
@@ -37,15 +37,17 @@ func TestHCSplitSinkhorn(t *testing.T) {
 				}
 				pre, post, comb := make([]float32, tokens*hc), make([]float32, tokens*hc), make([]float32, tokens*hc*hc)
 				kernels.HCSplitSinkhorn(pre, post, comb, mixes, tokens, hc, scale, base, iters, eps)
-				got := make([]float32, tokens*mix)
-				HCSplitSinkhorn4(got, mixes, tokens, scale, base, iters, eps)
-				for tk := range tokens {
-					o := got[tk*mix : (tk+1)*mix]
-					want := append(append(append([]float32(nil), pre[tk*hc:(tk+1)*hc]...), post[tk*hc:(tk+1)*hc]...), comb[tk*hc*hc:(tk+1)*hc*hc]...)
-					for i := range mix {
-						if math.Float32bits(o[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("iters %d eps %g token %d mix %d: %v (%#x), reference %v (%#x)",
-								iters, eps, tk, i, o[i], math.Float32bits(o[i]), want[i], math.Float32bits(want[i]))
+				for _, l := range levels(t) {
+					got := make([]float32, tokens*mix)
+					withLevel(l, func() { HCSplitSinkhorn4(got, mixes, tokens, scale, base, iters, eps) })
+					for tk := range tokens {
+						o := got[tk*mix : (tk+1)*mix]
+						want := append(append(append([]float32(nil), pre[tk*hc:(tk+1)*hc]...), post[tk*hc:(tk+1)*hc]...), comb[tk*hc*hc:(tk+1)*hc*hc]...)
+						for i := range mix {
+							if math.Float32bits(o[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("%v iters %d eps %g token %d of %d mix %d: %v (%#x), reference %v (%#x)",
+									l, iters, eps, tk, tokens, i, o[i], math.Float32bits(o[i]), want[i], math.Float32bits(want[i]))
+							}
 						}
 					}
 				}

@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/ds4go/ds4/internal/numfmt"
@@ -110,7 +111,15 @@ func indexTopOrder(v []float32, k int, scratch []int) []int {
 	for i := range ord {
 		ord[i] = i
 	}
-	sort.SliceStable(ord, func(a, b int) bool { return v[ord[a]] > v[ord[b]] })
+	slices.SortStableFunc(ord, func(a, b int) int {
+		switch {
+		case v[a] > v[b]:
+			return -1
+		case v[a] < v[b]:
+			return 1
+		}
+		return 0
+	})
 	return ord[:k]
 }
 

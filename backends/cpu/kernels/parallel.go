@@ -1,8 +1,6 @@
 package kernels
 
 import (
-	"runtime"
-
 	"github.com/ds4go/ds4/backends/cpu/workpool"
 )
 
@@ -18,13 +16,18 @@ const minParallelWork = 1 << 15
 // parallelRange splits [0, n) into chunks of at least grain items and runs
 // fn(lo, hi) on up to GOMAXPROCS goroutines (the caller's included) pulling
 // chunks from a shared counter. work is the total cost estimate; below
-// minParallelWork, or with one CPU, fn(0, n) runs on the caller.
+// minParallelWork, with one CPU or where workpool.Run would not fork
+// (workpool.Width), fn(0, n) runs on the caller.
 func parallelRange(n, grain int, work int, fn func(lo, hi int)) {
-	p := runtime.GOMAXPROCS(0)
 	if n <= 0 {
 		return
 	}
-	if p <= 1 || work < minParallelWork || n == 1 {
+	if work < minParallelWork || n == 1 {
+		fn(0, n)
+		return
+	}
+	p := workpool.Width()
+	if p <= 1 {
 		fn(0, n)
 		return
 	}

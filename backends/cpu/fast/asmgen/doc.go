@@ -23,7 +23,7 @@
 //	    (one dequantisation per block for all rows)
 //	dotBF16AVX2, pack{FP8,FP4,BF16}x8AVX2
 //	    bf16 weights as stored; panel packing with 8×8 register transposes
-//	lanes32AVX2, loraFP8x{8,16}AVX2, qkF64AVX2x{1,4}, axpy{2,4}F64AVX2
+//	lanes32AVX2, loraFP8x{8,16}AVX2, qkF64AVX2x{1,2,4}, axpy{2,4}F64AVX2
 //	    independent outputs in vector lanes, each summed in the scalar
 //	    reference order (bit-identical kernels of package kernels)
 package main

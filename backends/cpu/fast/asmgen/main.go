@@ -37,6 +37,7 @@ func main() {
 	loraFP8AVX2(1)
 	loraFP8AVX2(2)
 	qkF64AVX2(1)
+	qkF64AVX2(2)
 	for _, kind := range []string{"FP8", "FP4", "BF16"} {
 		pack8AVX2(kind)
 	}
@@ -58,6 +59,7 @@ func main() {
 	for r := 1; r <= 4; r++ {
 		gemvFP8AVX512(r)
 	}
+	gemvFP8AVX512(8)
 	for r := 2; r <= 6; r += 2 {
 		dotBF16RowsAVX512(r)
 	}
@@ -76,6 +78,7 @@ func main() {
 	addRows32AVX2()
 	rmsOutAVX2()
 	hcSum4AVX2(false)
+	sinkhornIters8AVX2()
 	hcSum4AVX2(true)
 	scaleAddAVX2()
 	indexTermsAVX2()
@@ -978,10 +981,15 @@ func packFP4QAVX2() {
 // activationRows sets up the addressing of the gemv kernels' r activation
 // rows (stride lda bytes from the row pointer ac, r ≤ 4): row i at disp.
 func activationRows(ac, lda reg.Register, r int) func(i, disp int) Mem {
-	var lda3 reg.GPVirtual
+	var lda3, lda5, lda7 reg.GPVirtual
 	if r >= 3 {
 		lda3 = GP64()
 		LEAQ(Mem{Base: lda, Index: lda, Scale: 2}, lda3)
+	}
+	if r >= 6 { // (rows 4–7 for the 8-row kernels)
+		lda5, lda7 = GP64(), GP64()
+		LEAQ(Mem{Base: lda, Index: lda, Scale: 4}, lda5)
+		LEAQ(Mem{Base: lda3, Index: lda, Scale: 4}, lda7)
 	}
 	return func(i, disp int) Mem {
 		switch i {
@@ -991,6 +999,14 @@ func activationRows(ac, lda reg.Register, r int) func(i, disp int) Mem {
 			return Mem{Base: ac, Index: lda, Scale: 1, Disp: disp}
 		case 2:
 			return Mem{Base: ac, Index: lda, Scale: 2, Disp: disp}
+		case 4:
+			return Mem{Base: ac, Index: lda, Scale: 4, Disp: disp}
+		case 5:
+			return Mem{Base: ac, Index: lda5, Scale: 1, Disp: disp}
+		case 6:
+			return Mem{Base: ac, Index: lda3, Scale: 2, Disp: disp}
+		case 7:
+			return Mem{Base: ac, Index: lda7, Scale: 1, Disp: disp}
 		}
 		return Mem{Base: ac, Index: lda3, Scale: 1, Disp: disp}
 	}
@@ -2247,6 +2263,59 @@ func rmsOutAVX2() {
 		bf16Round(v, c)
 		VMOVUPS(v, Mem{Base: o})
 	})
+}
+
+// sinkhornIters8AVX2 emits sinkhornIters8AVX2: the Sinkhorn iterations of
+// fast.HCSplitSinkhorn4 for 8 tokens in the lanes (c[e*8+t]: element e =
+// 4·row + column of token t's 4×4 matrix, in memory): iters times the
+// columns, each but the first time after the rows; a row or column is
+// divided by (its sum from +0 in ascending order + eps), norm4's fp32
+// operations in its order.
+func sinkhornIters8AVX2() {
+	name := "sinkhornIters8AVX2"
+	TEXT(name, NOSPLIT, "func(c *float32, iters int, eps float32)")
+	Doc(name + " runs HCSplitSinkhorn4's iters row and column normalisations of 8 tokens' 4×4 matrices in lanes (c[e*8+t], e = 4·row + column).")
+	c := Load(Param("c"), GP64())
+	iters := Load(Param("iters"), GP64())
+	eps := YMM()
+	VBROADCASTSS(Load(Param("eps"), XMM()), eps)
+	zero := YMM()
+	VXORPS(zero, zero, zero)
+	at := func(e int) Mem { return Mem{Base: c, Disp: 32 * e} }
+	norm := func(e [4]int) {
+		sum, q := YMM(), YMM()
+		VADDPS(at(e[0]), zero, sum) // (from +0: -0 + 0 = +0, as s += a)
+		for _, x := range e[1:] {
+			VADDPS(at(x), sum, sum)
+		}
+		VADDPS(eps, sum, q)
+		for _, x := range e {
+			v := YMM()
+			VMOVUPS(at(x), v)
+			VDIVPS(q, v, v)
+			VMOVUPS(v, at(x))
+		}
+	}
+	cols := func() {
+		for col := range 4 {
+			norm([4]int{col, 4 + col, 8 + col, 12 + col})
+		}
+	}
+	TESTQ(iters, iters)
+	JZ(LabelRef(name + "_done"))
+	cols()
+	DECQ(iters)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	for row := range 4 {
+		norm([4]int{4 * row, 4*row + 1, 4*row + 2, 4*row + 3})
+	}
+	cols()
+	DECQ(iters)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
 }
 
 // hcSum4AVX2 emits hcSum4AVX2 (post false: HCPre's sum) or hcPost4AVX2:
