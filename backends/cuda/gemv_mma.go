@@ -72,7 +72,7 @@ func gmmaChunk(nspan, units, warps, cols, nw int) int {
 	best, bestCost := nspan, math.Inf(1)
 	for c := nspan; c >= 1; c-- {
 		nc := (nspan + c - 1) / c
-		if nc > 1 && (units > gmmaCntMax || units*nc*cols*16*nw > gmmaPartMax) {
+		if !gmmaFits(units, nc, cols, nw) {
 			continue
 		}
 		per := (units*nc + warps - 1) / warps
@@ -85,6 +85,13 @@ func gmmaChunk(nspan, units, warps, cols, nw int) int {
 		}
 	}
 	return best
+}
+
+// gmmaFits reports whether nc chunks a row of units fit the scratch: a
+// chunk of the whole row (nc 1) needs none, else the chunk sums (cols · 16
+// floats an item and weight) and a counter a unit.
+func gmmaFits(units, nc, cols, nw int) bool {
+	return nc == 1 || (units <= gmmaCntMax && units*nc*cols*16*nw <= gmmaPartMax)
 }
 
 // gmmaShared is the dynamic shared memory of the tensor-core kernels for mr
@@ -138,7 +145,6 @@ func (k *Kernels) setupGMMA(c *driver.Context) error {
 		return err
 	}
 	k.ctx, k.gmmaPart, k.gmmaCnt, k.gmmaLimit = c, part, cnt, gmmaSharedMax
-	k.gmmaZeroIDs = cnt + driver.Ptr(4*gmmaCntMax)
 	return nil
 }
 
@@ -147,7 +153,7 @@ func (k *Kernels) closeGMMA() {
 	if k.gmmaPart != 0 {
 		k.ctx.Free(k.gmmaPart, "the chunk sums")
 		k.ctx.Free(k.gmmaCnt, "the tile counters")
-		k.gmmaPart, k.gmmaCnt, k.gmmaZeroIDs = 0, 0, 0
+		k.gmmaPart, k.gmmaCnt = 0, 0
 	}
 }
 
@@ -218,7 +224,7 @@ func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr
 	g, planned := gmmaPlan(sh, rows*ceilDiv(n, 16), rowBytes, 1, nw)
 	if chunk <= 0 {
 		chunk = planned
-	} else if units, nc := rows*ceilDiv(n, 16), ceilDiv(rowBytes/gmmaSpan, chunk); nc > 1 && (units > gmmaCntMax || units*nc*16*nw > gmmaPartMax) {
+	} else if !gmmaFits(rows*ceilDiv(n, 16), ceilDiv(rowBytes/gmmaSpan, chunk), 1, nw) {
 		return false, nil
 	}
 	b := driver.Dim3{X: gmmaThreads, Y: 1, Z: 1}
@@ -251,7 +257,7 @@ func (k *Kernels) gemvMMARouted(s *driver.Stream, what string, out, a driver.Ptr
 // three).
 func (k *Kernels) MatmulSharedSwiGLU(s *driver.Stream, what string, out, a driver.Ptr, m, kdim int, w1, s1, w3, s3 driver.Ptr, n int, limit float32,
 	routeWeight driver.Ptr) (bool, error) {
-	if k.Exact || m <= 0 || m > gemvMaxRows || k.gmmaZeroIDs == 0 {
+	if k.Exact || m <= 0 || m > gemvMaxRows || k.gmmaCnt == 0 {
 		return false, nil
 	}
 	sh, ok := k.gmmaShared(false, m, kdim, 1, a, w1)
@@ -260,7 +266,7 @@ func (k *Kernels) MatmulSharedSwiGLU(s *driver.Stream, what string, out, a drive
 	}
 	_, chunk := gmmaPlan(sh, ceilDiv(n, 16), kdim, gemvMR(m), 1)
 	one := func(w, sc driver.Ptr) Routed { return Routed{W: w, Scale: sc, Experts: 1} }
-	return k.gemvMMARouted(s, what, out, a, 1, kdim, one(w1, s1), one(w3, s3), n, k.gmmaZeroIDs, m, limit, routeWeight, chunk)
+	return k.gemvMMARouted(s, what, out, a, 1, kdim, one(w1, s1), one(w3, s3), n, k.gmmaCnt+4*gmmaCntMax, m, limit, routeWeight, chunk)
 }
 
 // gemvWarpByRows are gemv_warp's kernel names by log2 of the activation

@@ -44,11 +44,11 @@ type Kernels struct {
 	WGMMA bool
 	// gmmaLimit is the dynamic shared memory the tensor-core decode kernels
 	// may take, 0 where they are off; gmmaPart and gmmaCnt are their chunk
-	// sums and tile counters (setupGMMA), on ctx; gmmaZeroIDs gemvMaxRows
-	// int64 zeros after the counters.
-	gmmaLimit                      int
-	gmmaPart, gmmaCnt, gmmaZeroIDs driver.Ptr
-	ctx                            *driver.Context
+	// sums and tile counters (setupGMMA; gemvMaxRows int64 zeros follow the
+	// counters: the ids of a stack of one expert), on ctx.
+	gmmaLimit         int
+	gmmaPart, gmmaCnt driver.Ptr
+	ctx               *driver.Context
 }
 
 // LoadKernels loads image (nil: the embedded fatbin) into c.
