@@ -351,6 +351,9 @@ func (g *GPU) Sync() error {
 	if err := g.st.Sync("the queued launches"); err != nil {
 		return err
 	}
+	if err := g.timeline.resolve(); err != nil {
+		return err
+	}
 	pending := g.pending
 	g.pending = nil
 	for _, p := range pending {

@@ -29,9 +29,10 @@ type GPU struct {
 	pending      []*Program // launched since the last Sync, with error flags
 	scratchArena *Arena     // for launches without an arena
 
-	graphs bool            // decode calls replayed from CUDA graphs (option cuda-graphs)
-	tapes  []*driver.Tape  // the recordings of the call being launched, by chunk (Program.Launch)
-	events []*driver.Event // per-op timing (Env.OpTimes), reused
+	graphs   bool            // decode calls replayed from CUDA graphs (option cuda-graphs)
+	tapes    []*driver.Tape  // the recordings of the call being launched, by chunk (Program.Launch)
+	events   []*driver.Event // per-op timing (Env.OpTimes), reused
+	timeline timeline        // DS4_CUDA_TIMELINE (timeline.go)
 }
 
 type allocation struct {
@@ -168,6 +169,7 @@ func (g *GPU) Close() error {
 		e.Destroy()
 	}
 	g.events = nil
+	g.timeline.close()
 	for _, t := range g.tapes {
 		if e := t.Free(g.ctx); e != nil && err == nil {
 			err = e

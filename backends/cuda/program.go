@@ -425,7 +425,18 @@ func (p *Program) launch(env *backends.Env) (err error) {
 	chunk := 0 // the chunk being recorded
 	first, rest := graphChunks()
 	next := first // the node that starts the next chunk
-	if p.graphsOn && env.S == 1 && env.Probe == nil && env.OpTimes == nil && env.NodeTimes == nil {
+	observed := env.Probe != nil || env.OpTimes != nil || env.NodeTimes != nil
+	graphed := p.graphsOn && env.S == 1 && !observed
+	tlc, err := p.gpu.timeline.begin(p.gpu, p, graphed, observed)
+	if err != nil {
+		return err
+	}
+	defer func() { // after the last chunk's RunTape (deferred below)
+		if err == nil {
+			err = tlc.end(p.gpu, len(p.seg.Nodes))
+		}
+	}()
+	if graphed {
 		tape, verify = p.gpu.tapeFor(0), memoMode() == "verify"
 		c.st.BeginTape(tape)
 		defer func() {
@@ -456,15 +467,20 @@ func (p *Program) launch(env *backends.Env) (err error) {
 		}
 	}()
 	for i, n := range p.seg.Nodes {
-		if tape != nil && i == next {
+		if i == next {
 			next += rest
-			// the previous chunk's graph runs while this one is recorded
-			if err := c.st.RunTape(c.st.EndTape(), p.graphsFor(chunk)); err != nil {
+			if tape != nil {
+				// the previous chunk's graph runs while this one is recorded
+				if err := c.st.RunTape(c.st.EndTape(), p.graphsFor(chunk)); err != nil {
+					return err
+				}
+				chunk++
+				tape = p.gpu.tapeFor(chunk)
+				c.st.BeginTape(tape)
+			}
+			if err := tlc.mark(p.gpu, i); err != nil {
 				return err
 			}
-			chunk++
-			tape = p.gpu.tapeFor(chunk)
-			c.st.BeginTape(tape)
 		}
 		cur = n
 		args = args[:0]
