@@ -96,40 +96,49 @@ __device__ __forceinline__ void gmma_e4m3x2_back(unsigned c, float& lo, float& h
 template <bool FP4>
 __device__ bool gmma_codes(unsigned char* codes, float* scales, const float* a, int lda, int m, int k) {
     const int kb = k / 32, total = m * kb * 4;
+    constexpr int T = 4; // turns whose loads are in flight together (one latency, not T)
     int ok = 1;
-    for (int i0 = 0; i0 < total; i0 += blockDim.x) { // every lane of a warp takes the same turns
-        const int i = i0 + threadIdx.x, q = i & 3, mi = (i >> 2) / kb, b = (i >> 2) % kb;
-        const bool on = i < total;
-        float4 f0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), f1 = f0;
-        if (on) {
-            const float4* src = (const float4*)(a + (size_t)mi * lda + 32 * b + 8 * q);
-            f0 = __ldg(src), f1 = __ldg(src + 1);
-        }
-        const float v[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
-        float am = 0.0f;
+    for (int i0 = 0; i0 < total; i0 += T * blockDim.x) { // every lane of a warp takes the same turns
+        float4 f[T][2];
 #pragma unroll
-        for (int j = 0; j < 8; j++) am = fmaxf(am, fabsf(v[j]));
-        am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 1));
-        am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 2));
-        if (!on) continue;
-        const float s = ceil_pow2(gomax(am, 1e-4f) * (1.0f / 448.0f));
-        unsigned c[4];
+        for (int u = 0; u < T; u++) {
+            const int i = i0 + u * blockDim.x + threadIdx.x, q = i & 3, mi = (i >> 2) / kb, b = (i >> 2) % kb;
+            f[u][0] = f[u][1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (i < total) {
+                const float4* src = (const float4*)(a + (size_t)mi * lda + 32 * b + 8 * q);
+                f[u][0] = __ldg(src), f[u][1] = __ldg(src + 1);
+            }
+        }
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            c[j] = gmma_e4m3x2(div_scale(v[2 * j], s), div_scale(v[2 * j + 1], s));
-            float lo, hi;
-            gmma_e4m3x2_back(c[j], lo, hi);
-            if (!(lo * s == v[2 * j] && hi * s == v[2 * j + 1])) ok = 0; // NaN fails too
+        for (int u = 0; u < T; u++) {
+            const int i = i0 + u * blockDim.x + threadIdx.x, q = i & 3, mi = (i >> 2) / kb, b = (i >> 2) % kb;
+            const float4 f0 = f[u][0], f1 = f[u][1];
+            const float v[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
+            float am = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) am = fmaxf(am, fabsf(v[j]));
+            am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 1));
+            am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 2));
+            if (i >= total) continue;
+            const float s = ceil_pow2(gomax(am, 1e-4f) * (1.0f / 448.0f));
+            unsigned c[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                c[j] = gmma_e4m3x2(div_scale(v[2 * j], s), div_scale(v[2 * j + 1], s));
+                float lo, hi;
+                gmma_e4m3x2_back(c[j], lo, hi);
+                if (!(lo * s == v[2 * j] && hi * s == v[2 * j + 1])) ok = 0; // NaN fails too
+            }
+            unsigned w0, w1;
+            if (FP4) { // elements 0,2,4,6 then 1,3,5,7
+                w0 = (c[0] & 0xffu) | ((c[1] & 0xffu) << 8) | ((c[2] & 0xffu) << 16) | ((c[3] & 0xffu) << 24);
+                w1 = (c[0] >> 8) | ((c[1] >> 8) << 8) | ((c[2] >> 8) << 16) | ((c[3] >> 8) << 24);
+            } else {
+                w0 = c[0] | (c[1] << 16), w1 = c[2] | (c[3] << 16);
+            }
+            *(uint2*)(codes + (size_t)mi * k + 32 * b + 8 * q) = make_uint2(w0, w1);
+            if (q == 0) scales[(size_t)mi * kb + b] = s;
         }
-        unsigned w0, w1;
-        if (FP4) { // elements 0,2,4,6 then 1,3,5,7
-            w0 = (c[0] & 0xffu) | ((c[1] & 0xffu) << 8) | ((c[2] & 0xffu) << 16) | ((c[3] & 0xffu) << 24);
-            w1 = (c[0] >> 8) | ((c[1] >> 8) << 8) | ((c[2] >> 8) << 16) | ((c[3] >> 8) << 24);
-        } else {
-            w0 = c[0] | (c[1] << 16), w1 = c[2] | (c[3] << 16);
-        }
-        *(uint2*)(codes + (size_t)mi * k + 32 * b + 8 * q) = make_uint2(w0, w1);
-        if (q == 0) scales[(size_t)mi * kb + b] = s;
     }
     return __syncthreads_and(ok) != 0;
 }
@@ -228,6 +237,18 @@ __device__ __forceinline__ void gmma_cp_wait() {
 #endif
 }
 
+// gmma_fence orders a lane's chunk sums before the tile counter's atomic
+// (release) and the last warp's reads of them after it (acquire):
+// fence.acq_rel is enough for that pattern and lighter than
+// __threadfence's fence.sc.
+__device__ __forceinline__ void gmma_fence() {
+#ifdef GMMA_EMULATE
+    __threadfence();
+#else
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#endif
+}
+
 // gmma_shared is the dynamic shared memory of gmma_run (the launcher's
 // gmmaShared): codes, scales, then the warps' rings.
 __host__ __device__ constexpr int gmma_ring_offset(int mr, int k) { return mr * k + 4 * mr * (k / 32); }
@@ -268,9 +289,14 @@ __device__ void gmma_run(const GmmaJob J) {
     const size_t rowBytes = FP4 ? (size_t)k / 2 : (size_t)k;
     const int nspan = (int)(rowBytes / GMMA_SPAN), C = J.chunk, NC = (nspan + C - 1) / C;
     const int tiles = (n + 15) / 16;
-    const long long perQ = (long long)tiles * NC, items = (ROUTED ? J.Q : 1) * perQ;
-    const long long GW = (long long)gridDim.x * GMMA_WARPS, gw = (long long)blockIdx.x * GMMA_WARPS + warp;
-    const long long i0 = gw * items / GW, i1 = (gw + 1) * items / GW;
+    // 32-bit item arithmetic (a 64-bit division is a long software
+    // routine: a quarter of a small product's issued instructions went to
+    // the partition and item decoding); the first items % GW warps take one
+    // item more
+    const int perQ = tiles * NC, items = (ROUTED ? J.Q : 1) * perQ;
+    const int GW = gridDim.x * GMMA_WARPS, gw = blockIdx.x * GMMA_WARPS + warp;
+    const int per = items / GW, extra = items % GW;
+    const int i0 = gw * per + min(gw, extra), i1 = i0 + per + (gw < extra ? 1 : 0);
     auto expert = [&](int q) -> long long { // the weights' index of routed row q (clamped: a bad id reads expert 0)
         if (!ROUTED) return 0;
         const long long e = J.ids[q];
@@ -281,7 +307,7 @@ __device__ void gmma_run(const GmmaJob J) {
     // 16 bytes at 16cc of rows cq, cq+4, cq+8, cq+12 of the tile (rows past n
     // read row n-1 and are not stored).
     const int cq = lane >> 3, cc = lane & 7;
-    long long ii = i0;
+    int ii = i0;
     int sp = 0, spEnd = 0, slotI = 0;
     const unsigned char *wb = J.w, *wb2 = J.w2, *sb = J.ws, *sb2 = J.ws2;
     size_t roff[4];
@@ -355,7 +381,7 @@ __device__ void gmma_run(const GmmaJob J) {
     }
 
     int slotC = 0;
-    for (long long it = i0; it < i1; it++) {
+    for (int it = i0; it < i1; it++) {
         const int q = (int)(it / perQ), rem = (int)(it % perQ), tile = rem / NC, c = rem % NC;
         // B: MMA column col is activation row col (plain) or a[q / adiv] in
         // column 0 (routed); the D columns 2t, 2t+1 take those rows' scales
@@ -453,7 +479,7 @@ __device__ void gmma_run(const GmmaJob J) {
             }
             continue;
         }
-        const long long qt = (long long)q * tiles + tile;
+        const int qt = q * tiles + tile;
         float* P = J.part + ((size_t)qt * NC + c) * (MR * 16);
         float* P2 = J.part + ((size_t)items + (size_t)qt * NC + c) * (MR * 16);
 #pragma unroll
@@ -464,13 +490,13 @@ __device__ void gmma_run(const GmmaJob J) {
                 if (DUAL) P2[col * 16 + g] = acc2[h], P2[col * 16 + g + 8] = acc2[2 + h];
             }
         }
-        __threadfence(); // the sums are visible before the count says so
+        gmma_fence(); // the sums are visible before the count says so
         __syncwarp();
         unsigned done = 0;
         if (lane == 0) done = atomicAdd(J.cnt + qt, 1u);
         done = __shfl_sync(0xffffffffu, done, 0);
         if (done != (unsigned)NC - 1) continue;
-        __threadfence();
+        gmma_fence();
         // the last chunk of the tile: add the chunks in order, GMMA_RED of
         // their sums loaded at a time (one after another, the adds waited
         // on a round trip to L2 each: most of a small product's time)
