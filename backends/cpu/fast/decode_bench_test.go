@@ -148,3 +148,43 @@ func benchDecodeKernels(b *testing.B, M4, M8, N4, N16 int) {
 		SetLevel(prev)
 	}
 }
+
+// BenchmarkFP8Stream is the one-row fp8 GEMV of wq_b's shape (1024 → 8192)
+// on 128 different matrices, 1 GiB in all: each call streams its weights
+// from DRAM whatever the machine's L3 (BenchmarkDecodeKernels' 16 matrices,
+// 128 MiB, are partly served from the 480 MiB L3 some VMs report). The
+// matrices are copies of one random 1 MiB block (their codes as randFP8
+// draws them), so that making them takes no time.
+func BenchmarkFP8Stream(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	const K, N, mats = 1024, 8192, 128
+	w0, s0 := randFP8(r, 1024, K)
+	type mat struct{ q, s []byte }
+	ms := make([]mat, mats)
+	for m := range ms {
+		ms[m].q = make([]byte, N*K)
+		for i := 0; i < len(ms[m].q); i += len(w0) {
+			copy(ms[m].q[i:], w0)
+		}
+		ms[m].s = make([]byte, N/32*K/32)
+		for i := 0; i < len(ms[m].s); i += len(s0) {
+			copy(ms[m].s[i:], s0)
+		}
+	}
+	a := randActs(r, 1, K)
+	out := make([]float32, N)
+	for _, l := range levels(b) {
+		if l == Portable {
+			continue
+		}
+		b.Run(l.String(), func(b *testing.B) {
+			defer SetLevel(SetLevel(l))
+			i := 0
+			loopCPU(b, int64(len(ms[0].q)+len(ms[0].s)), func() {
+				m := ms[i%mats]
+				MatmulFP8PerRow(out, a, 1, K, m.q, m.s, N)
+				i++
+			})
+		})
+	}
+}

@@ -1166,8 +1166,12 @@ func gemvFP8AVX2(r int) {
 // permuteFP8x32Pairs: per pair of blocks the four 8-float vectors of
 // permuteFP8x32 interleaved, [q of block 2p | q of block 2p+1] (64 bytes
 // each); an odd last block as permuteFP8x32 leaves it. The 64 code bytes of
-// a pair are dequantised as gemvFP8AVX2 does one block, in the zmm halves,
-// and each lane sees the AVX2 kernel's operations in its order: for r ≤ 2
+// a pair are dequantised to the words gemvFP8AVX2 makes of one block, in the
+// zmm halves, with VPMADDUBSW by 16 placing a word's high or low code (the
+// sign-extended code shifted left by 4, as its VPSRAW 4 does; one multiply
+// where the low codes took two shifts, the kernel being bound by its vector
+// ports on Intel cores), and each lane sees the AVX2 kernel's floating-point
+// operations in its order: for r ≤ 2
 // the AVX2 kernel's two chains (even and odd blocks) are the zmm
 // accumulator's halves (the odd last block goes to the low half by a masked
 // FMA); for r > 2 the one 8-lane chain takes the pair's halves in turn.
@@ -1184,6 +1188,10 @@ func gemvFP8AVX512(r int) {
 	mask := constVec(0x87F087F0, true)
 	hiMask := constVec(0xFFFF0000, true)
 	b7f := constVec(0x7F7F7F7F, true)
+	// VPMADDUBSW's unsigned byte factors: 16 for the high (k16hi) or the
+	// low (k16lo) byte of each word, 0 for the other
+	k16hi := constVec(0x10001000, true)
+	k16lo := constVec(0x00100010, true)
 	flag := ZMM()
 	VPXORD(flag, flag, flag)
 	lowHalf := K()
@@ -1244,10 +1252,13 @@ func gemvFP8AVX512(r int) {
 			// (a ymm write would clear the flag's high half)
 			VPMAXUB(nt.AsZ(), flag, flag)
 		}
+		// 16·(signed code) in each word, the code of the word's high byte
+		// (hi) or low byte (lo): VPSRAW 4 of gemvFP8AVX2 (resp. VPSLLW 8
+		// and VPSRAW 4) but for bits 0..3, which the mask clears; one
+		// multiply instead of one or two shifts
 		hi, lo := v(), v()
-		VPSRAW(Imm(4), x, hi)
-		VPSLLW(Imm(8), x, lo)
-		VPSRAW(Imm(4), lo, lo)
+		VPMADDUBSW(x, cv(k16hi), hi)
+		VPMADDUBSW(x, cv(k16lo), lo)
 		VPANDD(cv(mask), hi, hi)
 		VPANDD(cv(mask), lo, lo)
 		p := make([]reg.VecVirtual, r)
