@@ -226,6 +226,11 @@ type Value struct {
 	// value as an argument (engram_hash's pad id), never downloaded.
 	Host []int64
 	W    *Layout // weights only
+
+	// the memo's hash of Host (hostKey), for the slice at hashOf of hashN
+	hashOf *int64
+	hashN  int
+	hash   uint64
 }
 
 // Numel is the number of elements.

@@ -433,6 +433,7 @@ func (p *Program) launch(env *backends.Env) (err error) {
 	}
 	defer func() { // after the last chunk's RunTape (deferred below)
 		if err == nil {
+			tlc.reached() // (late for the last chunk of a graphed call: after its RunTape)
 			err = tlc.end(p.gpu, len(p.seg.Nodes))
 		}
 	}()
@@ -469,6 +470,7 @@ func (p *Program) launch(env *backends.Env) (err error) {
 	for i, n := range p.seg.Nodes {
 		if i == next {
 			next += rest
+			tlc.reached()
 			if tape != nil {
 				// the previous chunk's graph runs while this one is recorded
 				if err := c.st.RunTape(c.st.EndTape(), p.graphsFor(chunk)); err != nil {
@@ -481,6 +483,9 @@ func (p *Program) launch(env *backends.Env) (err error) {
 			if err := tlc.mark(p.gpu, i); err != nil {
 				return err
 			}
+		}
+		if i < first {
+			tlc.node(i)
 		}
 		cur = n
 		args = args[:0]

@@ -36,10 +36,12 @@ type timeline struct {
 type tlCall struct {
 	p     *Program
 	nodes []int
-	host  []time.Duration
+	host  []time.Duration // after the boundary's work was handed to the driver
+	reach []time.Duration // when the host reached the boundary (graphs: before its chunk's RunTape)
 	ev    []*driver.Event
 	t0    time.Time
 	graph bool
+	first []time.Duration // the host's time at each node of the first chunk
 }
 
 // tlStats is a program's resolved calls: per boundary, the host's and the
@@ -47,7 +49,8 @@ type tlCall struct {
 type tlStats struct {
 	calls, graphCalls int
 	nodes             []int
-	host, gpu         [][]float64
+	reach, host, gpu  [][]float64
+	first             [][]float64
 }
 
 // begin starts timing a call of p (nil when the timeline is off, or for a
@@ -76,8 +79,26 @@ func (c *tlCall) mark(g *GPU, i int) error {
 	}
 	e := tl.pool[tl.used]
 	tl.used++
-	c.nodes, c.host, c.ev = append(c.nodes, i), append(c.host, time.Since(c.t0)), append(c.ev, e)
+	now := time.Since(c.t0)
+	if len(c.reach) == len(c.nodes) { // not reached first: the same instant
+		c.reach = append(c.reach, now)
+	}
+	c.nodes, c.host, c.ev = append(c.nodes, i), append(c.host, now), append(c.ev, e)
 	return e.Record(g.st)
+}
+
+// reached notes the host's time at a boundary before its chunk is run.
+func (c *tlCall) reached() {
+	if c != nil {
+		c.reach = append(c.reach, time.Since(c.t0))
+	}
+}
+
+// node notes the host's time at node i of the first chunk.
+func (c *tlCall) node(i int) {
+	if c != nil && i == len(c.first) {
+		c.first = append(c.first, time.Since(c.t0))
+	}
 }
 
 // end queues the call for resolving at the next Sync.
@@ -104,18 +125,25 @@ func (tl *timeline) resolve() error {
 			if s == nil {
 				tl.order = append(tl.order, c.p)
 			}
-			s = &tlStats{nodes: c.nodes, host: make([][]float64, len(c.nodes)), gpu: make([][]float64, len(c.nodes))}
+			s = &tlStats{nodes: c.nodes, reach: make([][]float64, len(c.nodes)), host: make([][]float64, len(c.nodes)), gpu: make([][]float64, len(c.nodes))}
 			tl.stats[c.p] = s
 		}
 		s.calls++
 		if c.graph {
 			s.graphCalls++
 		}
+		for k, d := range c.first {
+			if k == len(s.first) {
+				s.first = append(s.first, nil)
+			}
+			s.first[k] = append(s.first[k], float64(d.Microseconds()))
+		}
 		for k := range c.nodes {
 			ms, err := c.ev[k].Since(c.ev[0])
 			if err != nil {
 				return err
 			}
+			s.reach[k] = append(s.reach[k], float64(c.reach[k].Microseconds()))
 			s.host[k] = append(s.host[k], float64(c.host[k].Microseconds()))
 			s.gpu[k] = append(s.gpu[k], 1e3*float64(ms))
 		}
@@ -124,8 +152,9 @@ func (tl *timeline) resolve() error {
 	return nil
 }
 
-// report writes each program's boundaries: node, median host µs, median
-// GPU µs since the call's start, and the GPU's µs since the boundary
+// report writes each program's boundaries: node, median host µs when the
+// boundary was reached and when its work was handed on, median GPU µs since
+// the call's start, and the GPU's µs since the boundary
 // before (skipping programs called fewer than twice).
 func (tl *timeline) report(w io.Writer) {
 	for pi, p := range tl.order {
@@ -134,13 +163,17 @@ func (tl *timeline) report(w io.Writer) {
 			continue
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "timeline: program %d (%d nodes), %d calls (%d from graphs): node host_us gpu_us gpu_chunk_us\n",
+		fmt.Fprintf(&b, "timeline: program %d (%d nodes), %d calls (%d from graphs): node reach_us host_us gpu_us gpu_chunk_us\n",
 			pi, len(p.seg.Nodes), s.calls, s.graphCalls)
 		prev := 0.0
 		for k, n := range s.nodes {
-			h, gm := median(s.host[k]), median(s.gpu[k])
-			fmt.Fprintf(&b, "timeline:   %4d %9.1f %9.1f %9.1f\n", n, h, gm, gm-prev)
+			r, h, gm := median(s.reach[k]), median(s.host[k]), median(s.gpu[k])
+			fmt.Fprintf(&b, "timeline:   %4d %9.1f %9.1f %9.1f %9.1f\n", n, r, h, gm, gm-prev)
 			prev = gm
+		}
+		for k, v := range s.first {
+			n := p.seg.Nodes[k]
+			fmt.Fprintf(&b, "timeline:   first chunk: node %3d %-16s host %8.1f us\n", k, n.Op, median(v))
 		}
 		io.WriteString(w, b.String())
 	}
