@@ -4,7 +4,9 @@
 # "-" for none; GRAPHS=1 among them turns CUDA graphs on), run ROUNDS times in turn with .devbin/exec (runs of one
 # setting move by up to 0.4 ms between processes, so only interleaved arms
 # compare). Example:
-#   ARMS="plain=- split=DS4_CUDA_PNQ_SPLIT=1 new=DS4_CUDA_FATBIN=$PWD/x.fatbin g=GRAPHS=1+DS4_CUDA_GRAPH_CHUNKS=16,128" sh backends/cuda/devarms.sh
+#   ARMS="plain=- one=DS4_CUDA_PNQ_SPLIT=0 new=DS4_CUDA_FATBIN=$PWD/x.fatbin g=GRAPHS=1+DS4_CUDA_GRAPH_CHUNKS=16,128" sh backends/cuda/devarms.sh
+# CONFIG names another bench/configs file (slice for the full-width slice,
+# whose synthetic weights take longer: RUN_S, 60 s a run by default).
 # Prints a line a run and each arm's median last; the JSON reports go to
 # $OUT/arms.tgz.
 set -u
@@ -18,7 +20,7 @@ for i in $(seq "${ROUNDS:-3}"); do
     name=${arm%%=*} envs=${arm#*=} g=false
     [ "$envs" = - ] && envs=
     case "+$envs+" in *+GRAPHS=1+*) g=true ;; esac
-    env $(echo "$envs" | tr '+' ' ') timeout 60 "$BIN/exec" -bench -synthetic -config bench/configs/slice-small.json -backend cuda \
+    env $(echo "$envs" | tr '+' ' ') timeout ${RUN_S:-60} "$BIN/exec" -bench -synthetic -config bench/configs/${CONFIG:-slice-small}.json -backend cuda \
       -cuda-graphs=$g -bench-prefill 1 -bench-context 128 -bench-decode ${STEPS:-64} -bench-repeats 1 -probe-mb 0 -json \
       >"/tmp/arms/$name-$i.json" 2>>/tmp/arms/arms.log
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%s %.3f' % (sys.argv[2], 1e3*d['decode_seconds']/d['decode_steps']))" \
