@@ -344,7 +344,7 @@ func TestPermuteFP8x32Pairs(t *testing.T) {
 			a[i] = float32(i)
 		}
 		want, got := make([]float32, k), make([]float32, k)
-		permuteFP8x32(want, a)
+		permuteFP8x32(want, a, 1)
 		for c := 0; c+64 <= k&^31; c += 64 {
 			p := slices.Clone(want[c : c+64])
 			for v := range 4 {
@@ -352,7 +352,7 @@ func TestPermuteFP8x32Pairs(t *testing.T) {
 				copy(want[c+16*v+8:c+16*v+16], p[32+8*v:32+8*v+8])
 			}
 		}
-		permuteFP8x32Pairs(got, a)
+		permuteFP8x32Pairs(got, a, 1)
 		if !slices.Equal(got, want) {
 			t.Fatalf("k=%d: %v, want %v", k, got, want)
 		}

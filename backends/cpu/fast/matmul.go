@@ -178,6 +178,9 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 	}
 	nbv := nb // blocks of the vector kernel; the rest is done in Go on unpermuted activations
 	act := a
+	// fp8: the rows whose activations keep the old scaling (not
+	// fp8Scalable); nil when there is none
+	var unscaled []bool
 	// fp4 on activations packed as 16-bit integers when they all pack
 	// (finite), else the float kernels
 	var qrows []byte
@@ -203,11 +206,18 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 		}
 		for i := range m {
 			src, dst := a[i*k:(i+1)*k], act[i*k:(i+1)*k]
+			ps := fp8PreScale // fp8: whole blocks times 2^64 (see fp8PreScaleExp)
+			if w.kind == kindFP8 && !fp8Scalable(src[:nb*block]) {
+				if unscaled == nil {
+					unscaled = make([]bool, m)
+				}
+				unscaled[i], ps = true, 1
+			}
 			switch {
 			case w.kind == kindFP8 && fs.fp8Pairs:
-				permuteFP8x32Pairs(dst, src)
+				permuteFP8x32Pairs(dst, src, ps)
 			case w.kind == kindFP8:
-				permuteFP8x32(dst, src)
+				permuteFP8x32(dst, src, ps)
 			case gemv:
 				permuteFP4x64(dst[:nbv*block], src[:nbv*block])
 				copy(dst[nbv*block:], src[nbv*block:])
@@ -222,6 +232,10 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 	// the partials and, for fp8, the block factors of the chunk's 32-row
 	// group (decodeRows = block, so a chunk is one group).
 	var tmps, facs []float32
+	fpc := max(nb, 1) // factors a chunk: the pre-scaled ones, then (unscaled rows) the plain ones
+	if unscaled != nil {
+		fpc *= 2
+	}
 	if gemv && (qrows == nil || nbv != kb) { // (the whole-block paths write out directly)
 		prev := release // (the packed or permuted activations)
 		if w.kind != kindFP8 || nbv != kb {
@@ -230,7 +244,7 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 			release = func() { prev(); putBuf(tb) }
 		}
 		if w.kind == kindFP8 {
-			fb := getBuf(chunks * max(nb, 1))
+			fb := getBuf(chunks * fpc)
 			facs = *fb
 			prevT := release
 			release = func() { prevT(); putBuf(fb) }
@@ -239,11 +253,17 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 	task = func(c int) {
 		j0, j1 := c*decodeRows, min(n, (c+1)*decodeRows)
 		if gemv {
-			var fac []float32
+			var fac, facPlain []float32 // the pre-scaled rows' factors, the unscaled rows'
 			if w.kind == kindFP8 {
-				fac = facs[c*max(nb, 1) : c*max(nb, 1)+nb]
+				fac = facs[c*fpc : c*fpc+nb]
 				for b, e := range w.s[c*kb : c*kb+nb] {
-					fac[b] = fp8Factor(e)
+					fac[b] = fp8FactorPre(e)
+				}
+				if unscaled != nil {
+					facPlain = facs[c*fpc+nb : c*fpc+2*nb]
+					for b, e := range w.s[c*kb : c*kb+nb] {
+						facPlain[b] = fp8Factor(e)
+					}
 				}
 			}
 			whole := nbv == kb
@@ -269,9 +289,12 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 				if fs.fp8Rows > 0 {
 					per = fs.fp8Rows
 				}
+				if unscaled != nil { // a row's factors are its own (its sums do not depend on the rows beside it)
+					per = 1
+				}
 				for i0 := 0; i0 < m; i0 += per {
 					r := min(per, m-i0)
-					nan := fs.gemvFP8(act[i0*k:], k, r, w.q[j0*k:], fac, nb, j1-j0, out[i0*n+j0:], n)
+					nan := fs.gemvFP8(act[i0*k:], k, r, w.q[j0*k:], fp8RowFactors(fac, facPlain, unscaled, i0), nb, j1-j0, out[i0*n+j0:], n)
 					for i := range r {
 						o := out[(i0+i)*n+j0 : (i0+i)*n+j1]
 						if nan { // the vector kernels do not decode NaN codes
@@ -290,8 +313,12 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 			// one call per group of activation rows covers the chunk's weight
 			// rows when they are contiguous with no Go tail; else a call per row
 			tmp := tmps[c*gemvRows*decodeRows : (c+1)*gemvRows*decodeRows]
-			for i0 := 0; i0 < m; i0 += gemvRows {
-				r := min(gemvRows, m-i0)
+			step := gemvRows
+			if unscaled != nil {
+				step = 1
+			}
+			for i0 := 0; i0 < m; i0 += step {
+				r := min(step, m-i0)
 				ai := act[i0*k:]
 				var nan bool
 				for j := j0; j < j1; {
@@ -304,7 +331,7 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 					} else if w.kind == kindFP4 {
 						ks.gemvFP4(ai, k, r, w.q[j*k/2:], w.s[j*kb:], nbv, rows, tmp[j-j0:], decodeRows)
 					} else {
-						nan = fs.gemvFP8(ai, k, r, w.q[j*k:], fac, nb, rows, tmp[j-j0:], decodeRows) || nan
+						nan = fs.gemvFP8(ai, k, r, w.q[j*k:], fp8RowFactors(fac, facPlain, unscaled, i0), nb, rows, tmp[j-j0:], decodeRows) || nan
 					}
 					j += rows
 				}
@@ -384,6 +411,15 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 		}
 	}
 	return task, chunks, release
+}
+
+// fp8RowFactors is the factors of activation row i: plain when the row
+// keeps the old scaling (unscaled[i]), else the pre-scaled ones.
+func fp8RowFactors(fac, plain []float32, unscaled []bool, i int) []float32 {
+	if unscaled != nil && unscaled[i] {
+		return plain
+	}
+	return fac
 }
 
 // dotW16Group is the number of activation rows per dotW16Rows call for a
