@@ -259,9 +259,11 @@ func reorder32(t *testing.T, name string, got, want []float32) {
 // TestPreNormQuantGPU: the fused pre_norm_quant against hc_pre, rms_norm
 // and act_quant / fp4_act_quant launched one by one (and the reference),
 // bit for bit: a mix per token and one for all, no hc_pre, the three
-// quantisers, rows of the released widths (5120, q-LoRA 1280, head 512).
+// quantisers, rows of the released widths (5120, q-LoRA 1280, head 512),
+// each with one block a row and with a row spread over blocks.
 func TestPreNormQuantGPU(t *testing.T) {
 	e := fusedGPU(t)
+	defer func(v bool) { pnqSplit = v }(pnqSplit)
 	r := rng(t)
 	for _, c := range []struct {
 		rows, hc, dim, qkind, block int
@@ -337,16 +339,20 @@ func TestPreNormQuantGPU(t *testing.T) {
 		if c.qkind == 0 {
 			qp = 0
 		}
-		if err := e.k.PreNormQuant(e.s, "pre_norm_quant", norm, qp, dh, dpre, preStride, hc, dw, rows, dim, eps, c.qkind, c.block); err != nil {
-			t.Fatal(err)
-		}
-		gotNorm := down[float32](t, e, norm, rows*dim)
-		exact(t, name+" norm vs unfused", gotNorm, down[float32](t, e, uNorm, rows*dim))
-		golden(t, name+" norm vs reference", gotNorm, wantNorm)
-		if c.qkind != 0 {
-			gotQ := down[float32](t, e, q, rows*dim)
-			exact(t, name+" quant vs unfused", gotQ, down[float32](t, e, uQ, rows*dim))
-			golden(t, name+" quant vs reference", gotQ, wantQ)
+		for _, split := range []bool{false, true} { // one block a row, and a row's steps over blocks
+			pnqSplit = split
+			if err := e.k.PreNormQuant(e.s, "pre_norm_quant", norm, qp, dh, dpre, preStride, hc, dw, rows, dim, eps, c.qkind, c.block); err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("%s split %v", name, split)
+			gotNorm := down[float32](t, e, norm, rows*dim)
+			exact(t, name+" norm vs unfused", gotNorm, down[float32](t, e, uNorm, rows*dim))
+			golden(t, name+" norm vs reference", gotNorm, wantNorm)
+			if c.qkind != 0 {
+				gotQ := down[float32](t, e, q, rows*dim)
+				exact(t, name+" quant vs unfused", gotQ, down[float32](t, e, uQ, rows*dim))
+				golden(t, name+" quant vs reference", gotQ, wantQ)
+			}
 		}
 	}
 }

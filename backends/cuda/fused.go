@@ -116,9 +116,9 @@ func runHCMixSplit(c *call, f *fusion, st *runState) error {
 		scale, base, int(sn.Attrs.Int("iters", 20)), float32(sn.Attrs.Float("eps", 0)))
 }
 
-// pnqSplit: DS4_CUDA_PNQ_SPLIT=1 spreads a decode row of pre_norm_quant
-// over blocks (PreNormQuant), to be measured.
-var pnqSplit = os.Getenv("DS4_CUDA_PNQ_SPLIT") == "1"
+// pnqSplit spreads a decode row of pre_norm_quant over blocks
+// (PreNormQuant); DS4_CUDA_PNQ_SPLIT=0 keeps one block a row, to compare.
+var pnqSplit = os.Getenv("DS4_CUDA_PNQ_SPLIT") != "0"
 
 // preNormMaxDim is the widest row pre_norm_quant holds in shared memory
 // (4·dim bytes beside torch_sum_block's 8 KiB, within the 48 KiB a block
@@ -546,10 +546,11 @@ func (k *Kernels) PreNormQuant(s *driver.Stream, what string, norm, q, x, pre dr
 	if dim < 1 || dim > preNormMaxDim || (qkind != 0 && (block < 1 || block > 32 || block&(block-1) != 0 || dim%block != 0)) {
 		return fmt.Errorf("cuda pre_norm_quant: rows of %d (at most %d) in blocks of %d", dim, preNormMaxDim, block)
 	}
-	// One block a row (grid y 1) unless DS4_CUDA_PNQ_SPLIT=1: a few rows'
-	// element steps spread over blocks (grid y = the steps; each block
-	// computes its row and sum, the same bits) ran slower on the H200 in
-	// an earlier form of the kernel (8.9 against 6.9 µs a call).
+	// A few rows' element steps are spread over blocks (grid y = the
+	// steps; each block computes its row and sum, the same bits): no
+	// faster while the host set the decode step's pace, faster in every
+	// round once graphs made the step GPU-bound (bench/README, twelfth
+	// session); DS4_CUDA_PNQ_SPLIT=0 launches one block a row.
 	// (The kernel is __launch_bounds__(1024, 1): with the bound alone ptxas
 	// of CUDA 13 held it to 32 registers, 232 bytes of stack and 308 of
 	// spill stores; one block an SM lets it take 64, 24 bytes of stack.)
