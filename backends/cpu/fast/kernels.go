@@ -130,6 +130,9 @@ type kernelSet struct {
 	lanes4 func(x []float32, p *[3][]float32, n int, out []float32)
 	// lanes32, when set, is lanes32Go.
 	lanes32 func(x, p []float32, n int, out []float32)
+	// absMaxBits, when set, returns the largest bits(x[i]) &^ 0x80000000
+	// (len(x) a multiple of 8, at least 8).
+	absMaxBits func(x []float32) uint32
 }
 
 // dotW16RowsMax is the most activation rows of one dotW16Rows call.
@@ -360,8 +363,17 @@ func fp8FactorPre(s byte) float32 {
 // fp8Scalable reports whether a row of activations may be multiplied by
 // fp8PreScale without overflow: every finite |a| < 2^(128−fp8PreScaleExp)
 // (NaN and ±Inf stay what they are).
-func fp8Scalable(a []float32) bool {
+func fp8Scalable(ks *kernelSet, a []float32) bool {
 	const limit = (127 + 128 - fp8PreScaleExp) << 23 // the bits of 2^(128−64)
+	if n := len(a) &^ 7; ks.absMaxBits != nil && n > 0 {
+		mx := ks.absMaxBits(a[:n]) // Inf and NaN included: the scan below tells them apart
+		for _, v := range a[n:] {
+			mx = max(mx, math.Float32bits(v)&^(1<<31))
+		}
+		if mx < limit {
+			return true
+		}
+	}
 	var mx uint32
 	for _, v := range a {
 		if u := math.Float32bits(v) &^ (1 << 31); u < 0x7f800000 && u > mx {

@@ -227,6 +227,7 @@ var avx2Set = &kernelSet{
 			panic("fast: axpyF32: nk must be 1 or 4")
 		}
 	},
+	absMaxBits: func(x []float32) uint32 { return absMaxBitsAVX2(&x[0], len(x)) },
 	actQuant: func(xb []float32) bool {
 		n := len(xb)
 		if n == 0 || n%8 != 0 {
@@ -586,6 +587,7 @@ func init() {
 	avx512Set.loraFP8x8 = avx2Set.loraFP8x8
 	avx512Set.qkF64 = avx2Set.qkF64
 	avx512Set.actQuant = avx2Set.actQuant
+	avx512Set.absMaxBits = avx2Set.absMaxBits
 	avx512Set.lanes4 = avx2Set.lanes4
 	avx512Set.expF32 = avx2Set.expF32
 	avx512Set.qkF32Keys = avx2Set.qkF32Keys

@@ -207,7 +207,7 @@ func decodeTasks(ks *kernelSet, out, a []float32, m int, w *weights, round bool,
 		for i := range m {
 			src, dst := a[i*k:(i+1)*k], act[i*k:(i+1)*k]
 			ps := fp8PreScale // fp8: whole blocks times 2^64 (see fp8PreScaleExp)
-			if w.kind == kindFP8 && !fp8Scalable(src[:nb*block]) {
+			if w.kind == kindFP8 && !fp8Scalable(ks, src[:nb*block]) {
 				if unscaled == nil {
 					unscaled = make([]bool, m)
 				}

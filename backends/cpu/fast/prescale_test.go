@@ -58,3 +58,35 @@ func TestFP8TinyProductsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestFP8Scalable: a row is scalable unless it holds a finite magnitude
+// of 2^64 or more, whatever Inf or NaN it holds besides, at every length
+// and kernel set.
+func TestFP8Scalable(t *testing.T) {
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	for _, ks := range []*kernelSet{portable, current()} {
+		for _, n := range []int{1, 7, 8, 9, 64, 100} {
+			for _, c := range []struct {
+				put  []float32
+				want bool
+			}{
+				{nil, true}, {[]float32{0x1p63 * 1.99}, true}, {[]float32{-0x1p64}, false}, {[]float32{0x1p100}, false},
+				{[]float32{inf}, true}, {[]float32{-inf, nan}, true}, {[]float32{inf, 0x1p70}, false}, {[]float32{nan, -0x1p127}, false},
+			} {
+				if len(c.put) > n {
+					continue
+				}
+				a := make([]float32, n)
+				for i := range a {
+					a[i] = float32(i%5) - 2
+				}
+				for i, v := range c.put {
+					a[(n-1)-i*(n/2)] = v // the end of the row (a tail past the vector kernel's) and its middle
+				}
+				if got := fp8Scalable(ks, a); got != c.want {
+					t.Errorf("n=%d %v: fp8Scalable = %v, want %v", n, c.put, got, c.want)
+				}
+			}
+		}
+	}
+}
