@@ -16,7 +16,11 @@
 //     FMA'd against up to 4 activation rows at once (gemvFP4/gemvFP8: one
 //     dequantisation per block for all rows, 32 weight rows per call; the
 //     activations are permuted once per call into the order the
-//     dequantisation produces).
+//     dequantisation produces). The placed e4m3 codes read as their value
+//     times 2^-120, so the fp8 activations are multiplied by 2^64 as they
+//     are permuted and the block factors divided by it (fp8PreScaleExp):
+//     the partials stay normal f32s (subnormal ones lose bits and cost
+//     Intel cores microcode assists).
 //   - fp4 on AVX2 (fp4q.go): the activations, which act_quant has made e4m3
 //     codes times a power of two per 32-block, are packed once per call as
 //     16-bit integers with one factor per block (packFP4Q, exact for codes
