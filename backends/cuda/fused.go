@@ -549,8 +549,10 @@ func (k *Kernels) PreNormQuant(s *driver.Stream, what string, norm, q, x, pre dr
 	// A few rows' element steps are spread over blocks (grid y = the
 	// steps; each block computes its row and sum, the same bits): no
 	// faster while the host set the decode step's pace, faster in every
-	// round once graphs made the step GPU-bound (bench/README, twelfth
-	// session); DS4_CUDA_PNQ_SPLIT=0 launches one block a row.
+	// round on an H100 once graphs made the step GPU-bound (bench/README,
+	// twelfth session; an earlier form of the kernel ran slower split on
+	// the H200, 8.9 against 6.9 µs a call, not measured there since);
+	// DS4_CUDA_PNQ_SPLIT=0 launches one block a row.
 	// (The kernel is __launch_bounds__(1024, 1): with the bound alone ptxas
 	// of CUDA 13 held it to 32 registers, 232 bytes of stack and 308 of
 	// spill stores; one block an SM lets it take 64, 24 bytes of stack.)
