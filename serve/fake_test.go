@@ -155,15 +155,19 @@ func (m *manyFake) Prefill(slot int, tokens []int64) ([]float32, error) {
 
 // stepFake is a manyFake that also runs a step and prefills in one call
 // (StepPrefill, as engine.Batch: Step, then PrefillMany), recording the
-// step's slots and the prefills' of each call.
+// step's slots, the prefills' and their prompts' lengths of each call.
 type stepFake struct {
 	*manyFake
-	joint [][2][]int
+	joint [][3][]int
 }
 
 func (m *stepFake) StepPrefill(slots []int, tokens []int64, pslots []int, prompts [][]int64) ([][]float32, [][]float32, []error, error) {
+	lens := make([]int, len(prompts))
+	for i, p := range prompts {
+		lens[i] = len(p)
+	}
 	m.mu.Lock()
-	m.joint = append(m.joint, [2][]int{append([]int(nil), slots...), append([]int(nil), pslots...)})
+	m.joint = append(m.joint, [3][]int{append([]int(nil), slots...), append([]int(nil), pslots...), lens})
 	m.mu.Unlock()
 	logits, err := m.Step(slots, tokens)
 	plogits, perrs := m.PrefillMany(pslots, prompts)

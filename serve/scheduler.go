@@ -116,30 +116,19 @@ type stepPrefiller interface {
 
 // stepAdmitting runs the next step with prefills of queued requests beside
 // it, on an engine that can (stepPrefiller, more than one core, a step to
-// run, a free slot and a request waiting): up to one request per core
-// joins, and the running streams do not wait for their prefills. It
-// reports whether it ran the step.
+// run, a free slot and a request waiting): requests join until their
+// prompt tokens reach the budget (Config.PrefillTokens), their prefills
+// run side by side with the step's row groups, one per core. A burst of
+// requests thus joins in one step rather than one per core in each of many
+// steps (the batch runs full sooner, and its sequences end together
+// instead of leaving a tail of small steps). It reports whether it ran
+// the step.
 func (sc *scheduler) stepAdmitting() bool {
 	sp, ok := sc.eng.(stepPrefiller)
-	width := runtime.GOMAXPROCS(0)
-	if !ok || width < 2 || !sc.eng.Ragged() || sc.count() == 0 {
+	if !ok || runtime.GOMAXPROCS(0) < 2 || !sc.eng.Ragged() || sc.count() == 0 {
 		return false
 	}
-	var qs []*seq
-take:
-	for len(qs) < min(width, sc.freeCount()) {
-		select {
-		case q := <-sc.queue:
-			sc.s.metrics.queueDepth.Dec()
-			if q.ctx.Err() != nil {
-				q.finish(event{err: ctxError(q.ctx)})
-				continue
-			}
-			qs = append(qs, q)
-		default:
-			break take
-		}
-	}
+	qs := sc.takeBudget(nil)
 	if len(qs) == 0 {
 		return false
 	}
@@ -194,27 +183,23 @@ take:
 // while the prefills so far took less than the last step (so the running
 // streams wait at most about one step more, and a burst of requests fills
 // the batch in a few steps rather than one per step). A round is one
-// request, or one per core on an engine that prefills several slots side
-// by side (PrefillMany).
+// request, or on an engine that prefills several slots side by side
+// (PrefillMany) requests up to the prompt token budget (takeBudget).
 func (sc *scheduler) admitMore(first *seq) {
 	t0 := time.Now()
-	width := 1
-	if _, ok := sc.eng.(manyPrefiller); ok {
-		width = max(1, runtime.GOMAXPROCS(0))
-	}
+	_, many := sc.eng.(manyPrefiller)
 	for sc.free() >= 0 {
 		var qs []*seq
-		if first != nil {
-			qs, first = append(qs, first), nil
-		}
-	take:
-		for len(qs) < min(width, sc.freeCount()) {
+		if many {
+			qs, first = sc.takeBudget(first), nil
+		} else if first != nil {
+			qs, first = []*seq{first}, nil
+		} else {
 			select {
 			case q := <-sc.queue:
 				sc.s.metrics.queueDepth.Dec()
-				qs = append(qs, q)
+				qs = []*seq{q}
 			default:
-				break take
 			}
 		}
 		if len(qs) == 0 {
@@ -225,6 +210,32 @@ func (sc *scheduler) admitMore(first *seq) {
 			return
 		}
 	}
+}
+
+// takeBudget takes queued requests (after first, when not nil) for free
+// slots until their prompt tokens reach the budget (Config.PrefillTokens;
+// the last one taken may pass it); a request whose context has ended is
+// answered and not counted.
+func (sc *scheduler) takeBudget(first *seq) []*seq {
+	var qs []*seq
+	tokens := 0
+	if first != nil {
+		qs, tokens = append(qs, first), len(first.prompt)
+	}
+	for len(qs) < sc.freeCount() && tokens < sc.s.cfg.PrefillTokens {
+		select {
+		case q := <-sc.queue:
+			sc.s.metrics.queueDepth.Dec()
+			if q.ctx.Err() != nil {
+				q.finish(event{err: ctxError(q.ctx)})
+				continue
+			}
+			qs, tokens = append(qs, q), tokens+len(q.prompt)
+		default:
+			return qs
+		}
+	}
+	return qs
 }
 
 // manyPrefiller is an Engine that prefills several slots side by side

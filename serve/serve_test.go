@@ -499,17 +499,18 @@ func TestPrefillManyEqualsAlone(t *testing.T) {
 
 // TestStepPrefillJoinsRunningStreams: on an engine that runs a step and
 // prefills side by side (two cores), requests that arrive while others
-// are decoding are prefilled beside a step (StepPrefill: at most one per
-// core, into free slots the call does not step), every answer equals
-// the one it gets alone, and a prefill that fails there fails only its own
-// request.
+// are decoding are prefilled beside a step (StepPrefill: into free slots
+// the call does not step, until their prompt tokens reach the budget),
+// every answer equals the one it gets alone, and a prefill that fails
+// there fails only its own request.
 func TestStepPrefillJoinsRunningStreams(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
 	f := newFake(4)
 	f.delay = 2 * time.Millisecond
 	m := &stepFake{manyFake: &manyFake{fakeEngine: f}}
 	m.fail = testTokenizer(t).Encode("boom")
-	_, hs := newTest(t, f, func(c *Config) { c.MaxQueue = 16; c.Engine = m })
+	const budget = 4 // tokens: about two of these prompts
+	_, hs := newTest(t, f, func(c *Config) { c.MaxQueue = 16; c.Engine = m; c.PrefillTokens = budget })
 	prompts := []string{"a", "bb", "ccc", "dddd", "e", "ff", "ggg", "hhhh"}
 	// answers of different lengths, so that slots free while others run
 	req := func(i int, p string) string {
@@ -527,8 +528,12 @@ func TestStepPrefillJoinsRunningStreams(t *testing.T) {
 		for _, sl := range c[0] {
 			stepped[sl] = true
 		}
-		if len(c[0]) == 0 || len(c[1]) == 0 || len(c[1]) > 2 {
-			t.Errorf("StepPrefill of slots %v with prefills of %v (2 cores: two prefills at most)", c[0], c[1])
+		before := 0 // the prompt tokens of the prefills before the last
+		for _, n := range c[2][:max(0, len(c[2])-1)] {
+			before += n
+		}
+		if len(c[0]) == 0 || len(c[1]) == 0 || before >= budget {
+			t.Errorf("StepPrefill of slots %v with prefills of %v, prompts of %v tokens (a budget of %d)", c[0], c[1], c[2], budget)
 		}
 		for _, sl := range c[1] {
 			if stepped[sl] || sl < 0 || sl >= f.slots {
@@ -538,6 +543,47 @@ func TestStepPrefillJoinsRunningStreams(t *testing.T) {
 	}
 	if len(m.joint) == 0 || failed != 1 {
 		t.Errorf("%d StepPrefill calls, %d failed requests", len(m.joint), failed)
+	}
+}
+
+// TestPrefillBudgetAdmitsBurst: requests that arrive together while a
+// stream decodes join one step when their prompts fit the budget
+// (Config.PrefillTokens), and one per step with a budget of one token.
+func TestPrefillBudgetAdmitsBurst(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	for _, budget := range []int{1, DefaultPrefillTokens} {
+		f := newFake(4)
+		f.gate = make(chan struct{}) // the long request's first step waits for the burst
+		m := &stepFake{manyFake: &manyFake{fakeEngine: f}}
+		_, hs := newTest(t, f, func(c *Config) { c.MaxQueue = 16; c.Engine = m; c.PrefillTokens = budget })
+		var wg sync.WaitGroup
+		waitFor := func(name string, v float64) {
+			for deadline := time.Now().Add(10 * time.Second); metric(t, hs, name, "") < v; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s never reached %v", name, v)
+				}
+			}
+		}
+		wg.Go(func() { post(t, hs, "/v1/completions", `{"model":"`+model+`","prompt":"long","max_tokens":30}`) })
+		waitFor("ds4_serve_active_slots", 1)
+		for _, p := range []string{"a", "b", "c"} {
+			wg.Go(func() { post(t, hs, "/v1/completions", `{"model":"`+model+`","prompt":"`+p+`","max_tokens":2}`) })
+		}
+		waitFor("ds4_serve_queue_depth", 3)
+		close(f.gate)
+		wg.Wait()
+		m.mu.Lock()
+		widest, joined := 0, 0
+		for _, c := range m.joint {
+			widest, joined = max(widest, len(c[1])), joined+len(c[1])
+		}
+		m.mu.Unlock()
+		if budget == 1 && (widest != 1 || joined != 3) {
+			t.Errorf("a budget of 1 token: %d prefills joined steps, up to %d in one (want 3, one per step)", joined, widest)
+		}
+		if budget > 1 && widest != 3 {
+			t.Errorf("a budget of %d tokens: up to %d prefills joined one step (want the burst's 3)", budget, widest)
+		}
 	}
 }
 

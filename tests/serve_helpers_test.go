@@ -38,6 +38,8 @@ type serveOpts struct {
 	// perSlot: one session per slot even though the batch could be ragged
 	// (cmd/serve's engine on cuda, run here on cpu).
 	perSlot bool
+	// prefillTokens is serve.Config.PrefillTokens (0: the default).
+	prefillTokens int
 }
 
 // The series of /metrics the tests read (serve/metrics.go).
@@ -113,6 +115,7 @@ func newServer(t testing.TB, o serveOpts) (srv *serve.Server, closeFn func()) {
 		Vocab:          serveModel.Vocab,
 		MaxSeqLen:      o.maxLen,
 		MaxQueue:       o.queue,
+		PrefillTokens:  o.prefillTokens,
 		MaxTokens:      o.maxTokens,
 		RequestTimeout: o.timeout,
 		Logger:         log.New(io.Discard, "", 0),

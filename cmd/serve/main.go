@@ -33,12 +33,12 @@ import (
 func main() { os.Exit(cli.Run("serve", run, os.Args[1:])) }
 
 const usage = `serve -plan FILE [-model DIR] [-backend NAME] [-addr HOST:PORT] [-max-batch N] [-max-queue N] [-max-tokens N]
-             [-max-len N] [-prefill-chunk N] [-request-timeout D] [-drain-timeout D] [-tokenizer FILE] [-model-name NAME] [-thinking] [-max-memory BYTES]`
+             [-max-len N] [-prefill-chunk N] [-prefill-tokens N] [-request-timeout D] [-drain-timeout D] [-tokenizer FILE] [-model-name NAME] [-thinking] [-max-memory BYTES]`
 
 type options struct {
 	plan, model, backend, addr, tokenizer, name string
 	maxBatch, maxQueue, maxTokens, maxLen       int
-	prefillChunk                                int
+	prefillChunk, prefillTokens                 int
 	requestTimeout, drainTimeout                time.Duration
 	thinking                                    bool
 	maxMemory                                   int64
@@ -60,6 +60,7 @@ func newFlags(o *options) *flag.FlagSet {
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "largest max_tokens of a request (default: -max-len)")
 	fs.IntVar(&o.maxLen, "max-len", 0, "positions of a slot, prompt + answer (default: the config's max_seq_len)")
 	fs.IntVar(&o.prefillChunk, "prefill-chunk", engine.DefaultPrefillChunk, "prefill a longer prompt in calls of at most `N` tokens (memory of a chunk, not of the prompt; the same results); 0: one call")
+	fs.IntVar(&o.prefillTokens, "prefill-tokens", serve.DefaultPrefillTokens, "waiting requests join a decode step until their prompts reach `N` tokens (at least one joins): larger admits a burst in fewer steps, the running streams waiting longer in each")
 	fs.DurationVar(&o.requestTimeout, "request-timeout", 10*time.Minute, "per request, queue included (0: none)")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long in-flight requests may finish before they are cancelled")
 	fs.BoolVar(&o.thinking, "thinking", false, "chat requests think (reasoning_content) unless they set reasoning_effort \"none\"; without it, only those that set reasoning_effort")
@@ -83,6 +84,7 @@ func (o *options) check() error {
 		cli.IntRange("max-tokens", int64(o.maxTokens), 0, maxCount, "far above what memory holds"),
 		cli.IntRange("max-len", int64(o.maxLen), 0, maxCount, "far above what memory holds"),
 		cli.IntRange("prefill-chunk", int64(o.prefillChunk), 0, maxCount, "far above what memory holds"),
+		cli.IntRange("prefill-tokens", int64(o.prefillTokens), 1, maxCount, "far above what memory holds"),
 	} {
 		if err != nil {
 			return err
@@ -156,7 +158,7 @@ func run(args []string) error {
 		name = p.Model
 	}
 	srv, err := serve.New(serve.Config{Engine: eng, Tokenizer: tok, ModelName: name, Vocab: model.Vocab, MaxSeqLen: o.maxLen,
-		MaxQueue: o.maxQueue, MaxTokens: o.maxTokens, RequestTimeout: o.requestTimeout, Thinking: o.thinking,
+		MaxQueue: o.maxQueue, MaxTokens: o.maxTokens, PrefillTokens: o.prefillTokens, RequestTimeout: o.requestTimeout, Thinking: o.thinking,
 		Logger: log.New(os.Stderr, "serve: ", log.LstdFlags|log.Lmicroseconds)})
 	if err != nil {
 		return err
