@@ -477,6 +477,32 @@ func BenchmarkBatchStep16(b *testing.B) {
 	b.ReportMetric(float64(16*b.N)/b.Elapsed().Seconds(), "tokens/s")
 }
 
+// BenchmarkBatchPrefillMany2: two 25-token prompts prefilled side by side
+// (PrefillMany, one per core, as serve admits a burst) on the tiny model
+// (cpu); tokens/s counts the prompts' tokens.
+func BenchmarkBatchPrefillMany2(b *testing.B) {
+	md := openTinyPlan(b, "cpu", true)
+	bt, err := md.NewBatch(BatchOptions{Slots: 2, MaxLen: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bt.Close()
+	prompts := make([][]int64, 2)
+	for s := range prompts {
+		for i := range 25 {
+			prompts[s] = append(prompts[s], int64(1+(3*i+7*s)%50))
+		}
+	}
+	for b.Loop() {
+		for i, err := range func() []error { _, errs := bt.PrefillMany([]int{0, 1}, prompts); return errs }() {
+			if err != nil {
+				b.Fatalf("slot %d: %v", i, err)
+			}
+		}
+	}
+	b.ReportMetric(float64(50*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
 // BenchmarkSessionDecode1: one decode step of a lone B=1 session (the
 // single-stream baseline of BenchmarkBatchStep16).
 func BenchmarkSessionDecode1(b *testing.B) {

@@ -292,7 +292,6 @@ const TorchSumScratch = elemSumLevels * elemSumLanes * elemSumILP
 // keeps (TorchSum's own escape to the heap through add).
 func TorchSumInto(x []float32, add RowAdder, accs []float32) float32 {
 	accs = accs[:TorchSumScratch]
-	clear(accs)
 	lanes := elemSumLanes
 	if len(x) < lanes {
 		lanes = 1
@@ -328,12 +327,24 @@ func TorchSumInto(x []float32, add RowAdder, accs []float32) float32 {
 // is folded into level 1, and a level j is folded into level j+1 whenever
 // the row count is a multiple of 2^(p·(j+1)); at the end the leftover rows
 // go into level 0 and levels 1..3 are added to level 0 in order. accs
-// (zeroed, elemSumLevels·width) holds the levels; the result is its first
-// width elements.
+// (elemSumLevels·width, any values: it clears them) holds the levels; the
+// result is its first width elements.
+//
+// Up to one fold's rows (a norm's 128 or 512 elements) only level 0 is
+// used: the levels above stay zero, and adding a zero, or a fold into a
+// zeroed level, changes no lane except -0 to +0, which no sum of
+// TorchSumInto sees (it starts from +0).
 func elemCascade(accs, x []float32, width int, add RowAdder) []float32 {
 	rows := len(x) / width
 	p := max(4, elemCeilLog2(rows)/elemSumLevels)
 	step, mask := 1<<p, 1<<p-1
+	if rows <= step {
+		acc := accs[:width]
+		clear(acc)
+		add(acc, x, rows)
+		return acc
+	}
+	clear(accs[:elemSumLevels*width])
 	var acc [elemSumLevels][]float32
 	for j := range acc {
 		acc[j] = accs[j*width : (j+1)*width]
