@@ -104,6 +104,7 @@ func newServer(t testing.TB, o serveOpts) (srv *serve.Server, closeFn func()) {
 		t.Fatalf("batch ragged %v, asked for one session per slot %v", b.Ragged(), o.perSlot)
 	}
 	eng = b
+	serve.TuneGC() // as cmd/serve does once its engine is built
 	var e serve.Engine = eng
 	if o.wrap != nil {
 		e = o.wrap(eng)

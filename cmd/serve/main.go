@@ -173,7 +173,8 @@ func run(args []string) error {
 		return err
 	}
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
-	fmt.Fprintf(os.Stderr, "serve: %s on %s (%s, %d slots of %d positions, %s) at http://%s\n", name, backend, kind, eng.Slots(), o.maxLen, dir, ln.Addr())
+	gc := serve.TuneGC()
+	fmt.Fprintf(os.Stderr, "serve: %s on %s (%s, %d slots of %d positions, %s, GC at %d%%) at http://%s\n", name, backend, kind, eng.Slots(), o.maxLen, dir, gc, ln.Addr())
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
