@@ -94,10 +94,15 @@ func (b Backend) kernel(n *ir.Node) (backends.HostKernel, error) {
 	}
 	st := &nodeState{}
 	fast := b.fast
+	n0, slot0 := n, nodeSlot(n)
 	return func(env *backends.Env, n *ir.Node, args []*backends.Tensor) (*backends.Tensor, error) {
 		arena, _ := env.Arena.(*backends.HostArena)
 		r := runPool.Get().(*run) // (a kernel keeps nothing of its run past its return)
-		*r = run{env: env, arena: arena, node: n, state: st, fast: fast}
+		slot := slot0
+		if n != n0 {
+			slot = nodeSlot(n)
+		}
+		*r = run{env: env, arena: arena, node: n, outSlot: slot, outSlotKnown: true, state: st, fast: fast}
 		defer func() { *r = run{}; runPool.Put(r) }()
 		return k(r, n, args)
 	}, nil
@@ -109,11 +114,13 @@ var runPool = sync.Pool{New: func() any { return new(run) }}
 
 // run is what a kernel sees of one call.
 type run struct {
-	env   *backends.Env
-	arena *backends.HostArena // nil: fresh memory
-	node  *ir.Node            // the node being computed; its buf attribute names its arena slot
-	state *nodeState          // the node's state across calls (nil outside a program)
-	fast  bool                // the optimised kernels (backend "cpu"), else the reference ones
+	env          *backends.Env
+	arena        *backends.HostArena // nil: fresh memory
+	node         *ir.Node            // the node being computed; its buf attribute names its arena slot
+	outSlot      int                 // that slot, read once per program (-1: none) ...
+	outSlotKnown bool                // ... when set, else read from node
+	state        *nodeState          // the node's state across calls (nil outside a program)
+	fast         bool                // the optimised kernels (backend "cpu"), else the reference ones
 }
 
 // nodeState is what a node's kernel keeps between the calls of one
@@ -186,11 +193,20 @@ func newTensor(dt ir.DType, shape []int) *backends.Tensor {
 	return &st.t
 }
 
+// slot is the arena slot of the current node's output (-1: none).
 func (r *run) slot() int {
-	if r.node == nil {
+	if r.outSlotKnown {
+		return r.outSlot
+	}
+	return nodeSlot(r.node)
+}
+
+// nodeSlot is n's arena slot (its buf attribute; -1: none, or no node).
+func nodeSlot(n *ir.Node) int {
+	if n == nil {
 		return -1
 	}
-	if b, ok := r.node.Attrs["buf"].(int64); ok {
+	if b, ok := n.Attrs["buf"].(int64); ok {
 		return int(b)
 	}
 	return -1
