@@ -494,7 +494,8 @@ func BenchmarkBatchPrefillMany2(b *testing.B) {
 		}
 	}
 	for b.Loop() {
-		for i, err := range func() []error { _, errs := bt.PrefillMany([]int{0, 1}, prompts); return errs }() {
+		_, errs := bt.PrefillMany([]int{0, 1}, prompts)
+		for i, err := range errs {
 			if err != nil {
 				b.Fatalf("slot %d: %v", i, err)
 			}

@@ -31,3 +31,16 @@ func TestTuneGC(t *testing.T) {
 	}
 	runtime.KeepAlive(big)
 }
+
+// TestTuneGCLeavesGOGC: with GOGC in the environment TuneGC changes
+// nothing and returns the percentage in force.
+func TestTuneGCLeavesGOGC(t *testing.T) {
+	t.Setenv("GOGC", "150")
+	defer debug.SetGCPercent(debug.SetGCPercent(150))
+	if pct := TuneGC(); pct != 150 {
+		t.Errorf("TuneGC returned %d %%, GOGC is 150", pct)
+	}
+	if got := debug.SetGCPercent(150); got != 150 {
+		t.Errorf("TuneGC changed the percentage to %d", got)
+	}
+}

@@ -65,7 +65,8 @@ type Server struct {
 
 // DefaultPrefillTokens is Config.PrefillTokens when it is 0: 16 prompts of
 // the load test's ~25 tokens join one step on the tiny model, the running
-// streams waiting ~40 ms (2 cores) instead of ~5 ms in each of 8 steps.
+// streams waiting ~40-50 ms (2 cores) in that step instead of ~4-9 ms in
+// each of 8 steps.
 const DefaultPrefillTokens = 512
 
 // errKilled is the cause of the requests a forced shutdown cancels.
